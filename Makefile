@@ -1,0 +1,36 @@
+# The front door. `make test` and `make demo` set the machine up first (see
+# scripts/setup), so they work on a fresh Debian machine.
+BUILD ?= build
+
+.PHONY: all setup build test demo bench sanitize tsan clean
+
+all: build
+
+setup:
+	@scripts/setup
+
+build: setup
+	@ninja -C $(BUILD)
+
+test: build
+	@scripts/run-tests $(BUILD)
+
+demo: build
+	@$(BUILD)/tools/wal_tour
+
+bench: build
+	@$(BUILD)/bench/wal_bench
+
+# Address + undefined-behaviour sanitizers; any report fails the run.
+sanitize:
+	@BUILD_DIR=build-asan BUILD_TYPE=debugoptimized SANITIZE=address,undefined scripts/setup
+	@ninja -C build-asan
+	@scripts/run-tests build-asan
+
+tsan:
+	@BUILD_DIR=build-tsan BUILD_TYPE=debugoptimized SANITIZE=thread scripts/setup
+	@ninja -C build-tsan
+	@scripts/run-tests build-tsan
+
+clean:
+	rm -rf build build-asan build-tsan

@@ -1,0 +1,224 @@
+// The POSIX file layer. Every call retries EINTR and completes short writes;
+// every error names the operation and the path.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "core/env.h"
+
+namespace magnetite {
+namespace {
+
+status from_errno(std::string_view op, const std::string& path, int err) {
+  std::string msg = fmt::format("{} {}: {}", op, path, std::strerror(err));
+  switch (err) {
+    case ENOENT: return status::not_found(std::move(msg));
+    case ENOSPC:
+    case EDQUOT: return status::make(status_code::no_space, status_category::permanent, std::move(msg));
+    case EWOULDBLOCK: return status::busy(std::move(msg));
+    default: return status::io_error(std::move(msg));
+  }
+}
+
+class posix_file final : public file {
+ public:
+  posix_file(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  ~posix_file() override { ::close(fd_); }
+
+  status append(std::string_view data) override {
+    while (!data.empty()) {
+      ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return from_errno("write", path_, errno);
+      }
+      data.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return status::ok();
+  }
+
+  status write_at(std::uint64_t offset, std::string_view data) override {
+    while (!data.empty()) {
+      ssize_t n = ::pwrite(fd_, data.data(), data.size(), static_cast<off_t>(offset));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return from_errno("pwrite", path_, errno);
+      }
+      data.remove_prefix(static_cast<std::size_t>(n));
+      offset += static_cast<std::uint64_t>(n);
+    }
+    return status::ok();
+  }
+
+  result<std::size_t> read_at(std::uint64_t offset, std::size_t n, char* scratch) override {
+    std::size_t done = 0;
+    while (done < n) {
+      ssize_t r = ::pread(fd_, scratch + done, n - done, static_cast<off_t>(offset + done));
+      if (r < 0) {
+        if (errno == EINTR) continue;
+        return from_errno("pread", path_, errno);
+      }
+      if (r == 0) break;
+      done += static_cast<std::size_t>(r);
+    }
+    return done;
+  }
+
+  status sync() override {
+    if (::fdatasync(fd_) != 0) return from_errno("fdatasync", path_, errno);
+    return status::ok();
+  }
+
+  status truncate(std::uint64_t size) override {
+    if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) return from_errno("ftruncate", path_, errno);
+    return status::ok();
+  }
+
+  result<std::uint64_t> size() override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return from_errno("fstat", path_, errno);
+    return static_cast<std::uint64_t>(st.st_size);
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+class posix_lock final : public file_lock {
+ public:
+  explicit posix_lock(int fd) : fd_(fd) {}
+  ~posix_lock() override { ::close(fd_); }  // closing releases the flock
+
+ private:
+  int fd_;
+};
+
+class posix_env final : public env {
+ public:
+  result<std::unique_ptr<file>> open(const std::string& path, open_mode mode) override {
+    int flags = O_RDWR | O_CLOEXEC;
+    switch (mode) {
+      case open_mode::create_new: flags |= O_CREAT | O_EXCL; break;
+      case open_mode::open_existing: break;
+      case open_mode::open_or_create: flags |= O_CREAT; break;
+      case open_mode::create_truncate: flags |= O_CREAT | O_TRUNC; break;
+    }
+    // O_APPEND is not used: append() writes at the descriptor's offset, which
+    // starts at the end below, and write_at() must be able to write anywhere.
+    int fd;
+    do fd = ::open(path.c_str(), flags, 0644);
+    while (fd < 0 && errno == EINTR);
+    if (fd < 0) return from_errno("open", path, errno);
+    if (::lseek(fd, 0, SEEK_END) < 0) {
+      int err = errno;
+      ::close(fd);
+      return from_errno("lseek", path, err);
+    }
+    return std::unique_ptr<file>(new posix_file(fd, path));
+  }
+
+  status create_dir(const std::string& path) override {
+    if (::mkdir(path.c_str(), 0755) == 0) return status::ok();
+    int err = errno;
+    if (err == EEXIST) {
+      struct stat st;
+      if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return status::ok();
+      return status::invalid_argument(fmt::format("mkdir {}: exists and is not a directory", path));
+    }
+    return from_errno("mkdir", path, err);
+  }
+
+  status sync_dir(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return from_errno("open directory", path, errno);
+    int rc = ::fsync(fd);
+    int err = errno;
+    ::close(fd);
+    if (rc != 0) return from_errno("fsync directory", path, err);
+    return status::ok();
+  }
+
+  status rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return from_errno("rename", from + " -> " + to, errno);
+    return status::ok();
+  }
+
+  status remove(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0) return from_errno("unlink", path, errno);
+    return status::ok();
+  }
+
+  result<std::vector<std::string>> list(const std::string& dir) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return from_errno("opendir", dir, errno);
+    std::vector<std::string> names;
+    errno = 0;
+    while (dirent* e = ::readdir(d)) {
+      std::string_view name = e->d_name;
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    int err = errno;
+    ::closedir(d);
+    if (err != 0) return from_errno("readdir", dir, err);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  result<bool> exists(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) return true;
+    if (errno == ENOENT) return false;
+    return from_errno("stat", path, errno);
+  }
+
+  result<bool> is_directory(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) == 0) return S_ISDIR(st.st_mode);
+    return from_errno("stat", path, errno);
+  }
+
+  result<std::unique_ptr<file_lock>> lock(const std::string& path) override {
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return from_errno("open lock file", path, errno);
+    // flock locks belong to the open file description, so a second open in the
+    // same process conflicts too (fcntl locks would not).
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      int err = errno;
+      ::close(fd);
+      if (err == EWOULDBLOCK)
+        return status::busy(fmt::format("{} is locked: the data directory is in use by another "
+                                        "process or another open database",
+                                        path));
+      return from_errno("flock", path, err);
+    }
+    return std::unique_ptr<file_lock>(new posix_lock(fd));
+  }
+};
+
+}  // namespace
+
+env& env::posix() {
+  static posix_env instance;
+  return instance;
+}
+
+result<std::string> read_whole_file(env& e, const std::string& path) {
+  auto f = e.open(path, open_mode::open_existing);
+  if (!f) return f.error();
+  auto sz = (*f)->size();
+  if (!sz) return sz.error();
+  std::string out(static_cast<std::size_t>(*sz), '\0');
+  auto n = (*f)->read_at(0, out.size(), out.data());
+  if (!n) return n.error();
+  out.resize(*n);
+  return out;
+}
+
+}  // namespace magnetite

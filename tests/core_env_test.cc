@@ -1,0 +1,131 @@
+// The env contract, checked against both implementations, plus what only the
+// POSIX one can show (a lock held by another process).
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/env.h"
+#include "core/fault_env.h"
+#include "tests/support/temp_dir.h"
+
+using namespace magnetite;
+
+namespace {
+
+struct posix_fixture {
+  testing::temp_dir dir{"env"};
+  env& e = env::posix();
+  std::string root() const { return dir.path(); }
+};
+
+struct fault_fixture {
+  fault_env e;
+  fault_fixture() { REQUIRE(e.create_dir("/db").is_ok()); }
+  std::string root() const { return "/db"; }
+};
+
+template <class F>
+void check_env_contract() {
+  F fx;
+  env& e = fx.e;
+  std::string a = path_join(fx.root(), "a");
+  std::string b = path_join(fx.root(), "b");
+
+  CHECK(e.open(a, open_mode::open_existing).error().code() == status_code::not_found);
+  auto f = e.open(a, open_mode::create_new);
+  REQUIRE(f.is_ok());
+  CHECK_FALSE(e.open(a, open_mode::create_new).is_ok());
+  REQUIRE((*f)->append("hello").is_ok());
+  REQUIRE((*f)->append(" world").is_ok());
+  REQUIRE((*f)->write_at(0, "J").is_ok());
+  CHECK((*f)->size().value() == 11);
+  char buf[32];
+  CHECK((*f)->read_at(0, sizeof buf, buf).value() == 11);
+  CHECK(std::string(buf, 11) == "Jello world");
+  CHECK((*f)->read_at(6, 3, buf).value() == 3);
+  CHECK(std::string(buf, 3) == "wor");
+  CHECK((*f)->read_at(100, 3, buf).value() == 0);
+  REQUIRE((*f)->truncate(5).is_ok());
+  CHECK((*f)->size().value() == 5);
+  REQUIRE((*f)->sync().is_ok());
+  // write_at past the end extends the file with zeros.
+  REQUIRE((*f)->write_at(7, "!").is_ok());
+  CHECK((*f)->size().value() == 8);
+  CHECK(read_whole_file(e, a).value() == std::string("Jello\0\0!", 8));
+  (*f).reset();  // close
+
+  // Reopening appends at the end.
+  auto g = e.open(a, open_mode::open_or_create);
+  REQUIRE(g.is_ok());
+  REQUIRE((*g)->append("?").is_ok());
+  CHECK(read_whole_file(e, a).value().back() == '?');
+  auto t = e.open(a, open_mode::create_truncate);
+  REQUIRE(t.is_ok());
+  CHECK((*t)->size().value() == 0);
+
+  REQUIRE(e.rename(a, b).is_ok());
+  CHECK_FALSE(e.exists(a).value());
+  CHECK(e.exists(b).value());
+  CHECK(e.rename(a, b).code() == status_code::not_found);
+  REQUIRE(e.create_dir(path_join(fx.root(), "sub")).is_ok());
+  REQUIRE(e.create_dir(path_join(fx.root(), "sub")).is_ok());  // idempotent
+  CHECK(e.is_directory(path_join(fx.root(), "sub")).value());
+  CHECK_FALSE(e.is_directory(b).value());
+  CHECK(e.create_dir(b).code() == status_code::invalid_argument);
+  REQUIRE(e.sync_dir(fx.root()).is_ok());
+  auto names = e.list(fx.root());
+  REQUIRE(names.is_ok());
+  CHECK(*names == std::vector<std::string>{"b", "sub"});
+  REQUIRE(e.remove(b).is_ok());
+  CHECK(e.remove(b).code() == status_code::not_found);
+  CHECK(e.list(path_join(fx.root(), "missing")).error().code() == status_code::not_found);
+
+  // Locks are exclusive, even within one process, and released on destruction.
+  std::string lock_path = path_join(fx.root(), "LOCK");
+  {
+    auto l1 = e.lock(lock_path);
+    REQUIRE(l1.is_ok());
+    auto l2 = e.lock(lock_path);
+    REQUIRE_FALSE(l2.is_ok());
+    CHECK(l2.error().code() == status_code::busy);
+    CHECK(l2.error().message().find("in use") != std::string::npos);
+  }
+  CHECK(e.lock(lock_path).is_ok());
+}
+
+}  // namespace
+
+TEST_CASE("env contract: posix") { check_env_contract<posix_fixture>(); }
+TEST_CASE("env contract: fault_env") { check_env_contract<fault_fixture>(); }
+
+TEST_CASE("posix env: a lock held by another process is refused with busy") {
+  testing::temp_dir dir("lock");
+  std::string lock_path = dir / "LOCK";
+  auto mine = env::posix().lock(lock_path);
+  REQUIRE(mine.is_ok());
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    auto theirs = env::posix().lock(lock_path);
+    ::_exit(!theirs.is_ok() && theirs.error().code() == status_code::busy ? 0 : 1);
+  }
+  int wstatus = 0;
+  REQUIRE(::waitpid(child, &wstatus, 0) == child);
+  CHECK(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 0);
+
+  (*mine).reset();  // release
+  child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) ::_exit(env::posix().lock(lock_path).is_ok() ? 0 : 1);
+  REQUIRE(::waitpid(child, &wstatus, 0) == child);
+  CHECK(WEXITSTATUS(wstatus) == 0);
+}
+
+TEST_CASE("posix env: errors name the path") {
+  auto r = env::posix().open("/nonexistent-dir-for-magnetite/x", open_mode::open_or_create);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.error().code() == status_code::not_found);
+  CHECK(r.error().message().find("/nonexistent-dir-for-magnetite/x") != std::string::npos);
+}

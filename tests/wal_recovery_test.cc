@@ -1,0 +1,322 @@
+// Recovery against every kind of damage: torn tails at every byte, bit flips in
+// every byte, damaged headers, missing segments, files from a newer format.
+#include <doctest/doctest.h>
+
+#include "core/coding.h"
+#include "tests/support/wal_fixture.h"
+#include "wal/frame.h"
+
+using namespace magnetite;
+using namespace magnetite::testing;
+
+namespace {
+
+// Writes `n` durable frames (one sync each, so each is its own group), and
+// returns the byte offsets where each frame starts in segment 1.
+std::vector<std::uint64_t> write_durable(wal_fixture& fx, wal::log_writer& w, int n) {
+  std::vector<std::uint64_t> offsets;
+  for (int i = 0; i < n; ++i) {
+    offsets.push_back(w.segment_bytes());
+    REQUIRE(w.append_put(key_of(i), value_of(i)).is_ok());
+    REQUIRE(w.sync().is_ok());
+  }
+  return offsets;
+}
+
+void check_keys(const wal::recovered_log& r, int n) {
+  REQUIRE(r.tail.size() == static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    CHECK(r.tail[i].mutations[0].key == key_of(i));
+    CHECK(r.tail[i].mutations[0].value == value_of(i));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("recovery: a torn last frame at every byte offset is cut, and the log goes on") {
+  // Measure the last frame's size once.
+  std::size_t frame_size;
+  {
+    wal_fixture fx;
+    auto [rec, w] = fx.reopen();
+    auto before = w->segment_bytes();
+    REQUIRE(w->append_put(key_of(3), value_of(3)).is_ok());
+    REQUIRE(w->sync().is_ok());
+    frame_size = w->segment_bytes() - before;
+  }
+  for (std::size_t keep = 0; keep < frame_size; ++keep) {
+    CAPTURE(keep);
+    wal_fixture fx;
+    fx.options.policy = wal::fsync_policy::commit_only;  // so the last write is not durable
+    auto [rec, w] = fx.reopen();
+    for (int i = 0; i < 3; ++i) REQUIRE(w->append_put(key_of(i), value_of(i)).is_ok());
+    REQUIRE(w->sync_durable().is_ok());
+    std::uint64_t good_end = w->segment_bytes();
+    REQUIRE(w->append_put(key_of(3), value_of(3)).is_ok());
+    REQUIRE(w->sync().is_ok());
+    fx.env.crash_tearing_last_write(fx.segment_path(1), keep);
+
+    auto r = fx.recover();
+    REQUIRE(r.is_ok());
+    check_keys(*r, 3);
+    CHECK(r->discarded_bytes == keep);
+    CHECK(r->discarded_detail.empty() == (keep == 0));
+    CHECK(r->next_sequence == 4);
+    CHECK(fx.env.contents(fx.segment_path(1))->size() == good_end);  // truncated before any append
+    CHECK(fx.env.durable_contents(fx.segment_path(1))->size() == good_end);
+
+    auto w2 = wal::log_writer::open(fx.env, wal_dir, fx.options, *r);
+    REQUIRE(w2.is_ok());
+    REQUIRE((*w2)->append_put("after", "crash").is_ok());
+    REQUIRE((*w2)->sync_durable().is_ok());
+    fx.env.crash();
+    auto r2 = fx.recover();
+    REQUIRE(r2.is_ok());
+    REQUIRE(r2->tail.size() == 4);
+    CHECK(r2->tail[3].mutations[0].key == "after");
+    CHECK(r2->tail[3].sequence == 4);
+    CHECK(r2->discarded_bytes == 0);
+  }
+}
+
+TEST_CASE("recovery: a flipped bit in any byte of the last frame is detected and cut") {
+  wal_fixture probe;
+  std::vector<std::uint64_t> offsets;
+  std::uint64_t end;
+  {
+    auto [rec, w] = probe.reopen();
+    offsets = write_durable(probe, *w, 4);
+    end = w->segment_bytes();
+  }
+  for (std::uint64_t byte = offsets[3]; byte < end; ++byte) {
+    CAPTURE(byte);
+    wal_fixture fx;
+    {
+      auto [rec, w] = fx.reopen();
+      write_durable(fx, *w, 4);
+    }
+    REQUIRE(fx.env.flip_bit(fx.segment_path(1), byte, static_cast<int>(byte % 8)));
+    auto r = fx.recover();
+    REQUIRE(r.is_ok());
+    check_keys(*r, 3);  // the damaged frame is never returned as data
+    CHECK(r->discarded_bytes == end - offsets[3]);
+  }
+}
+
+TEST_CASE("recovery: a flipped bit in any byte of a middle frame is corruption and changes nothing") {
+  wal_fixture probe;
+  std::vector<std::uint64_t> offsets;
+  {
+    auto [rec, w] = probe.reopen();
+    offsets = write_durable(probe, *w, 4);
+  }
+  for (std::uint64_t byte = offsets[1]; byte < offsets[2]; ++byte) {
+    CAPTURE(byte);
+    wal_fixture fx;
+    {
+      auto [rec, w] = fx.reopen();
+      write_durable(fx, *w, 4);
+    }
+    REQUIRE(fx.env.flip_bit(fx.segment_path(1), byte, static_cast<int>(byte % 8)));
+    std::string before = *fx.env.contents(fx.segment_path(1));
+    auto r = fx.recover();
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.error().code() == status_code::corruption);
+    CHECK(r.error().message().find(wal::segment_file_name(1)) != std::string::npos);
+    CHECK(r.error().message().find(fmt::format("offset {}", offsets[1])) != std::string::npos);
+    CHECK(*fx.env.contents(fx.segment_path(1)) == before);
+  }
+}
+
+TEST_CASE("recovery: damage inside the last unsynced group is a torn tail, not corruption") {
+  // Under commit_only, later groups are written without an fsync between them:
+  // a crash may persist them out of order, so damage there is torn.
+  wal_fixture fx;
+  fx.options.policy = wal::fsync_policy::commit_only;
+  std::uint64_t second;
+  {
+    auto [rec, w] = fx.reopen();
+    REQUIRE(w->append_put("a", "1").is_ok());
+    REQUIRE(w->sync_durable().is_ok());
+    second = w->segment_bytes();
+    for (int i = 0; i < 3; ++i) {
+      REQUIRE(w->append_put(key_of(i), "x").is_ok());
+      REQUIRE(w->sync().is_ok());
+    }
+  }
+  REQUIRE(fx.env.flip_bit(fx.segment_path(1), second + 25, 0));
+  auto r = fx.recover();
+  REQUIRE(r.is_ok());
+  REQUIRE(r->tail.size() == 1);
+  CHECK(r->discarded_bytes > 0);
+}
+
+TEST_CASE("recovery: garbage or zeros after the last frame are cut") {
+  for (std::string junk : {std::string(4096, '\0'), std::string("not a frame at all"), std::string(3, '\xff')}) {
+    wal_fixture fx;
+    {
+      auto [rec, w] = fx.reopen();
+      write_durable(fx, *w, 2);
+    }
+    auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);
+    REQUIRE((*f)->append(junk).is_ok());
+    auto r = fx.recover();
+    REQUIRE(r.is_ok());
+    check_keys(*r, 2);
+    CHECK(r->discarded_bytes == junk.size());
+  }
+}
+
+TEST_CASE("recovery: damage in a sealed segment is corruption, even at its end") {
+  wal_fixture fx;
+  {
+    auto [rec, w] = fx.reopen();
+    write_durable(fx, *w, 2);
+    REQUIRE(w->commit({hash128::of("r1"), 10}).is_ok());  // replay starts at segment 2
+    REQUIRE(w->append_put("x", "y").is_ok());
+    REQUIRE(w->sync().is_ok());
+  }
+  // A successor exists, so segment 2 was sealed (durable) before it: a damaged
+  // last frame there cannot be a torn write.
+  {
+    auto f = fx.env.open(fx.segment_path(3), open_mode::create_new);
+    std::string h;
+    wal::encode_segment_header(h, 3);
+    REQUIRE((*f)->append(h).is_ok());
+  }
+  auto seg2 = *fx.env.contents(fx.segment_path(2));
+  REQUIRE(fx.env.flip_bit(fx.segment_path(2), seg2.size() - 1, 3));
+  auto r = fx.recover();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.error().code() == status_code::corruption);
+  CHECK(r.error().message().find("sealed") != std::string::npos);
+  CHECK(r.error().message().find(wal::segment_file_name(2)) != std::string::npos);
+  CHECK(fx.env.exists(fx.segment_path(3)).value());
+}
+
+TEST_CASE("recovery: a missing middle segment is corruption") {
+  wal_fixture fx;
+  for (std::uint64_t n : {1, 2, 4}) {
+    auto f = fx.env.open(fx.segment_path(n), open_mode::create_new);
+    std::string h;
+    wal::encode_segment_header(h, n);
+    REQUIRE((*f)->append(h).is_ok());
+  }
+  auto r = fx.recover();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.error().code() == status_code::corruption);
+  CHECK(r.error().message().find("segment 3 is missing") != std::string::npos);
+}
+
+TEST_CASE("recovery: headers - torn on creation is removed, damaged with data is corruption, newer is refused") {
+  SUBCASE("torn header of the last segment, nothing after it") {
+    wal_fixture fx;
+    {
+      auto [rec, w] = fx.reopen();
+      write_durable(fx, *w, 2);
+    }
+    auto f = fx.env.open(fx.segment_path(2), open_mode::create_new);
+    std::string h;
+    wal::encode_segment_header(h, 2);
+    REQUIRE((*f)->append(h.substr(0, 17)).is_ok());
+    auto r = fx.recover();
+    REQUIRE(r.is_ok());
+    check_keys(*r, 2);
+    CHECK(r->last_segment == 1u);
+    CHECK(r->discarded_bytes == 17);
+    CHECK_FALSE(fx.env.exists(fx.segment_path(2)).value());
+    auto w = wal::log_writer::open(fx.env, wal_dir, fx.options, *r);
+    REQUIRE(w.is_ok());
+    REQUIRE((*w)->commit({hash128::of("x"), 1}).is_ok());  // segment 2 can be made again
+    CHECK((*w)->segment() == 2);
+  }
+  SUBCASE("damaged header of the last segment with frames after it") {
+    wal_fixture fx;
+    {
+      auto [rec, w] = fx.reopen();
+      write_durable(fx, *w, 3);
+    }
+    REQUIRE(fx.env.flip_bit(fx.segment_path(1), 20, 0));
+    auto r = fx.recover();
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.error().code() == status_code::corruption);
+  }
+  SUBCASE("a newer format version") {
+    wal_fixture fx;
+    {
+      auto [rec, w] = fx.reopen();
+      write_durable(fx, *w, 1);
+    }
+    // Rewrite the header with version 2 and a valid checksum.
+    std::string seg = *fx.env.contents(fx.segment_path(1));
+    auto* h = reinterpret_cast<std::uint8_t*>(seg.data());
+    encode_fixed32_le(h + 8, 2);
+    encode_fixed32_le(h + 28, wal::checksum32(std::string_view(seg).substr(0, 28)));
+    auto f = fx.env.open(fx.segment_path(1), open_mode::create_truncate);
+    REQUIRE((*f)->append(seg).is_ok());
+    auto r = fx.recover();
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.error().code() == status_code::not_supported);
+    CHECK(r.error().message().find("newer") != std::string::npos);
+  }
+}
+
+TEST_CASE("recovery: a frame with a valid checksum but an unknown type is refused, not skipped") {
+  wal_fixture fx;
+  {
+    auto [rec, w] = fx.reopen();
+    write_durable(fx, *w, 1);
+  }
+  std::string frame;
+  std::size_t at = wal::begin_frame(frame);
+  frame.append("payload");
+  wal::finish_frame(frame, at, 2, static_cast<wal::record_type>(42), wal::flag_follows_sync);
+  auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);
+  REQUIRE((*f)->append(frame).is_ok());
+  auto r = fx.recover();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.error().code() == status_code::not_supported);
+}
+
+TEST_CASE("recovery: a stale frame (wrong sequence) is not replayed") {
+  wal_fixture fx;
+  {
+    auto [rec, w] = fx.reopen();
+    write_durable(fx, *w, 2);
+  }
+  std::string frame;
+  std::size_t at = wal::begin_frame(frame);
+  wal::encode_put(frame, "stale", "x");
+  wal::finish_frame(frame, at, 1, wal::record_type::put, 0);  // sequence 1 again
+  auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);
+  REQUIRE((*f)->append(frame).is_ok());
+  auto r = fx.recover();
+  REQUIRE(r.is_ok());
+  check_keys(*r, 2);
+  CHECK(r->discarded_bytes == frame.size());
+}
+
+TEST_CASE("recovery: superseded segments left by a crash are skipped and removed") {
+  wal_fixture fx;
+  {
+    auto [rec, w] = fx.reopen();
+    write_durable(fx, *w, 2);
+  }
+  std::string seg1 = *fx.env.contents(fx.segment_path(1));
+  {
+    auto [rec, w] = fx.reopen();
+    REQUIRE(w->commit({hash128::of("r"), 5}).is_ok());
+  }
+  // As if the removal of segment 1 had not reached the disk, and it was damaged.
+  {
+    auto f = fx.env.open(fx.segment_path(1), open_mode::create_new);
+    seg1[seg1.size() / 2] ^= 1;
+    REQUIRE((*f)->append(seg1).is_ok());
+  }
+  auto r = fx.recover();
+  REQUIRE(r.is_ok());
+  CHECK(r->superseded_segments == std::vector<std::uint64_t>{1});
+  CHECK(r->tail.empty());
+  CHECK(r->last_commit->node_store_length == 5);
+  CHECK_FALSE(fx.env.exists(fx.segment_path(1)).value());
+}

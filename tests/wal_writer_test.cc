@@ -1,0 +1,265 @@
+#include <doctest/doctest.h>
+
+#include "core/limits.h"
+#include "tests/support/wal_fixture.h"
+
+using namespace magnetite;
+using namespace magnetite::testing;
+using namespace std::chrono_literals;
+
+TEST_CASE("writer: N appends and one sync cost one write and one fsync") {
+  wal_fixture fx;
+  auto [rec, w] = fx.reopen();
+  CHECK_FALSE(rec.last_segment);
+  auto before = fx.env.stats();
+  for (int i = 0; i < 64; ++i) REQUIRE(w->append_put(key_of(i), value_of(i)).is_ok());
+  CHECK(w->durable_sequence() == 0);
+  REQUIRE(w->sync().is_ok());
+  auto after = fx.env.stats();
+  CHECK(after.file_syncs - before.file_syncs == 1);
+  CHECK(after.writes - before.writes == 1);
+  CHECK(w->durable_sequence() == 64);
+  CHECK(w->stats().fsyncs >= 1);
+  // A sync with nothing new costs nothing.
+  REQUIRE(w->sync().is_ok());
+  CHECK(fx.env.stats().file_syncs == after.file_syncs);
+
+  auto [rec2, w2] = fx.reopen();
+  REQUIRE(rec2.tail.size() == 64);
+  for (int i = 0; i < 64; ++i) {
+    CHECK(rec2.tail[i].sequence == static_cast<std::uint64_t>(i + 1));
+    CHECK(rec2.tail[i].mutations[0].key == key_of(i));
+    CHECK(rec2.tail[i].mutations[0].value == value_of(i));
+  }
+  CHECK(rec2.next_sequence == 65);
+}
+
+TEST_CASE("writer: every record type survives a crash once synced") {
+  wal_fixture fx;
+  auto [rec, w] = fx.reopen();
+  std::vector<wal::mutation_view> batch = {{wal::mutation_kind::put, "b1", "x"}, {wal::mutation_kind::del, "b2", ""}};
+  REQUIRE(w->append_put("p", "v").is_ok());
+  REQUIRE(w->append_delete("d").is_ok());
+  REQUIRE(w->append_batch(batch).is_ok());
+  REQUIRE(w->append_replication_state("promise-1").is_ok());
+  REQUIRE(w->sync().is_ok());
+  fx.env.crash();
+  auto [r, w2] = fx.reopen();
+  REQUIRE(r.tail.size() == 3);
+  CHECK(r.tail[0].type == wal::record_type::put);
+  CHECK(r.tail[1].type == wal::record_type::del);
+  CHECK(r.tail[1].mutations[0].key == "d");
+  CHECK(r.tail[2].type == wal::record_type::batch);
+  CHECK(r.tail[2].mutations.size() == 2);
+  CHECK(r.tail[2].mutations[1].kind == wal::mutation_kind::del);
+  CHECK(r.replication_state == "promise-1");
+  CHECK(r.next_sequence == 5);
+  CHECK(r.discarded_bytes == 0);
+}
+
+TEST_CASE("writer: unsynced appends are not durable and a crash drops them cleanly") {
+  wal_fixture fx;
+  auto [rec, w] = fx.reopen();
+  REQUIRE(w->append_put("a", "1").is_ok());
+  REQUIRE(w->sync().is_ok());
+  REQUIRE(w->append_put("b", "2").is_ok());  // never synced
+  fx.env.crash();
+  auto [r, w2] = fx.reopen();
+  REQUIRE(r.tail.size() == 1);
+  CHECK(r.tail[0].mutations[0].key == "a");
+  CHECK(r.next_sequence == 2);
+}
+
+TEST_CASE("writer: invalid input is refused and changes nothing") {
+  wal_fixture fx;
+  auto [rec, w] = fx.reopen();
+  REQUIRE(w->append_put("a", "1").is_ok());
+  std::size_t pending = w->pending_bytes();
+  std::uint64_t last = w->last_sequence();
+  CHECK(w->append_put("", "v").error().code() == status_code::invalid_argument);
+  CHECK(w->append_put(std::string(limits::max_key_bytes + 1, 'k'), "v").error().code() ==
+        status_code::invalid_argument);
+  CHECK(w->append_put("k", std::string(limits::max_value_bytes + 1, 'v')).error().code() ==
+        status_code::invalid_argument);
+  CHECK(w->append_delete("").error().code() == status_code::invalid_argument);
+  CHECK(w->append_batch({}).error().code() == status_code::invalid_argument);
+  CHECK(w->append_replication_state(std::string(limits::max_replication_state_bytes + 1, 'r'))
+            .error()
+            .code() == status_code::invalid_argument);
+  CHECK(w->pending_bytes() == pending);
+  CHECK(w->last_sequence() == last);
+  CHECK(w->failure().is_ok());  // a caller mistake does not stop the writer
+  REQUIRE(w->sync().is_ok());
+  auto [r, w2] = fx.reopen();
+  CHECK(r.tail.size() == 1);
+}
+
+TEST_CASE("writer: commit starts a new segment with the marker and removes the old ones") {
+  wal_fixture fx;
+  auto [rec, w] = fx.reopen();
+  for (int i = 0; i < 10; ++i) REQUIRE(w->append_put(key_of(i), value_of(i)).is_ok());
+  REQUIRE(w->sync().is_ok());
+  REQUIRE(w->append_replication_state("ballot-3").is_ok());
+  wal::commit_record marker{hash128::of("root-1"), 4096};
+  REQUIRE(w->commit(marker).is_ok());
+  CHECK(w->segment() == 2);
+  CHECK(fx.env.list(wal_dir).value() == std::vector<std::string>{wal::segment_file_name(2)});
+  for (int i = 10; i < 15; ++i) REQUIRE(w->append_put(key_of(i), value_of(i)).is_ok());
+  REQUIRE(w->sync().is_ok());
+  fx.env.crash();
+
+  auto [r, w2] = fx.reopen();
+  REQUIRE(r.last_commit);
+  CHECK(*r.last_commit == marker);
+  CHECK(r.replication_state == "ballot-3");  // carried into the new segment
+  REQUIRE(r.tail.size() == 5);
+  CHECK(r.tail.front().mutations[0].key == key_of(10));
+  CHECK(r.next_sequence == 10 + 1 + 1 + 1 + 5 + 1);  // puts, state, marker, carried state, puts; then the next
+
+  // A second commit with no writes in between works too, and supersedes the first.
+  wal::commit_record marker2{hash128::of("root-2"), 8192};
+  REQUIRE(w2->commit(marker2).is_ok());
+  fx.env.crash();
+  auto [r3, w3] = fx.reopen();
+  CHECK(*r3.last_commit == marker2);
+  CHECK(r3.tail.empty());
+  CHECK(r3.replication_state == "ballot-3");
+}
+
+TEST_CASE("writer: commit_only policy writes on sync and fsyncs only at commit") {
+  wal_fixture fx;
+  fx.options.policy = wal::fsync_policy::commit_only;
+  auto [rec, w] = fx.reopen();
+  auto syncs = fx.env.stats().file_syncs;
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(w->append_put(key_of(i), "v").is_ok());
+    REQUIRE(w->sync().is_ok());
+  }
+  CHECK(fx.env.stats().file_syncs == syncs);
+  CHECK(w->written_sequence() == 5);
+  CHECK(w->durable_sequence() == 0);
+  CHECK(fx.env.contents(fx.segment_path(1))->size() > wal::segment_header_size);
+  REQUIRE(w->commit({hash128::of("r"), 1}).is_ok());
+  CHECK(w->durable_sequence() == w->last_sequence());
+  CHECK(fx.env.stats().file_syncs > syncs);
+}
+
+TEST_CASE("writer: interval policy fsyncs when the interval has passed on the injected clock") {
+  wal_fixture fx;
+  auto now = std::chrono::steady_clock::time_point{};
+  fx.options.policy = wal::fsync_policy::interval;
+  fx.options.interval = 100ms;
+  fx.options.clock = [&now] { return now; };
+  auto [rec, w] = fx.reopen();
+  REQUIRE(w->append_put("a", "1").is_ok());
+  REQUIRE(w->sync().is_ok());
+  CHECK(w->durable_sequence() == 0);
+  now += 99ms;
+  REQUIRE(w->append_put("b", "2").is_ok());
+  REQUIRE(w->sync().is_ok());
+  CHECK(w->durable_sequence() == 0);
+  now += 1ms;
+  REQUIRE(w->sync().is_ok());  // nothing new to write, but the interval is due
+  CHECK(w->durable_sequence() == 2);
+  REQUIRE(w->append_put("c", "3").is_ok());
+  REQUIRE(w->sync_durable().is_ok());  // the owner's timer forces it
+  CHECK(w->durable_sequence() == 3);
+}
+
+TEST_CASE("writer: a failed fsync is ambiguous, stops the writer, and is never counted durable") {
+  wal_fixture fx;
+  auto [rec, w] = fx.reopen();
+  REQUIRE(w->append_put("a", "1").is_ok());
+  REQUIRE(w->sync().is_ok());
+  fx.env.fail_sync(1);
+  REQUIRE(w->append_put("b", "2").is_ok());
+  status s = w->sync();
+  CHECK(s.code() == status_code::io_error);
+  CHECK(s.category() == status_category::ambiguous);
+  CHECK(w->durable_sequence() == 1);
+  CHECK_FALSE(w->failure().is_ok());
+  // Fail-stop: nothing more is accepted, not even a retry of the sync.
+  auto again = w->append_put("c", "3");
+  CHECK(again.error().code() == status_code::failed);
+  CHECK(again.error().category() == status_category::permanent);
+  CHECK(w->sync().code() == status_code::failed);
+  CHECK(w->commit({}).code() == status_code::failed);
+
+  fx.env.crash();
+  auto [r, w2] = fx.reopen();
+  REQUIRE(r.tail.size() == 1);  // the failed group never became durable
+  CHECK(r.tail[0].mutations[0].key == "a");
+  REQUIRE(w2->append_put("c", "3").is_ok());
+  REQUIRE(w2->sync().is_ok());
+  fx.env.crash();
+  CHECK(fx.recover()->tail.size() == 2);
+}
+
+TEST_CASE("writer: a full disk reaches the caller, stops the writer, and recovery cuts the partial frame") {
+  wal_fixture fx;
+  auto [rec, w] = fx.reopen();
+  REQUIRE(w->append_put("a", "1").is_ok());
+  REQUIRE(w->sync().is_ok());
+  std::uint64_t used = fx.env.contents(fx.segment_path(1))->size();
+  fx.env.set_space_limit(used + 30);  // room for part of the next frame only
+  REQUIRE(w->append_put("b", std::string(100, 'x')).is_ok());
+  status s = w->sync();
+  CHECK(s.code() == status_code::no_space);
+  CHECK(s.category() == status_category::ambiguous);
+  CHECK(w->append_put("c", "3").error().code() == status_code::failed);
+  CHECK(w->durable_sequence() == 1);
+
+  fx.env.clear_faults();
+  fx.env.crash(fault_env::unsynced::keep);  // the partial frame reached the disk
+  auto r = fx.recover();
+  REQUIRE(r.is_ok());
+  CHECK(r->tail.size() == 1);
+  CHECK(r->discarded_bytes == 30);
+  auto w2 = wal::log_writer::open(fx.env, wal_dir, fx.options, *r);
+  REQUIRE(w2.is_ok());
+  REQUIRE((*w2)->append_put("b", "2").is_ok());
+  REQUIRE((*w2)->sync().is_ok());
+  fx.env.crash();
+  auto r2 = fx.recover();
+  REQUIRE(r2->tail.size() == 2);
+  CHECK(r2->tail[1].mutations[0].value == "2");
+  CHECK(r2->discarded_bytes == 0);
+}
+
+TEST_CASE("writer: a failed segment creation during commit stops the writer and loses nothing") {
+  for (int which : {0, 1}) {
+    wal_fixture fx;
+    auto [rec, w] = fx.reopen();
+    REQUIRE(w->append_put("a", "1").is_ok());
+    REQUIRE(w->sync().is_ok());
+    if (which == 0) fx.env.fail_sync(1);  // the new segment's (the old one has nothing unsynced)
+    else fx.env.fail_dir_sync(1);
+    status s = w->commit({hash128::of("r"), 1});
+    CHECK_FALSE(s.is_ok());
+    CHECK(s.category() == status_category::ambiguous);
+    CHECK(w->append_put("b", "2").error().code() == status_code::failed);
+    fx.env.clear_faults();
+    fx.env.crash();
+    auto [r, w2] = fx.reopen();
+    // Either the marker made it or it did not; the put is there either way.
+    if (r.last_commit) CHECK(r.tail.empty());
+    else CHECK(r.tail.size() == 1);
+  }
+}
+
+TEST_CASE("writer: open refuses a recovery that reported damage without repairing it") {
+  wal_fixture fx;
+  {
+    auto [rec, w] = fx.reopen();
+    REQUIRE(w->append_put("a", "1").is_ok());
+    REQUIRE(w->sync().is_ok());
+  }
+  auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);
+  REQUIRE((*f)->append("garbage").is_ok());
+  auto r = fx.recover(/*repair=*/false);
+  REQUIRE(r.is_ok());
+  CHECK(r->discarded_bytes == 7);
+  CHECK_FALSE(r->repaired);
+  CHECK(fx.env.contents(fx.segment_path(1))->ends_with("garbage"));  // untouched
+  CHECK(wal::log_writer::open(fx.env, wal_dir, fx.options, *r).error().code() == status_code::invalid_argument);
+}

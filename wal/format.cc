@@ -1,0 +1,29 @@
+#include "wal/format.h"
+
+#include <xxhash.h>
+
+namespace magnetite::wal {
+
+std::string segment_file_name(std::uint64_t number) {
+  return fmt::format("{:020}{}", number, segment_suffix);
+}
+
+std::optional<std::uint64_t> parse_segment_file_name(std::string_view name) {
+  if (name.size() != 20 + segment_suffix.size() || !name.ends_with(segment_suffix))
+    return std::nullopt;
+  std::uint64_t n = 0;
+  for (std::size_t i = 0; i < 20; ++i) {
+    char c = name[i];
+    if (c < '0' || c > '9') return std::nullopt;
+    auto digit = static_cast<std::uint64_t>(c - '0');
+    if (n > (~0ULL - digit) / 10) return std::nullopt;  // overflow
+    n = n * 10 + digit;
+  }
+  return n;
+}
+
+std::uint32_t checksum32(std::string_view bytes) noexcept {
+  return static_cast<std::uint32_t>(XXH3_64bits(bytes.data(), bytes.size()));
+}
+
+}  // namespace magnetite::wal

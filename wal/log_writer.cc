@@ -1,0 +1,207 @@
+#include "wal/log_writer.h"
+
+#include "core/limits.h"
+#include "wal/frame.h"
+
+namespace magnetite::wal {
+
+namespace {
+// A group buffer that grew for one huge batch is given back afterwards.
+constexpr std::size_t keep_buffer_capacity = 4 << 20;
+}  // namespace
+
+log_writer::log_writer(env& e, std::string dir, writer_options options)
+    : env_(e), dir_(std::move(dir)), options_(std::move(options)) {}
+
+result<std::unique_ptr<log_writer>> log_writer::open(env& e, std::string dir, writer_options options,
+                                                     const recovered_log& recovered) {
+  if (recovered.discarded_bytes > 0 && !recovered.repaired)
+    return status::invalid_argument(
+        fmt::format("WAL in {} was recovered without repair ({}); recover with repair first", dir,
+                    recovered.discarded_detail));
+  std::unique_ptr<log_writer> w(new log_writer(e, std::move(dir), std::move(options)));
+  w->next_sequence_ = recovered.next_sequence;
+  w->written_sequence_ = w->durable_sequence_ = recovered.next_sequence - 1;
+  w->replication_state_ = recovered.replication_state;
+  w->last_fsync_ = w->options_.clock();
+  MAGNETITE_TRY(e.create_dir(w->dir_));
+  if (!recovered.last_segment) {
+    MAGNETITE_TRY(w->create_segment(1, nullptr));
+    return w;
+  }
+  std::string path = path_join(w->dir_, segment_file_name(*recovered.last_segment));
+  auto f = e.open(path, open_mode::open_existing);
+  if (!f) return f.error();
+  auto size = (*f)->size();
+  if (!size) return size.error();
+  if (*size != recovered.last_segment_end)
+    return status::invalid_argument(fmt::format(
+        "{} is {} bytes but recovery ended at {}: the log changed after it was recovered", path, *size,
+        recovered.last_segment_end));
+  // Frames recovered from the page cache (say, after a process crash under
+  // commit_only) must be durable before anything is acknowledged on top of them.
+  MAGNETITE_TRY((*f)->sync());
+  w->file_ = std::move(*f);
+  w->segment_ = *recovered.last_segment;
+  w->segment_size_ = *size;
+  return w;
+}
+
+status log_writer::check_usable() const {
+  if (failure_.is_ok()) return status::ok();
+  return status::failed(fmt::format("WAL writer in {} stopped after an earlier error ({}); recover and reopen",
+                                    dir_, failure_.message()));
+}
+
+status log_writer::fail(status s) {
+  if (failure_.is_ok()) failure_ = s;
+  return s.with_category(status_category::ambiguous);
+}
+
+std::size_t log_writer::begin(record_type) { return begin_frame(pending_); }
+
+std::uint64_t log_writer::finish(std::size_t header_at, record_type type) {
+  std::uint64_t seq = next_sequence_++;
+  finish_frame(pending_, header_at, seq, type, next_follows_sync_ ? flag_follows_sync : 0);
+  next_follows_sync_ = false;
+  ++stats_.frames;
+  return seq;
+}
+
+result<std::uint64_t> log_writer::append_put(std::string_view key, std::string_view value) {
+  MAGNETITE_TRY(check_usable());
+  MAGNETITE_TRY(limits::check_key(key));
+  MAGNETITE_TRY(limits::check_value(value));
+  std::size_t at = begin(record_type::put);
+  encode_put(pending_, key, value);
+  return finish(at, record_type::put);
+}
+
+result<std::uint64_t> log_writer::append_delete(std::string_view key) {
+  MAGNETITE_TRY(check_usable());
+  MAGNETITE_TRY(limits::check_key(key));
+  std::size_t at = begin(record_type::del);
+  encode_del(pending_, key);
+  return finish(at, record_type::del);
+}
+
+result<std::uint64_t> log_writer::append_batch(std::span<const mutation_view> batch) {
+  MAGNETITE_TRY(check_usable());
+  MAGNETITE_TRY(check_batch(batch));
+  std::size_t at = begin(record_type::batch);
+  encode_batch(pending_, batch);
+  return finish(at, record_type::batch);
+}
+
+result<std::uint64_t> log_writer::append_replication_state(std::string_view payload) {
+  MAGNETITE_TRY(check_usable());
+  if (payload.size() > limits::max_replication_state_bytes)
+    return status::invalid_argument(fmt::format("replication state of {} bytes exceeds the limit of {} bytes",
+                                                payload.size(), limits::max_replication_state_bytes));
+  std::size_t at = begin(record_type::replication_state);
+  pending_.append(payload);
+  replication_state_ = std::string(payload);
+  return finish(at, record_type::replication_state);
+}
+
+status log_writer::write_pending() {
+  if (pending_.empty()) return status::ok();
+  if (status s = file_->append(pending_); !s) return fail(std::move(s));
+  segment_size_ += pending_.size();
+  stats_.bytes += pending_.size();
+  ++stats_.syncs;
+  written_sequence_ = last_sequence();
+  pending_.clear();
+  if (pending_.capacity() > keep_buffer_capacity) pending_.shrink_to_fit();
+  return status::ok();
+}
+
+status log_writer::fdatasync() {
+  if (status s = file_->sync(); !s) return fail(std::move(s));
+  ++stats_.fsyncs;
+  durable_sequence_ = written_sequence_;
+  last_fsync_ = options_.clock();
+  next_follows_sync_ = pending_.empty();
+  return status::ok();
+}
+
+status log_writer::sync() {
+  MAGNETITE_TRY(check_usable());
+  MAGNETITE_TRY(write_pending());
+  if (durable_sequence_ == written_sequence_) return status::ok();
+  switch (options_.policy) {
+    case fsync_policy::always: return fdatasync();
+    case fsync_policy::commit_only: return status::ok();
+    case fsync_policy::interval:
+      if (options_.clock() - last_fsync_ >= options_.interval) return fdatasync();
+      return status::ok();
+  }
+  return status::ok();
+}
+
+status log_writer::sync_durable() {
+  MAGNETITE_TRY(check_usable());
+  MAGNETITE_TRY(write_pending());
+  if (durable_sequence_ == written_sequence_) return status::ok();
+  return fdatasync();
+}
+
+status log_writer::create_segment(std::uint64_t number, const commit_record* marker) {
+  std::string path = path_join(dir_, segment_file_name(number));
+  std::string buf;
+  encode_segment_header(buf, number);
+  std::uint64_t seq = next_sequence_;
+  if (marker) {
+    // The first frames of a segment follow a durable predecessor.
+    std::size_t at = begin_frame(buf);
+    encode_commit(buf, *marker);
+    finish_frame(buf, at, seq++, record_type::commit, flag_follows_sync);
+    if (replication_state_) {
+      at = begin_frame(buf);
+      buf.append(*replication_state_);
+      finish_frame(buf, at, seq++, record_type::replication_state, 0);
+    }
+  }
+  auto f = env_.open(path, open_mode::create_new);
+  if (!f) return fail(f.error());
+  if (status s = (*f)->append(buf); !s) return fail(std::move(s));
+  if (status s = (*f)->sync(); !s) return fail(std::move(s));
+  if (status s = env_.sync_dir(dir_); !s) return fail(std::move(s));
+  file_ = std::move(*f);
+  segment_ = number;
+  segment_size_ = buf.size();
+  stats_.frames += seq - next_sequence_;
+  stats_.bytes += buf.size();
+  ++stats_.fsyncs;
+  ++stats_.segments_created;
+  next_sequence_ = seq;
+  written_sequence_ = durable_sequence_ = last_sequence();
+  next_follows_sync_ = true;
+  last_fsync_ = options_.clock();
+  return status::ok();
+}
+
+status log_writer::commit(const commit_record& marker) {
+  MAGNETITE_TRY(check_usable());
+  // The old segment is durable before its successor exists: recovery relies on
+  // every segment but the last being sealed.
+  MAGNETITE_TRY(sync_durable());
+  MAGNETITE_TRY(create_segment(segment_ + 1, &marker));
+  // The marker is durable: older segments are superseded. Failing to remove one
+  // loses nothing (recovery skips and removes superseded segments), so it does
+  // not stop the writer; the next commit tries again.
+  auto names = env_.list(dir_);
+  if (!names) return status::ok();
+  bool removed = false;
+  for (const auto& name : *names) {
+    auto num = parse_segment_file_name(name);
+    if (num && *num < segment_ && env_.remove(path_join(dir_, name)).is_ok()) {
+      ++stats_.segments_removed;
+      removed = true;
+    }
+  }
+  if (removed) (void)env_.sync_dir(dir_);
+  return status::ok();
+}
+
+}  // namespace magnetite::wal

@@ -1,0 +1,119 @@
+// log_writer: appends records to the write-ahead log.
+//
+// Appends only encode frames into an in-memory group; sync() hands the whole
+// group to the kernel in ONE write and, as the fsync policy says, ONE fdatasync.
+// So N appends followed by one sync cost one fsync: this is what group commit
+// is built on.
+//
+// Fsync policies:
+//   always       sync() always fdatasyncs: a record is durable when sync() returns
+//                ok (the default; nothing should be acknowledged earlier).
+//   commit_only  sync() only writes; fdatasync happens at commit markers (and on
+//                sync_durable()).
+//   interval     sync() fdatasyncs when the last fdatasync is at least `interval`
+//                old on the injected clock; the owner calls sync_durable() from a
+//                timer to bound the window.
+// durable_sequence() always tells how far durability really reaches.
+//
+// commit(marker) checkpoints: the current segment is made durable, a NEW segment
+// is created holding the marker (and the latest replication state), made durable
+// with its directory entry, and only then are the older segments removed.
+//
+// Fail-stop: after any failed write, fdatasync or segment creation, every later
+// call returns a `failed` error. The failing call's own error is `ambiguous`: its
+// bytes may or may not be on disk. The owner must drop the writer, recover and
+// reopen; a failed fsync is never retried as if it could succeed.
+//
+// Input that breaks the limits gets invalid_argument and changes nothing.
+// Not thread-safe: one owner (a shard actor) drives it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "core/env.h"
+#include "wal/recovery.h"
+
+namespace magnetite::wal {
+
+enum class fsync_policy { always, commit_only, interval };
+
+struct writer_options {
+  fsync_policy policy = fsync_policy::always;
+  std::chrono::milliseconds interval{100};
+  std::function<std::chrono::steady_clock::time_point()> clock = [] {
+    return std::chrono::steady_clock::now();
+  };
+};
+
+struct writer_stats {
+  std::uint64_t frames = 0;
+  std::uint64_t syncs = 0;      // sync() and sync_durable() calls that wrote a group
+  std::uint64_t fsyncs = 0;     // fdatasyncs of segment files
+  std::uint64_t bytes = 0;      // frame bytes handed to the kernel
+  std::uint64_t segments_created = 0;
+  std::uint64_t segments_removed = 0;
+};
+
+class log_writer {
+ public:
+  // Continues the log that `recovered` describes (it must have been repaired),
+  // or starts a new one in `dir`. The continued segment is fdatasynced once, so
+  // replayed frames the page cache held become durable before anything new.
+  static result<std::unique_ptr<log_writer>> open(env& e, std::string dir, writer_options options,
+                                                  const recovered_log& recovered);
+
+  // Each returns the record's sequence number.
+  result<std::uint64_t> append_put(std::string_view key, std::string_view value);
+  result<std::uint64_t> append_delete(std::string_view key);
+  result<std::uint64_t> append_batch(std::span<const mutation_view> batch);  // all or nothing
+  result<std::uint64_t> append_replication_state(std::string_view payload);
+
+  status sync();          // as the policy says
+  status sync_durable();  // write and fdatasync whatever the policy
+  status commit(const commit_record& marker);
+
+  std::uint64_t last_sequence() const noexcept { return next_sequence_ - 1; }
+  std::uint64_t written_sequence() const noexcept { return written_sequence_; }
+  std::uint64_t durable_sequence() const noexcept { return durable_sequence_; }
+  std::uint64_t segment() const noexcept { return segment_; }
+  std::uint64_t segment_bytes() const noexcept { return segment_size_; }
+  std::size_t pending_bytes() const noexcept { return pending_.size(); }
+  const writer_stats& stats() const noexcept { return stats_; }
+  // ok, or the error that stopped the writer.
+  const status& failure() const noexcept { return failure_; }
+
+ private:
+  log_writer(env& e, std::string dir, writer_options options);
+
+  status check_usable() const;
+  std::size_t begin(record_type type);
+  std::uint64_t finish(std::size_t header_at, record_type type);
+  status write_pending();
+  status fdatasync();
+  status create_segment(std::uint64_t number, const commit_record* marker);
+  // Records the first failure and returns it as ambiguous.
+  status fail(status s);
+
+  env& env_;
+  std::string dir_;
+  writer_options options_;
+  std::unique_ptr<file> file_;
+  std::uint64_t segment_ = 0;
+  std::uint64_t segment_size_ = 0;
+  std::string pending_;  // encoded frames not yet handed to the kernel
+  std::uint64_t next_sequence_ = 1;
+  std::uint64_t written_sequence_ = 0;
+  std::uint64_t durable_sequence_ = 0;
+  bool next_follows_sync_ = true;
+  std::chrono::steady_clock::time_point last_fsync_;
+  std::optional<std::string> replication_state_;  // carried into each new segment
+  writer_stats stats_;
+  status failure_;
+};
+
+}  // namespace magnetite::wal

@@ -1,0 +1,120 @@
+#include "wal/record.h"
+
+#include "core/coding.h"
+#include "core/limits.h"
+
+namespace magnetite::wal {
+
+status check_batch(std::span<const mutation_view> batch) {
+  if (batch.empty()) return status::invalid_argument("batch is empty");
+  if (batch.size() > limits::max_batch_mutations)
+    return status::invalid_argument(fmt::format("batch of {} mutations exceeds the limit of {}",
+                                                batch.size(), limits::max_batch_mutations));
+  std::size_t bytes = 0;
+  for (const auto& m : batch) {
+    MAGNETITE_TRY(limits::check_key(m.key));
+    if (m.kind == mutation_kind::put) {
+      MAGNETITE_TRY(limits::check_value(m.value));
+    } else if (m.kind != mutation_kind::del) {
+      return status::invalid_argument("batch mutation has an unknown kind");
+    }
+    bytes += m.key.size() + m.value.size();
+  }
+  if (bytes > limits::max_batch_bytes)
+    return status::invalid_argument(fmt::format("batch of {} bytes exceeds the limit of {} bytes",
+                                                bytes, limits::max_batch_bytes));
+  return status::ok();
+}
+
+void encode_put(std::string& dst, std::string_view key, std::string_view value) {
+  put_length_prefixed(dst, key);
+  dst.append(value);
+}
+
+void encode_del(std::string& dst, std::string_view key) { dst.append(key); }
+
+void encode_batch(std::string& dst, std::span<const mutation_view> batch) {
+  put_varint64(dst, batch.size());
+  for (const auto& m : batch) {
+    dst.push_back(static_cast<char>(m.kind));
+    put_length_prefixed(dst, m.key);
+    if (m.kind == mutation_kind::put) put_length_prefixed(dst, m.value);
+  }
+}
+
+void encode_commit(std::string& dst, const commit_record& c) {
+  auto h = c.root.to_bytes();
+  dst.append(reinterpret_cast<const char*>(h.data()), h.size());
+  put_fixed64_le(dst, c.node_store_length);
+}
+
+namespace {
+
+status bad_payload(record_type type, std::uint64_t seq, std::string_view why) {
+  return status::corruption(
+      fmt::format("WAL frame {} (type {}) has a malformed payload: {}", seq, static_cast<int>(type), why));
+}
+
+bool valid_key(std::string_view k) { return !k.empty() && k.size() <= limits::max_key_bytes; }
+
+}  // namespace
+
+result<record> decode_record(record_type type, std::uint64_t sequence, std::string_view payload) {
+  record r;
+  r.type = type;
+  r.sequence = sequence;
+  byte_reader in(payload);
+  switch (type) {
+    case record_type::put: {
+      std::string_view key;
+      if (!in.get_length_prefixed(key) || !valid_key(key)) return bad_payload(type, sequence, "key");
+      if (in.rest().size() > limits::max_value_bytes) return bad_payload(type, sequence, "value size");
+      r.mutations.push_back({mutation_kind::put, std::string(key), std::string(in.rest())});
+      return r;
+    }
+    case record_type::del:
+      if (!valid_key(payload)) return bad_payload(type, sequence, "key");
+      r.mutations.push_back({mutation_kind::del, std::string(payload), {}});
+      return r;
+    case record_type::batch: {
+      std::uint64_t count = 0;
+      if (!in.get_varint64(count) || count == 0 || count > limits::max_batch_mutations)
+        return bad_payload(type, sequence, "mutation count");
+      // Every mutation takes at least 3 bytes; refuse counts the payload cannot hold
+      // before reserving memory for them.
+      if (count > payload.size() / 3) return bad_payload(type, sequence, "mutation count");
+      r.mutations.reserve(static_cast<std::size_t>(count));
+      for (std::uint64_t i = 0; i < count; ++i) {
+        std::string_view kind_byte, key, value;
+        if (!in.get_bytes(1, kind_byte)) return bad_payload(type, sequence, "truncated mutation");
+        auto kind = static_cast<mutation_kind>(static_cast<std::uint8_t>(kind_byte[0]));
+        if (kind != mutation_kind::put && kind != mutation_kind::del)
+          return bad_payload(type, sequence, "mutation kind");
+        if (!in.get_length_prefixed(key) || !valid_key(key)) return bad_payload(type, sequence, "key");
+        if (kind == mutation_kind::put &&
+            (!in.get_length_prefixed(value) || value.size() > limits::max_value_bytes))
+          return bad_payload(type, sequence, "value");
+        r.mutations.push_back({kind, std::string(key), std::string(value)});
+      }
+      if (!in.empty()) return bad_payload(type, sequence, "trailing bytes");
+      return r;
+    }
+    case record_type::commit: {
+      if (payload.size() != hash128::byte_size + 8) return bad_payload(type, sequence, "size");
+      const auto* p = reinterpret_cast<const std::uint8_t*>(payload.data());
+      r.commit.root = hash128::from_bytes(p);
+      r.commit.node_store_length = decode_fixed64_le(p + hash128::byte_size);
+      return r;
+    }
+    case record_type::replication_state:
+      if (payload.size() > limits::max_replication_state_bytes)
+        return bad_payload(type, sequence, "size");
+      r.payload = std::string(payload);
+      return r;
+  }
+  return status::make(status_code::not_supported, status_category::permanent,
+                      fmt::format("WAL frame {} has unknown record type {}: written by a newer magnetite?",
+                                  sequence, static_cast<int>(type)));
+}
+
+}  // namespace magnetite::wal

@@ -1,0 +1,71 @@
+// record: the logical contents of WAL frames and their payload encodings.
+//
+// Payloads (varint = LEB128):
+//   put                varint key_len | key | value (the rest of the payload)
+//   del                key (the whole payload)
+//   batch              varint count | count x mutation
+//                        mutation = u8 kind (1 put, 2 del) | varint key_len | key
+//                                   | put only: varint value_len | value
+//   commit             16-byte root hash (big-endian) | u64 LE node-store length
+//   replication_state  opaque bytes
+//
+// Invariants: encode_* accept only input that passes the limits (the writer
+// checks first); decode_record rejects any payload that encode_* could not have
+// produced (trailing bytes, oversized keys, empty batches...) as corruption.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/hash128.h"
+#include "core/status.h"
+#include "wal/format.h"
+
+namespace magnetite::wal {
+
+enum class mutation_kind : std::uint8_t { put = 1, del = 2 };
+
+struct mutation {
+  mutation_kind kind = mutation_kind::put;
+  std::string key;
+  std::string value;  // empty for del
+  friend bool operator==(const mutation&, const mutation&) = default;
+};
+
+struct mutation_view {
+  mutation_kind kind = mutation_kind::put;
+  std::string_view key;
+  std::string_view value;
+};
+
+struct commit_record {
+  hash128 root;                         // tree root the checkpoint produced
+  std::uint64_t node_store_length = 0;  // node-store bytes that root needs
+  friend bool operator==(const commit_record&, const commit_record&) = default;
+};
+
+// One decoded frame. put and del carry one mutation; batch carries all of its own.
+struct record {
+  record_type type = record_type::put;
+  std::uint64_t sequence = 0;
+  std::vector<mutation> mutations;  // put, del, batch
+  commit_record commit;             // commit
+  std::string payload;              // replication_state
+  friend bool operator==(const record&, const record&) = default;
+};
+
+// Checks a batch against the limits: non-empty, bounded count and bytes, each
+// key and value within its limit.
+status check_batch(std::span<const mutation_view> batch);
+
+void encode_put(std::string& dst, std::string_view key, std::string_view value);
+void encode_del(std::string& dst, std::string_view key);
+void encode_batch(std::string& dst, std::span<const mutation_view> batch);
+void encode_commit(std::string& dst, const commit_record& c);
+
+result<record> decode_record(record_type type, std::uint64_t sequence, std::string_view payload);
+
+}  // namespace magnetite::wal
