@@ -13,7 +13,7 @@ namespace {
 
 // Writes `n` durable frames (one sync each, so each is its own group), and
 // returns the byte offsets where each frame starts in segment 1.
-std::vector<std::uint64_t> write_durable(wal_fixture& fx, wal::log_writer& w, int n) {
+std::vector<std::uint64_t> write_durable(wal::log_writer& w, int n) {
   std::vector<std::uint64_t> offsets;
   for (int i = 0; i < n; ++i) {
     offsets.push_back(w.segment_bytes());
@@ -21,6 +21,26 @@ std::vector<std::uint64_t> write_durable(wal_fixture& fx, wal::log_writer& w, in
     REQUIRE(w.sync().is_ok());
   }
   return offsets;
+}
+
+// A fresh log holding n durable frames, one group each.
+std::vector<std::uint64_t> durable_log(wal_fixture& fx, int n) {
+  auto [rec, w] = fx.reopen();
+  return write_durable(*w, n);
+}
+
+// Writes bytes at the end of segment `n` behind the writer's back, as damage or
+// a crash would leave them.
+void append_raw(wal_fixture& fx, std::uint64_t n, std::string_view bytes) {
+  auto f = fx.env.open(fx.segment_path(n), open_mode::open_or_create);
+  REQUIRE(f.is_ok());
+  REQUIRE((*f)->append(bytes).is_ok());
+}
+
+std::string segment_header(std::uint64_t n) {
+  std::string h;
+  wal::encode_segment_header(h, n);
+  return h;
 }
 
 void check_keys(const wal::recovered_log& r, int n) {
@@ -85,16 +105,13 @@ TEST_CASE("recovery: a flipped bit in any byte of the last frame is detected and
   std::uint64_t end;
   {
     auto [rec, w] = probe.reopen();
-    offsets = write_durable(probe, *w, 4);
+    offsets = write_durable(*w, 4);
     end = w->segment_bytes();
   }
   for (std::uint64_t byte = offsets[3]; byte < end; ++byte) {
     CAPTURE(byte);
     wal_fixture fx;
-    {
-      auto [rec, w] = fx.reopen();
-      write_durable(fx, *w, 4);
-    }
+    durable_log(fx, 4);
     REQUIRE(fx.env.flip_bit(fx.segment_path(1), byte, static_cast<int>(byte % 8)));
     auto r = fx.recover();
     REQUIRE(r.is_ok());
@@ -108,15 +125,12 @@ TEST_CASE("recovery: a flipped bit in any byte of a middle frame is corruption a
   std::vector<std::uint64_t> offsets;
   {
     auto [rec, w] = probe.reopen();
-    offsets = write_durable(probe, *w, 4);
+    offsets = write_durable(*w, 4);
   }
   for (std::uint64_t byte = offsets[1]; byte < offsets[2]; ++byte) {
     CAPTURE(byte);
     wal_fixture fx;
-    {
-      auto [rec, w] = fx.reopen();
-      write_durable(fx, *w, 4);
-    }
+    durable_log(fx, 4);
     REQUIRE(fx.env.flip_bit(fx.segment_path(1), byte, static_cast<int>(byte % 8)));
     std::string before = *fx.env.contents(fx.segment_path(1));
     auto r = fx.recover();
@@ -154,12 +168,8 @@ TEST_CASE("recovery: damage inside the last unsynced group is a torn tail, not c
 TEST_CASE("recovery: garbage or zeros after the last frame are cut") {
   for (std::string junk : {std::string(4096, '\0'), std::string("not a frame at all"), std::string(3, '\xff')}) {
     wal_fixture fx;
-    {
-      auto [rec, w] = fx.reopen();
-      write_durable(fx, *w, 2);
-    }
-    auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);
-    REQUIRE((*f)->append(junk).is_ok());
+    durable_log(fx, 2);
+    append_raw(fx, 1, junk);
     auto r = fx.recover();
     REQUIRE(r.is_ok());
     check_keys(*r, 2);
@@ -171,19 +181,14 @@ TEST_CASE("recovery: damage in a sealed segment is corruption, even at its end")
   wal_fixture fx;
   {
     auto [rec, w] = fx.reopen();
-    write_durable(fx, *w, 2);
+    write_durable(*w, 2);
     REQUIRE(w->commit({hash128::of("r1"), 10}).is_ok());  // replay starts at segment 2
     REQUIRE(w->append_put("x", "y").is_ok());
     REQUIRE(w->sync().is_ok());
   }
   // A successor exists, so segment 2 was sealed (durable) before it: a damaged
   // last frame there cannot be a torn write.
-  {
-    auto f = fx.env.open(fx.segment_path(3), open_mode::create_new);
-    std::string h;
-    wal::encode_segment_header(h, 3);
-    REQUIRE((*f)->append(h).is_ok());
-  }
+  append_raw(fx, 3, segment_header(3));
   auto seg2 = *fx.env.contents(fx.segment_path(2));
   REQUIRE(fx.env.flip_bit(fx.segment_path(2), seg2.size() - 1, 3));
   auto r = fx.recover();
@@ -196,12 +201,7 @@ TEST_CASE("recovery: damage in a sealed segment is corruption, even at its end")
 
 TEST_CASE("recovery: a missing middle segment is corruption") {
   wal_fixture fx;
-  for (std::uint64_t n : {1, 2, 4}) {
-    auto f = fx.env.open(fx.segment_path(n), open_mode::create_new);
-    std::string h;
-    wal::encode_segment_header(h, n);
-    REQUIRE((*f)->append(h).is_ok());
-  }
+  for (std::uint64_t n : {1, 2, 4}) append_raw(fx, n, segment_header(n));
   auto r = fx.recover();
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.error().code() == status_code::corruption);
@@ -211,14 +211,8 @@ TEST_CASE("recovery: a missing middle segment is corruption") {
 TEST_CASE("recovery: headers - torn on creation is removed, damaged with data is corruption, newer is refused") {
   SUBCASE("torn header of the last segment, nothing after it") {
     wal_fixture fx;
-    {
-      auto [rec, w] = fx.reopen();
-      write_durable(fx, *w, 2);
-    }
-    auto f = fx.env.open(fx.segment_path(2), open_mode::create_new);
-    std::string h;
-    wal::encode_segment_header(h, 2);
-    REQUIRE((*f)->append(h.substr(0, 17)).is_ok());
+    durable_log(fx, 2);
+    append_raw(fx, 2, segment_header(2).substr(0, 17));
     auto r = fx.recover();
     REQUIRE(r.is_ok());
     check_keys(*r, 2);
@@ -232,10 +226,7 @@ TEST_CASE("recovery: headers - torn on creation is removed, damaged with data is
   }
   SUBCASE("damaged header of the last segment with frames after it") {
     wal_fixture fx;
-    {
-      auto [rec, w] = fx.reopen();
-      write_durable(fx, *w, 3);
-    }
+    durable_log(fx, 3);
     REQUIRE(fx.env.flip_bit(fx.segment_path(1), 20, 0));
     auto r = fx.recover();
     REQUIRE_FALSE(r.is_ok());
@@ -243,10 +234,7 @@ TEST_CASE("recovery: headers - torn on creation is removed, damaged with data is
   }
   SUBCASE("a newer format version") {
     wal_fixture fx;
-    {
-      auto [rec, w] = fx.reopen();
-      write_durable(fx, *w, 1);
-    }
+    durable_log(fx, 1);
     // Rewrite the header with version 2 and a valid checksum.
     std::string seg = *fx.env.contents(fx.segment_path(1));
     auto* h = reinterpret_cast<std::uint8_t*>(seg.data());
@@ -263,16 +251,12 @@ TEST_CASE("recovery: headers - torn on creation is removed, damaged with data is
 
 TEST_CASE("recovery: a frame with a valid checksum but an unknown type is refused, not skipped") {
   wal_fixture fx;
-  {
-    auto [rec, w] = fx.reopen();
-    write_durable(fx, *w, 1);
-  }
+  durable_log(fx, 1);
   std::string frame;
   std::size_t at = wal::begin_frame(frame);
   frame.append("payload");
   wal::finish_frame(frame, at, 2, static_cast<wal::record_type>(42), wal::flag_follows_sync);
-  auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);
-  REQUIRE((*f)->append(frame).is_ok());
+  append_raw(fx, 1, frame);
   auto r = fx.recover();
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.error().code() == status_code::not_supported);
@@ -280,16 +264,12 @@ TEST_CASE("recovery: a frame with a valid checksum but an unknown type is refuse
 
 TEST_CASE("recovery: a stale frame (wrong sequence) is not replayed") {
   wal_fixture fx;
-  {
-    auto [rec, w] = fx.reopen();
-    write_durable(fx, *w, 2);
-  }
+  durable_log(fx, 2);
   std::string frame;
   std::size_t at = wal::begin_frame(frame);
   wal::encode_put(frame, "stale", "x");
   wal::finish_frame(frame, at, 1, wal::record_type::put, 0);  // sequence 1 again
-  auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);
-  REQUIRE((*f)->append(frame).is_ok());
+  append_raw(fx, 1, frame);
   auto r = fx.recover();
   REQUIRE(r.is_ok());
   check_keys(*r, 2);
@@ -298,21 +278,15 @@ TEST_CASE("recovery: a stale frame (wrong sequence) is not replayed") {
 
 TEST_CASE("recovery: superseded segments left by a crash are skipped and removed") {
   wal_fixture fx;
-  {
-    auto [rec, w] = fx.reopen();
-    write_durable(fx, *w, 2);
-  }
+  durable_log(fx, 2);
   std::string seg1 = *fx.env.contents(fx.segment_path(1));
   {
     auto [rec, w] = fx.reopen();
     REQUIRE(w->commit({hash128::of("r"), 5}).is_ok());
   }
   // As if the removal of segment 1 had not reached the disk, and it was damaged.
-  {
-    auto f = fx.env.open(fx.segment_path(1), open_mode::create_new);
-    seg1[seg1.size() / 2] ^= 1;
-    REQUIRE((*f)->append(seg1).is_ok());
-  }
+  seg1[seg1.size() / 2] ^= 1;
+  append_raw(fx, 1, seg1);
   auto r = fx.recover();
   REQUIRE(r.is_ok());
   CHECK(r->superseded_segments == std::vector<std::uint64_t>{1});
