@@ -1,0 +1,280 @@
+// Property tests of the prolly tree against a std::map model.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "tree/prolly_tree.h"
+
+using namespace magnetite;
+using namespace magnetite::tree;
+
+namespace {
+
+using model = std::map<std::string, std::string>;
+
+// Small nodes, so a few thousand entries make trees several levels deep.
+const chunk_policy small{256, 64, 1024};
+
+std::string random_key(std::mt19937_64& rng, int space) { return fmt::format("k{:08}", rng() % space); }
+std::string random_value(std::mt19937_64& rng) { return std::string(rng() % 60, static_cast<char>('a' + rng() % 26)); }
+
+std::vector<entry> entries_of(const model& m) {
+  std::vector<entry> out;
+  for (auto& [k, v] : m) out.push_back({k, v});
+  return out;
+}
+
+hash128 must(result<hash128> r) {
+  REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
+  return *r;
+}
+
+// Applies a random batch to both the model and the tree.
+hash128 random_batch(prolly_tree& t, hash128 root, model& m, std::mt19937_64& rng, int space, int size) {
+  std::map<std::string, std::optional<std::string>> batch;
+  for (int i = 0; i < size; ++i) {
+    std::string k = random_key(rng, space);
+    if (rng() % 4 == 0) batch[k] = std::nullopt;
+    else batch[k] = random_value(rng);
+  }
+  std::vector<edit> edits;
+  for (auto& [k, v] : batch) {
+    edits.push_back({k, v});
+    if (v) m[k] = *v;
+    else m.erase(k);
+  }
+  return must(t.apply(root, edits));
+}
+
+void walk_nodes(node_source& src, const hash128& h, const std::function<void(const node&)>& fn) {
+  auto n = src.read(h);
+  REQUIRE(n.is_ok());
+  fn(**n);
+  if ((*n)->is_leaf()) return;
+  for (const auto& e : (*n)->entries) walk_nodes(src, child_ref::decode(e.value)->hash, fn);
+}
+
+}  // namespace
+
+TEST_CASE("tree: any order and any batching of writes gives the bulk-built root (history independence)") {
+  for (std::uint64_t seed = 0; seed < 200; ++seed) {
+    CAPTURE(seed);
+    std::mt19937_64 rng(seed);
+    memory_nodes store;
+    prolly_tree t(store, small);
+    model m;
+    hash128 root = must(t.empty_root());
+    int space = 50 + static_cast<int>(rng() % 3000);
+    int batches = 1 + static_cast<int>(rng() % 12);
+    for (int b = 0; b < batches; ++b) {
+      root = random_batch(t, root, m, rng, space, 1 + static_cast<int>(rng() % 400));
+      CHECK(root == must(t.build(entries_of(m))));
+    }
+    // The same final content, inserted one key at a time in a shuffled order.
+    std::vector<entry> all = entries_of(m);
+    std::shuffle(all.begin(), all.end(), rng);
+    hash128 one_by_one = must(t.empty_root());
+    for (const auto& e : all) {
+      std::vector<edit> single = {{e.key, e.value}};
+      one_by_one = must(t.apply(one_by_one, single));
+    }
+    CHECK(one_by_one == root);
+    CHECK(t.count(root).value() == m.size());
+  }
+}
+
+TEST_CASE("tree: deleting everything gives the empty root, and no-op edits keep the root") {
+  std::mt19937_64 rng(11);
+  memory_nodes store;
+  prolly_tree t(store, small);
+  model m;
+  hash128 root = random_batch(t, must(t.empty_root()), m, rng, 5000, 3000);
+  std::vector<edit> absent = {{"zz-not-there", std::nullopt}, {"zzz-nor-this", std::nullopt}};
+  CHECK(must(t.apply(root, absent)) == root);
+  std::vector<edit> same;
+  for (auto& [k, v] : m) same.push_back({k, v});
+  store.reset_counters();
+  CHECK(must(t.apply(root, same)) == root);
+  std::vector<edit> all;
+  for (auto& [k, v] : m) all.push_back({k, std::nullopt});
+  CHECK(must(t.apply(root, all)) == must(t.empty_root()));
+}
+
+TEST_CASE("tree: get, count, rank and ranges agree with the model") {
+  for (std::uint64_t seed = 100; seed < 140; ++seed) {
+    CAPTURE(seed);
+    std::mt19937_64 rng(seed);
+    memory_nodes store;
+    prolly_tree t(store, seed % 2 ? small : chunk_policy{});
+    model m;
+    hash128 root = must(t.empty_root());
+    for (int b = 0; b < 4; ++b) root = random_batch(t, root, m, rng, 4000, 800);
+    CHECK(t.count(root).value() == m.size());
+    for (int q = 0; q < 300; ++q) {
+      std::string k = random_key(rng, 4200);
+      auto got = t.get(root, k);
+      REQUIRE(got.is_ok());
+      auto it = m.find(k);
+      CHECK(got->has_value() == (it != m.end()));
+      if (it != m.end()) CHECK(**got == it->second);
+      std::string k2 = random_key(rng, 4200);
+      if (k2 < k) std::swap(k, k2);
+      auto lo = m.lower_bound(k), hi = m.lower_bound(k2);
+      CHECK(t.rank(root, k).value() == static_cast<std::uint64_t>(std::distance(m.begin(), lo)));
+      CHECK(t.count_range(root, k, k2).value() == static_cast<std::uint64_t>(std::distance(lo, hi)));
+      // Forward and backward scans of [k, k2).
+      std::vector<std::string> fwd, bwd, want;
+      for (auto i = lo; i != hi; ++i) want.push_back(i->first);
+      REQUIRE(t.scan(root, k, k2, false, [&](const entry& e) { fwd.push_back(e.key); return true; }).is_ok());
+      REQUIRE(t.scan(root, k, k2, true, [&](const entry& e) { bwd.push_back(e.key); return true; }).is_ok());
+      CHECK(fwd == want);
+      std::reverse(want.begin(), want.end());
+      CHECK(bwd == want);
+    }
+  }
+}
+
+TEST_CASE("tree: cursors walk forward and backward across leaves like the model") {
+  std::mt19937_64 rng(5);
+  memory_nodes store;
+  prolly_tree t(store, small);
+  model m;
+  hash128 root = random_batch(t, must(t.empty_root()), m, rng, 20000, 6000);
+  REQUIRE(t.depth(root).value() >= 3);
+  for (int q = 0; q < 200; ++q) {
+    std::string k = random_key(rng, 21000);
+    auto c = t.seek(root, k);
+    REQUIRE(c.is_ok());
+    auto it = m.lower_bound(k);
+    // A random walk of steps both ways.
+    for (int step = 0; step < 40; ++step) {
+      REQUIRE(c->valid() == (it != m.end()));
+      if (it == m.end()) break;
+      CHECK(c->current().key == it->first);
+      CHECK(c->current().value == it->second);
+      if (rng() % 3 == 0) {
+        if (it == m.begin()) break;
+        --it;
+        REQUIRE(c->prev().is_ok());
+      } else {
+        ++it;
+        REQUIRE(c->next().is_ok());
+      }
+    }
+  }
+  // End conditions: past the end, prev() finds the last; before the beginning,
+  // next() finds the first.
+  auto c = t.seek(root, "~");
+  CHECK_FALSE(c->valid());
+  REQUIRE(c->prev().is_ok());
+  CHECK(c->current().key == m.rbegin()->first);
+  auto f = t.first(root);
+  REQUIRE(f->prev().is_ok());
+  CHECK_FALSE(f->valid());
+  REQUIRE(f->next().is_ok());
+  CHECK(f->current().key == m.begin()->first);
+  auto l = t.last(root);
+  CHECK(l->current().key == m.rbegin()->first);
+}
+
+TEST_CASE("tree: every node respects the size bounds, and an oversized entry stands alone") {
+  std::mt19937_64 rng(9);
+  memory_nodes store;
+  chunk_policy p{};  // the default 4 KiB target
+  prolly_tree t(store, p);
+  std::vector<entry> es;
+  std::set<std::string> oversized;
+  for (int i = 0; i < 60000; ++i) {
+    std::string k = fmt::format("key{:09}", i * 7);
+    std::string v(rng() % 200, 'x');
+    if (i % 5000 == 17) {
+      v.assign(p.max + 100, 'O');  // bigger than a node's maximum
+      oversized.insert(k);
+    }
+    es.push_back({k, v});
+  }
+  hash128 root = must(t.build(es));
+  std::size_t nodes = 0, total_bytes = 0, leaves = 0;
+  walk_nodes(store, root, [&](const node& n) {
+    ++nodes;
+    std::size_t bytes = 0;
+    for (const auto& e : n.entries) bytes += encoded_size(e);
+    bool has_oversized = false;
+    for (const auto& e : n.entries) has_oversized |= n.is_leaf() && oversized.count(e.key) > 0;
+    if (has_oversized) {
+      CHECK(n.entries.size() == 1);
+    } else {
+      CHECK(bytes <= p.max);
+    }
+    if (n.is_leaf() && !has_oversized) {
+      ++leaves;
+      total_bytes += bytes;
+    }
+  });
+  // Content-defined sizes average near the target.
+  double mean = static_cast<double>(total_bytes) / static_cast<double>(leaves);
+  MESSAGE(fmt::format("{} nodes, mean leaf {:.0f} bytes (target {})", nodes, mean, p.target));
+  CHECK(mean > p.target * 0.6);
+  CHECK(mean < p.target * 1.5);
+}
+
+TEST_CASE("tree: an update rewrites only the affected leaves and their ancestors") {
+  std::mt19937_64 rng(21);
+  memory_nodes store;
+  prolly_tree t(store, chunk_policy{});
+  std::vector<entry> es;
+  for (int i = 0; i < 200000; ++i) es.push_back({fmt::format("key{:010}", i * 3), std::string(100, 'v')});
+  hash128 root = must(t.build(es));
+  int depth = t.depth(root).value();
+  for (int trial = 0; trial < 20; ++trial) {
+    std::size_t i = rng() % es.size();
+    std::vector<edit> one = {{es[i].key, std::string(100, 'w')}};
+    store.reset_counters();
+    hash128 r2 = must(t.apply(root, one));
+    CHECK(r2 != root);
+    // A value overwrite of equal length never reshapes: one node a level.
+    CHECK(store.writes() <= static_cast<std::uint64_t>(depth));
+    std::vector<edit> ins = {{es[i].key + "x", std::string(100, 'n')}};
+    store.reset_counters();
+    must(t.apply(root, ins));
+    // An insert may shift a boundary: still a handful of nodes a level.
+    CHECK(store.writes() <= static_cast<std::uint64_t>(3 * depth));
+  }
+}
+
+TEST_CASE("tree: invalid input is refused and nothing is written") {
+  memory_nodes store;
+  prolly_tree t(store, small);
+  hash128 root = must(t.empty_root());
+  auto before = store.size();
+  std::vector<edit> unsorted = {{"b", "1"}, {"a", "2"}};
+  CHECK(t.apply(root, unsorted).error().code() == status_code::invalid_argument);
+  std::vector<edit> dup = {{"a", "1"}, {"a", "2"}};
+  CHECK(t.apply(root, dup).error().code() == status_code::invalid_argument);
+  std::vector<edit> empty_key = {{"", "1"}};
+  CHECK(t.apply(root, empty_key).error().code() == status_code::invalid_argument);
+  std::vector<entry> bad = {{"b", "1"}, {"a", "1"}};
+  CHECK(t.build(bad).error().code() == status_code::invalid_argument);
+  CHECK(store.size() == before);
+  prolly_tree wrong(store, chunk_policy{100, 200, 300});
+  CHECK(wrong.build({}).error().code() == status_code::invalid_argument);
+  CHECK(t.get(hash128::of("no such root"), "a").error().code() == status_code::not_found);
+}
+
+TEST_CASE("node: encoding round trips and rejects damage") {
+  node n{0, {{"a", "1"}, {"b", ""}, {"c", std::string(300, 'z')}}};
+  std::string bytes = n.encode();
+  auto back = node::decode(bytes);
+  REQUIRE(back.is_ok());
+  CHECK(back->entries == n.entries);
+  CHECK(back->encode() == bytes);
+  for (std::size_t cut = 0; cut < bytes.size(); ++cut) CHECK_FALSE(node::decode(bytes.substr(0, cut)).is_ok());
+  node unsorted{0, {{"b", "1"}, {"a", "1"}}};
+  CHECK(node::decode(unsorted.encode()).error().code() == status_code::corruption);
+  node bad_ref{1, {{"a", "not a child ref"}}};
+  CHECK_FALSE(node::decode(bad_ref.encode()).is_ok());
+  child_ref r{hash128::of("x"), 12345};
+  CHECK(child_ref::decode(r.encode())->count == 12345);
+}

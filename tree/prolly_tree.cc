@@ -1,0 +1,308 @@
+#include "tree/prolly_tree.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/limits.h"
+
+namespace magnetite::tree {
+
+namespace {
+
+// How one entry of the parent level changes: the reference to the old node of
+// that last key (if there was one) and to the new node (if there is one).
+struct parent_change {
+  std::optional<std::string> old_value;
+  std::optional<std::string> new_value;
+};
+using parent_changes = std::map<std::string, parent_change>;
+
+// Feeds entries of one level through the chunker, writing each node it closes
+// and recording it as a new parent entry.
+class rechunker {
+ public:
+  rechunker(node_sink& store, const chunk_policy& policy, std::uint8_t level, parent_changes& out)
+      : store_(store), chunker_(policy, level), level_(level), out_(out) {}
+
+  status push(entry e) {
+    std::size_t bytes = encoded_size(e);
+    if (chunker_.closes_before(bytes)) MAGNETITE_TRY(emit());
+    chunk_.push_back(std::move(e));
+    if (chunker_.add(chunk_.back().key, bytes)) MAGNETITE_TRY(emit());
+    return status::ok();
+  }
+
+  status emit() {
+    if (chunk_.empty()) return status::ok();
+    node n{level_, std::move(chunk_)};
+    chunk_.clear();
+    chunker_.reset();
+    auto h = store_.write(n);
+    if (!h) return h.error();
+    out_[n.last_key()].new_value = child_ref{*h, n.count()}.encode();
+    return status::ok();
+  }
+
+  bool empty() const noexcept { return chunk_.empty(); }
+  bool closes_before(std::size_t bytes) const noexcept { return chunker_.closes_before(bytes); }
+
+ private:
+  node_sink& store_;
+  chunker chunker_;
+  std::uint8_t level_;
+  parent_changes& out_;
+  std::vector<entry> chunk_;
+};
+
+// Applies sorted edits to the entries of `level` and records, in `out`, how the
+// parent level's entries change. For each run of edits it starts at the node
+// before the first affected one (whose end may depend on the next node's first
+// entry), and stops at the start of an old node where the new chunking has just
+// closed a node too and no edit remains inside that old node: from there on the
+// old nodes are unchanged.
+status apply_level(node_sink& store, const chunk_policy& policy, const node_ptr& root, std::uint8_t level,
+                   const std::vector<edit>& edits, parent_changes& out) {
+  rechunker rc(store, policy, level, out);
+  std::size_t i = 0;
+  while (i < edits.size()) {
+    auto c = cursor::seek(store, root, level, edits[i].key);
+    if (!c) return c.error();
+    if (auto moved = c->prev_node(); !moved) return moved.error();
+    for (bool first = true;; first = false) {
+      const node& x = c->node();
+      // Edits belong to the node that covers their key; past the last key of the
+      // level, to the last node.
+      bool last_node = c->at_last_node();
+      auto edit_here = [&] { return i < edits.size() && (last_node || edits[i].key <= x.last_key()); };
+      if (!first && !edit_here()) {
+        if (rc.empty()) break;
+        if (rc.closes_before(encoded_size(x.entries.front()))) {
+          MAGNETITE_TRY(rc.emit());
+          break;
+        }
+      }
+      if (!x.entries.empty()) {
+        auto ref = c->parent_ref();
+        out[x.last_key()].old_value = ref ? std::optional<std::string>(*ref) : std::optional<std::string>("");
+      }
+      std::size_t j = 0;
+      while (j < x.entries.size() || edit_here()) {
+        if (edit_here() && (j == x.entries.size() || edits[i].key <= x.entries[j].key)) {
+          if (j < x.entries.size() && edits[i].key == x.entries[j].key) ++j;
+          if (edits[i].value) MAGNETITE_TRY(rc.push({edits[i].key, *edits[i].value}));
+          ++i;
+        } else {
+          MAGNETITE_TRY(rc.push(x.entries[j++]));
+        }
+      }
+      auto moved = c->next_node();
+      if (!moved) return moved.error();
+      if (!*moved) break;
+    }
+    MAGNETITE_TRY(rc.emit());  // the end of the level closes the last node
+  }
+  return status::ok();
+}
+
+status check_sorted_keys(std::span<const entry> entries) {
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    MAGNETITE_TRY(limits::check_key(entries[i].key));
+    MAGNETITE_TRY(limits::check_value(entries[i].value));
+    if (i > 0 && !(entries[i - 1].key < entries[i].key))
+      return status::invalid_argument(fmt::format("entries are not strictly sorted at index {}", i));
+  }
+  return status::ok();
+}
+
+status check_sorted_edits(std::span<const edit> edits) {
+  for (std::size_t i = 0; i < edits.size(); ++i) {
+    MAGNETITE_TRY(limits::check_key(edits[i].key));
+    if (edits[i].value) MAGNETITE_TRY(limits::check_value(*edits[i].value));
+    if (i > 0 && !(edits[i - 1].key < edits[i].key))
+      return status::invalid_argument(fmt::format("edits are not strictly sorted at index {}", i));
+  }
+  return status::ok();
+}
+
+std::size_t lower_bound(const node& n, std::string_view key) {
+  auto it = std::lower_bound(n.entries.begin(), n.entries.end(), key,
+                             [](const entry& e, std::string_view k) { return e.key < k; });
+  return static_cast<std::size_t>(it - n.entries.begin());
+}
+
+}  // namespace
+
+result<node_ptr> prolly_tree::load(const hash128& h) { return store_.read(h); }
+
+result<hash128> prolly_tree::empty_root() { return store_.write(node{}); }
+
+result<std::vector<entry>> prolly_tree::build_level(std::uint8_t level, std::span<const entry> entries) {
+  parent_changes made;
+  rechunker rc(store_, policy_, level, made);
+  for (const auto& e : entries) MAGNETITE_TRY(rc.push(e));
+  MAGNETITE_TRY(rc.emit());
+  std::vector<entry> refs;
+  refs.reserve(made.size());
+  for (auto& [key, change] : made) refs.push_back({key, std::move(*change.new_value)});
+  return refs;
+}
+
+result<hash128> prolly_tree::build_up(std::uint8_t level, std::vector<entry> entries) {
+  for (;; ++level) {
+    auto refs = build_level(level, entries);
+    if (!refs) return refs.error();
+    if (refs->size() == 1) {
+      auto ref = child_ref::decode(refs->front().value);
+      if (!ref) return ref.error();
+      return ref->hash;
+    }
+    entries = std::move(*refs);
+  }
+}
+
+result<hash128> prolly_tree::build(std::span<const entry> sorted) {
+  MAGNETITE_TRY(policy_.validate());
+  MAGNETITE_TRY(check_sorted_keys(sorted));
+  if (sorted.empty()) return empty_root();
+  return build_up(0, std::vector<entry>(sorted.begin(), sorted.end()));
+}
+
+result<hash128> prolly_tree::apply(const hash128& root_hash, std::span<const edit> sorted_edits) {
+  MAGNETITE_TRY(policy_.validate());
+  MAGNETITE_TRY(check_sorted_edits(sorted_edits));
+  if (sorted_edits.empty()) return root_hash;
+  auto root = load(root_hash);
+  if (!root) return root.error();
+  std::vector<edit> level_edits(sorted_edits.begin(), sorted_edits.end());
+  for (std::uint8_t level = 0;; ++level) {
+    parent_changes changes;
+    MAGNETITE_TRY(apply_level(store_, policy_, *root, level, level_edits, changes));
+    if (level == (*root)->level) {
+      // The root's level had one node; it now has these.
+      std::vector<entry> tops;
+      for (auto& [key, change] : changes)
+        if (change.new_value) tops.push_back({key, std::move(*change.new_value)});
+      if (tops.empty()) return empty_root();
+      if (tops.size() > 1) return build_up(static_cast<std::uint8_t>(level + 1), std::move(tops));
+      auto ref = child_ref::decode(tops.front().value);
+      if (!ref) return ref.error();
+      // A root with a single child is that child: a bulk build stops at the
+      // first level with one node.
+      hash128 h = ref->hash;
+      for (;;) {
+        auto n = load(h);
+        if (!n) return n.error();
+        if ((*n)->is_leaf() || (*n)->entries.size() != 1) return h;
+        auto only = child_ref::decode((*n)->entries.front().value);
+        if (!only) return only.error();
+        h = only->hash;
+      }
+    }
+    level_edits.clear();
+    for (auto& [key, change] : changes)
+      if (change.new_value != change.old_value) level_edits.push_back({key, std::move(change.new_value)});
+    if (level_edits.empty()) return root_hash;  // every node came out as it was
+  }
+}
+
+result<std::optional<std::string>> prolly_tree::get(const hash128& root, std::string_view key) {
+  auto n = load(root);
+  if (!n) return n.error();
+  node_ptr cur = std::move(*n);
+  for (;;) {
+    std::size_t i = lower_bound(*cur, key);
+    if (i == cur->entries.size()) return std::optional<std::string>{};
+    if (cur->is_leaf()) {
+      if (cur->entries[i].key != key) return std::optional<std::string>{};
+      return std::optional<std::string>(cur->entries[i].value);
+    }
+    auto ref = child_ref::decode(cur->entries[i].value);
+    if (!ref) return ref.error();
+    auto child = load(ref->hash);
+    if (!child) return child.error();
+    cur = std::move(*child);
+  }
+}
+
+result<std::uint64_t> prolly_tree::count(const hash128& root) {
+  auto n = load(root);
+  if (!n) return n.error();
+  return (*n)->count();
+}
+
+result<std::uint64_t> prolly_tree::rank(const hash128& root, std::string_view key) {
+  auto n = load(root);
+  if (!n) return n.error();
+  node_ptr cur = std::move(*n);
+  std::uint64_t below = 0;
+  while (!cur->is_leaf()) {
+    std::size_t i = lower_bound(*cur, key);
+    for (std::size_t j = 0; j < i; ++j) {
+      auto ref = child_ref::decode(cur->entries[j].value);
+      if (!ref) return ref.error();
+      below += ref->count;
+    }
+    if (i == cur->entries.size()) return below;
+    auto ref = child_ref::decode(cur->entries[i].value);
+    if (!ref) return ref.error();
+    auto child = load(ref->hash);
+    if (!child) return child.error();
+    cur = std::move(*child);
+  }
+  return below + lower_bound(*cur, key);
+}
+
+result<std::uint64_t> prolly_tree::count_range(const hash128& root, std::string_view lo, std::string_view hi) {
+  auto a = rank(root, lo);
+  if (!a) return a;
+  auto b = rank(root, hi);
+  if (!b) return b;
+  return *b > *a ? *b - *a : 0;
+}
+
+result<int> prolly_tree::depth(const hash128& root) {
+  auto n = load(root);
+  if (!n) return n.error();
+  return (*n)->level + 1;
+}
+
+result<cursor> prolly_tree::seek(const hash128& root, std::string_view key) {
+  auto n = load(root);
+  if (!n) return n.error();
+  return cursor::seek(store_, *n, 0, key);
+}
+
+result<cursor> prolly_tree::first(const hash128& root) {
+  auto n = load(root);
+  if (!n) return n.error();
+  return cursor::first(store_, *n);
+}
+
+result<cursor> prolly_tree::last(const hash128& root) {
+  auto n = load(root);
+  if (!n) return n.error();
+  return cursor::last(store_, *n);
+}
+
+status prolly_tree::scan(const hash128& root, std::string_view lo, std::string_view hi, bool reverse,
+                         const std::function<bool(const entry&)>& fn) {
+  if (!reverse) {
+    auto c = seek(root, lo);
+    if (!c) return c.error();
+    while (c->valid() && (hi.empty() || c->current().key < hi)) {
+      if (!fn(c->current())) return status::ok();
+      MAGNETITE_TRY(c->next());
+    }
+    return status::ok();
+  }
+  auto c = hi.empty() ? last(root) : seek(root, hi);
+  if (!c) return c.error();
+  if (!hi.empty()) MAGNETITE_TRY(c->prev());  // the last entry below hi
+  while (c->valid() && c->current().key >= lo) {
+    if (!fn(c->current())) return status::ok();
+    MAGNETITE_TRY(c->prev());
+  }
+  return status::ok();
+}
+
+}  // namespace magnetite::tree
