@@ -55,6 +55,7 @@ bool byte_reader::get_varint64(std::uint64_t& v) noexcept {
     if (i == max_varint64_bytes - 1 && byte > 1) return false;
     result |= static_cast<std::uint64_t>(byte & 0x7F) << (7 * i);
     if ((byte & 0x80) == 0) {
+      if (i > 0 && byte == 0) return false;  // overlong: one encoding per value
       v = result;
       in_.remove_prefix(i + 1);
       return true;

@@ -70,6 +70,7 @@ struct fault_env::state {
   std::uint64_t sync_fail_in = 0;
   std::uint64_t dir_sync_fail_in = 0;
   std::uint64_t write_fail_in = 0;
+  std::uint64_t remove_fail_in = 0;
   status_code write_fail_code = status_code::io_error;
   std::size_t write_fail_keep = 0;
   std::optional<std::uint64_t> space_limit;
@@ -292,6 +293,8 @@ status fault_env::remove(const std::string& path) {
   directory* dir = s_->find_dir(d);
   if (!dir || !dir->now.count(name))
     return status::not_found(fmt::format("unlink {}: No such file or directory", path));
+  if (s_->remove_fail_in > 0 && --s_->remove_fail_in == 0)
+    return status::io_error(fmt::format("unlink {}: Input/output error (injected)", path));
   dir->change({{name, nullptr}});
   return status::ok();
 }
@@ -353,6 +356,11 @@ void fault_env::fail_write(std::uint64_t nth, status_code code, std::size_t keep
   s_->write_fail_keep = keep_bytes;
 }
 
+void fault_env::fail_remove(std::uint64_t nth) {
+  std::lock_guard lk(s_->mu);
+  s_->remove_fail_in = nth;
+}
+
 void fault_env::set_space_limit(std::optional<std::uint64_t> bytes) {
   std::lock_guard lk(s_->mu);
   s_->space_limit = bytes;
@@ -360,7 +368,7 @@ void fault_env::set_space_limit(std::optional<std::uint64_t> bytes) {
 
 void fault_env::clear_faults() {
   std::lock_guard lk(s_->mu);
-  s_->sync_fail_in = s_->dir_sync_fail_in = s_->write_fail_in = 0;
+  s_->sync_fail_in = s_->dir_sync_fail_in = s_->write_fail_in = s_->remove_fail_in = 0;
   s_->space_limit.reset();
 }
 
@@ -381,7 +389,8 @@ void fault_env::crash(unsynced mode, std::uint64_t seed) {
     switch (mode) {
       case unsynced::lose: return 0;
       case unsynced::keep: return n;
-      case unsynced::random: return static_cast<std::size_t>(rng() % (n + 1));
+      case unsynced::random:
+      case unsynced::reorder: return static_cast<std::size_t>(rng() % (n + 1));
     }
     return 0;
   };
@@ -391,6 +400,24 @@ void fault_env::crash(unsynced mode, std::uint64_t seed) {
     for (auto* entries : {&d.now, &d.durable}) {
       for (auto& [_, f] : *entries) {
         if (!seen.insert(f.get()).second) continue;
+        if (mode == unsynced::reorder) {
+          for (const auto& op : f->pending) {
+            if (op.is_truncate) {
+              inode::apply(f->durable, op, 0);
+              continue;
+            }
+            // Split at 512-byte boundaries of the file; each piece lands or not.
+            for (std::size_t at = 0; at < op.bytes.size();) {
+              std::uint64_t abs = op.offset + at;
+              std::size_t piece = std::min<std::size_t>(op.bytes.size() - at, 512 - abs % 512);
+              if (rng() & 1) inode::apply(f->durable, {false, abs, op.bytes.substr(at, piece)}, piece);
+              at += piece;
+            }
+          }
+          f->pending.clear();
+          f->data = f->durable;
+          continue;
+        }
         std::size_t kept = pick(f->pending.size());
         for (std::size_t i = 0; i < kept; ++i) inode::apply(f->durable, f->pending[i], f->pending[i].bytes.size());
         if (mode == unsynced::random && kept < f->pending.size() && (rng() & 1)) {
@@ -413,6 +440,12 @@ void fault_env::crash(unsynced mode, std::uint64_t seed) {
     d.pending.clear();
     d.now = d.durable;
   }
+  s_->locks.clear();
+  ++s_->generation;
+}
+
+void fault_env::process_crash() {
+  std::lock_guard lk(s_->mu);
   s_->locks.clear();
   ++s_->generation;
 }

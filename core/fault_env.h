@@ -9,15 +9,21 @@
 //
 // Faults it injects:
 //   fail_sync(n)          the n-th file sync from now fails with EIO (1 = next);
-//                         its data stays pending, as after a real failed fsync.
+//                         as Linux does, the unsynced writes are then dropped
+//                         from the write-back queue (they never reach the disk)
+//                         while reads still see them.
 //   fail_dir_sync(n)      the same for sync_dir().
 //   fail_write(n, code, keep)  the n-th write from now stores only its first
 //                         `keep` bytes and fails with `code` (no_space, io_error).
 //   set_space_limit(b)    writes beyond b bytes of total file data store what fits
 //                         and fail with no_space.
+//   fail_remove(n)        the n-th remove from now fails with EIO.
 //   flip_bit(path, byte, bit)  media corruption: flips a bit now and durably.
 //   crash(...)            the process and the machine died: every handle and lock
 //                         taken before becomes invalid (operations on it fail).
+//   process_crash()       only the process died: handles and locks are gone, but
+//                         the page cache (and what it will or will not write
+//                         back) stays as it was.
 //
 // Directories are created durable (their own entry is never lost); the files in
 // them are not. All methods are thread-safe.
@@ -49,6 +55,8 @@ class fault_env final : public env {
     lose,    // every pending write and directory change is lost
     keep,    // every pending write and directory change survives
     random,  // a random prefix survives, the last surviving write possibly torn
+    reorder, // each 512-byte sector of each write survives or not on its own
+             // (truncations apply in order); directories keep a random prefix
   };
 
   fault_env();
@@ -69,6 +77,7 @@ class fault_env final : public env {
   void fail_sync(std::uint64_t nth);
   void fail_dir_sync(std::uint64_t nth);
   void fail_write(std::uint64_t nth, status_code code, std::size_t keep_bytes = 0);
+  void fail_remove(std::uint64_t nth);
   void set_space_limit(std::optional<std::uint64_t> bytes);
   // Flips bit `bit` (0-7) of byte `offset` of the file, in its current and its
   // durable contents. Returns false if the file or the byte does not exist.
@@ -77,6 +86,7 @@ class fault_env final : public env {
 
   // ---- crashes ----
   void crash(unsynced mode = unsynced::lose, std::uint64_t seed = 0);
+  void process_crash();
   // A crash in which `path` keeps all its pending writes except that only the
   // first `keep_bytes` of the last one reach the disk; every other file and every
   // directory loses what was pending.

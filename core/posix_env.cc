@@ -1,5 +1,5 @@
-// The POSIX file layer. Every call retries EINTR and completes short writes;
-// every error names the operation and the path.
+// The POSIX file layer. Reads and writes retry EINTR and complete short
+// transfers; every error names the operation and the path.
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -38,6 +38,7 @@ class posix_file final : public file {
         if (errno == EINTR) continue;
         return from_errno("write", path_, errno);
       }
+      if (n == 0) return from_errno("write", path_, EIO);  // never loop on no progress
       data.remove_prefix(static_cast<std::size_t>(n));
     }
     return status::ok();
@@ -50,6 +51,7 @@ class posix_file final : public file {
         if (errno == EINTR) continue;
         return from_errno("pwrite", path_, errno);
       }
+      if (n == 0) return from_errno("pwrite", path_, EIO);
       data.remove_prefix(static_cast<std::size_t>(n));
       offset += static_cast<std::uint64_t>(n);
     }

@@ -43,6 +43,12 @@ TEST_CASE("varint: truncated, overlong and 32-bit-overflowing input is refused")
   byte_reader t(tenth);
   CHECK_FALSE(t.get_varint64(v));
 
+  // Non-canonical (overlong) encodings of small values are refused too.
+  byte_reader zero(std::string_view("\x80\x00", 2));
+  CHECK_FALSE(zero.get_varint64(v));
+  byte_reader one(std::string_view("\x81\x80\x00", 3));
+  CHECK_FALSE(one.get_varint64(v));
+
   std::string big;
   put_varint64(big, 1ULL << 32);
   byte_reader b(big);

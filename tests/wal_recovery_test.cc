@@ -39,8 +39,17 @@ void append_raw(wal_fixture& fx, std::uint64_t n, std::string_view bytes) {
 
 std::string segment_header(std::uint64_t n) {
   std::string h;
-  wal::encode_segment_header(h, n);
+  wal::encode_segment_header(h, {n, 0x5eed});
   return h;
+}
+
+// The salt frames of segment `n` are checked with.
+std::uint64_t salt_of(wal_fixture& fx, std::uint64_t n) {
+  auto seg = fx.env.contents(fx.segment_path(n));
+  REQUIRE(seg);
+  auto h = wal::check_segment_header(*seg, n, "test");
+  REQUIRE(h.is_ok());
+  return h->salt;
 }
 
 void check_keys(const wal::recovered_log& r, int n) {
@@ -208,20 +217,29 @@ TEST_CASE("recovery: a missing middle segment is corruption") {
   CHECK(r.error().message().find("segment 3 is missing") != std::string::npos);
 }
 
-TEST_CASE("recovery: headers - torn on creation is removed, damaged with data is corruption, newer is refused") {
-  SUBCASE("torn header of the last segment, nothing after it") {
+TEST_CASE("recovery: headers - any damage is corruption, newer is refused, leftover temp files go") {
+  SUBCASE("torn header of the last segment (a rename never leaves one)") {
     wal_fixture fx;
     durable_log(fx, 2);
     append_raw(fx, 2, segment_header(2).substr(0, 17));
     auto r = fx.recover();
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.error().code() == status_code::corruption);
+    CHECK(fx.env.contents(fx.segment_path(2))->size() == 17);  // untouched
+  }
+  SUBCASE("a half-written temporary segment is ignored and removed") {
+    wal_fixture fx;
+    durable_log(fx, 2);
+    auto f = fx.env.open(path_join(wal_dir, wal::segment_temp_file_name(2)), open_mode::create_new);
+    REQUIRE((*f)->append(segment_header(2).substr(0, 17)).is_ok());
+    auto r = fx.recover();
     REQUIRE(r.is_ok());
     check_keys(*r, 2);
-    CHECK(r->last_segment == 1u);
-    CHECK(r->discarded_bytes == 17);
-    CHECK_FALSE(fx.env.exists(fx.segment_path(2)).value());
+    CHECK(r->discarded_bytes == 0);
+    CHECK(fx.env.list(wal_dir).value() == std::vector<std::string>{wal::segment_file_name(1)});
     auto w = wal::log_writer::open(fx.env, wal_dir, fx.options, *r);
     REQUIRE(w.is_ok());
-    REQUIRE((*w)->commit({hash128::of("x"), 1}).is_ok());  // segment 2 can be made again
+    REQUIRE((*w)->commit({hash128::of("x"), 1}).is_ok());  // segment 2 can be made
     CHECK((*w)->segment() == 2);
   }
   SUBCASE("damaged header of the last segment with frames after it") {
@@ -239,7 +257,7 @@ TEST_CASE("recovery: headers - torn on creation is removed, damaged with data is
     std::string seg = *fx.env.contents(fx.segment_path(1));
     auto* h = reinterpret_cast<std::uint8_t*>(seg.data());
     encode_fixed32_le(h + 8, 2);
-    encode_fixed32_le(h + 28, wal::checksum32(std::string_view(seg).substr(0, 28)));
+    encode_fixed32_le(h + 36, wal::checksum32(std::string_view(seg).substr(0, 36)));
     auto f = fx.env.open(fx.segment_path(1), open_mode::create_truncate);
     REQUIRE((*f)->append(seg).is_ok());
     auto r = fx.recover();
@@ -255,7 +273,7 @@ TEST_CASE("recovery: a frame with a valid checksum but an unknown type is refuse
   std::string frame;
   std::size_t at = wal::begin_frame(frame);
   frame.append("payload");
-  wal::finish_frame(frame, at, 2, static_cast<wal::record_type>(42), wal::flag_follows_sync);
+  wal::finish_frame(frame, at, salt_of(fx, 1), 2, static_cast<wal::record_type>(42), wal::flag_follows_sync);
   append_raw(fx, 1, frame);
   auto r = fx.recover();
   REQUIRE_FALSE(r.is_ok());
@@ -268,7 +286,7 @@ TEST_CASE("recovery: a stale frame (wrong sequence) is not replayed") {
   std::string frame;
   std::size_t at = wal::begin_frame(frame);
   wal::encode_put(frame, "stale", "x");
-  wal::finish_frame(frame, at, 1, wal::record_type::put, 0);  // sequence 1 again
+  wal::finish_frame(frame, at, salt_of(fx, 1), 1, wal::record_type::put, 0);  // sequence 1 again
   append_raw(fx, 1, frame);
   auto r = fx.recover();
   REQUIRE(r.is_ok());

@@ -247,7 +247,7 @@ TEST_CASE("writer: a failed segment creation during commit stops the writer and 
   }
 }
 
-TEST_CASE("writer: open refuses a recovery that reported damage without repairing it") {
+TEST_CASE("writer: open refuses a recovery that did not repair") {
   wal_fixture fx;
   {
     auto [rec, w] = fx.reopen();
@@ -262,4 +262,11 @@ TEST_CASE("writer: open refuses a recovery that reported damage without repairin
   CHECK_FALSE(r->repaired);
   CHECK(fx.env.contents(fx.segment_path(1))->ends_with("garbage"));  // untouched
   CHECK(wal::log_writer::open(fx.env, wal_dir, fx.options, *r).error().code() == status_code::invalid_argument);
+  // Even a clean log must be repaired (made durable) before a writer opens it.
+  auto clean = fx.recover(/*repair=*/true);
+  REQUIRE(clean.is_ok());
+  auto again = fx.recover(/*repair=*/false);
+  REQUIRE(again.is_ok());
+  CHECK(again->discarded_bytes == 0);
+  CHECK_FALSE(wal::log_writer::open(fx.env, wal_dir, fx.options, *again).is_ok());
 }

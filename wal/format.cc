@@ -22,8 +22,12 @@ std::optional<std::uint64_t> parse_segment_file_name(std::string_view name) {
   return n;
 }
 
-std::uint32_t checksum32(std::string_view bytes) noexcept {
-  return static_cast<std::uint32_t>(XXH3_64bits(bytes.data(), bytes.size()));
+std::uint32_t checksum32(std::string_view bytes, std::uint64_t seed) noexcept {
+  return static_cast<std::uint32_t>(XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed));
+}
+
+std::string segment_temp_file_name(std::uint64_t number) {
+  return segment_file_name(number) + std::string(temp_suffix);
 }
 
 }  // namespace magnetite::wal

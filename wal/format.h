@@ -2,24 +2,32 @@
 // normative description; these constants must agree with it.
 //
 // A log is a directory of segment files named by a 20-digit decimal number
-// (`00000000000000000007.wal`). Each starts with a 32-byte header followed by
+// (`00000000000000000007.wal`). Each starts with a 40-byte header followed by
 // frames:
 //
-//   segment header (32 bytes, little-endian)
+//   segment header (40 bytes, little-endian)
 //     0  8  magic "MGNTWAL1"
 //     8  4  format version (1)
 //    12  4  flags (0)
 //    16  8  segment number, equal to the one in the file name
-//    24  4  reserved (0)
-//    28  4  checksum: low 32 bits of XXH3-64 over bytes 0..27
+//    24  8  salt: random, chosen when the segment is created
+//    32  4  reserved (0)
+//    36  4  checksum: low 32 bits of XXH3-64 over bytes 0..35
 //
-//   frame header (20 bytes, little-endian), then `length` bytes of payload
-//     0  4  checksum: low 32 bits of XXH3-64 over bytes 4..(20+length-1)
+//   frame header (24 bytes, little-endian), then `length` bytes of payload
+//     0  4  header checksum: low 32 bits of XXH3-64, seeded with the salt, over
+//           bytes 4..23
 //     4  4  length of the payload
 //     8  8  sequence number: the previous frame's plus one, across segments
 //    16  1  record type (record_type)
 //    17  1  flags: bit 0 = follows_sync (see below); other bits 0
 //    18  2  reserved (0)
+//    20  4  payload checksum: low 32 bits of XXH3-64, seeded with the salt, over
+//           the payload
+//
+// The salt makes a frame valid in one segment only: bytes of another segment
+// (or a WAL copied into a value) never pass as frames here. The header checksum
+// lets recovery test any offset for a frame in constant time.
 //
 // follows_sync is set on the first frame appended after everything before it was
 // made durable by a successful fdatasync (and on the first frames of a segment,
@@ -39,8 +47,8 @@ namespace magnetite::wal {
 
 inline constexpr char segment_magic[8] = {'M', 'G', 'N', 'T', 'W', 'A', 'L', '1'};
 inline constexpr std::uint32_t format_version = 1;
-inline constexpr std::size_t segment_header_size = 32;
-inline constexpr std::size_t frame_header_size = 20;
+inline constexpr std::size_t segment_header_size = 40;
+inline constexpr std::size_t frame_header_size = 24;
 inline constexpr std::uint8_t flag_follows_sync = 0x01;
 inline constexpr std::uint8_t known_frame_flags = flag_follows_sync;
 
@@ -62,6 +70,10 @@ std::string segment_file_name(std::uint64_t number);
 // The segment number of a file name, or nullopt for any other file.
 std::optional<std::uint64_t> parse_segment_file_name(std::string_view name);
 
-std::uint32_t checksum32(std::string_view bytes) noexcept;
+// Low 32 bits of XXH3-64 with the given seed.
+std::uint32_t checksum32(std::string_view bytes, std::uint64_t seed = 0) noexcept;
+// Temporary name a segment is written under before it is renamed into place.
+std::string segment_temp_file_name(std::uint64_t number);
+inline constexpr std::string_view temp_suffix = ".tmp";
 
 }  // namespace magnetite::wal

@@ -14,36 +14,50 @@
 
 namespace magnetite::wal {
 
-void encode_segment_header(std::string& dst, std::uint64_t segment_number);
-// ok, corruption (bad magic or checksum, wrong number), or not_supported (a
-// newer format version or unknown flags).
-status check_segment_header(std::string_view bytes, std::uint64_t expected_number,
-                            const std::string& where);
+struct segment_header {
+  std::uint64_t number = 0;
+  std::uint64_t salt = 0;
+};
+
+void encode_segment_header(std::string& dst, const segment_header& h);
+// The header, or corruption (bad magic or checksum, wrong number) or
+// not_supported (a newer format version or unknown flags).
+result<segment_header> check_segment_header(std::string_view bytes, std::uint64_t expected_number,
+                                            const std::string& where);
 
 // Appends a zeroed frame header and returns its offset; the payload is appended
 // next, then finish_frame fills the header in.
 std::size_t begin_frame(std::string& dst);
-void finish_frame(std::string& dst, std::size_t header_at, std::uint64_t sequence,
+void finish_frame(std::string& dst, std::size_t header_at, std::uint64_t salt, std::uint64_t sequence,
                   record_type type, std::uint8_t flags);
 
 enum class frame_check {
   ok,
-  truncated,    // fewer bytes than the header or its length claims
-  bad,          // checksum mismatch or impossible length
-  unsupported,  // checksum fine, but flags/type/reserved from a newer format
+  truncated,    // header intact, payload cut short (or fewer bytes than a header)
+  bad,          // a checksum fails or the length is impossible
+  unsupported,  // checksums fine, but flags/type/reserved from a newer format
 };
 
-struct parsed_frame {
-  frame_check check = frame_check::bad;
+struct frame_header {
+  std::uint32_t length = 0;
   std::uint64_t sequence = 0;
   record_type type = record_type::put;
   std::uint8_t flags = 0;
+  std::uint32_t payload_checksum = 0;
+};
+
+// Checks the 24 header bytes at `bytes[0]` (constant time).
+frame_check check_frame_header(std::string_view bytes, std::uint64_t salt, frame_header& out) noexcept;
+
+struct parsed_frame {
+  frame_check check = frame_check::bad;
+  frame_header header;
   std::string_view payload;
   std::size_t size = 0;  // header + payload, valid when check == ok
 };
 
 // Parses the frame that starts at bytes[0]; `bytes` ends where the file ends (or
 // where the caller's buffer ends, in which case `truncated` means "read more").
-parsed_frame parse_frame(std::string_view bytes) noexcept;
+parsed_frame parse_frame(std::string_view bytes, std::uint64_t salt) noexcept;
 
 }  // namespace magnetite::wal

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "core/coding.h"
 
 namespace magnetite::wal {
 
@@ -10,8 +9,9 @@ namespace {
 constexpr std::size_t read_chunk = 1 << 20;
 }
 
-log_reader::log_reader(file& f, std::uint64_t start, std::uint64_t file_size, std::string where)
-    : file_(f), file_size_(file_size), where_(std::move(where)), buf_offset_(start), pos_(start),
+log_reader::log_reader(file& f, std::uint64_t salt, std::uint64_t start, std::uint64_t file_size,
+                       std::string where)
+    : file_(f), salt_(salt), file_size_(file_size), where_(std::move(where)), buf_offset_(start), pos_(start),
       next_pos_(start) {}
 
 status log_reader::fill(std::size_t n) {
@@ -32,6 +32,9 @@ status log_reader::fill(std::size_t n) {
   auto got = file_.read_at(have_end, buf_.size() - old, buf_.data() + old);
   if (!got) return got.error();
   buf_.resize(old + *got);
+  // A short read means the file is shorter than when we started: treat its new
+  // end as the end, rather than waiting for bytes that will not come.
+  if (buf_offset_ + buf_.size() < read_end) file_size_ = buf_offset_ + buf_.size();
   return status::ok();
 }
 
@@ -45,13 +48,14 @@ log_reader::step log_reader::next() {
       return step::error;
     }
     std::string_view avail(buf_.data() + (pos_ - buf_offset_), buf_.size() - (pos_ - buf_offset_));
-    frame_ = parse_frame(avail);
+    frame_ = parse_frame(avail, salt_);
     bool at_file_end = buf_offset_ + buf_.size() >= file_size_;
     if (frame_.check == frame_check::truncated && !at_file_end) {
-      // Read the whole frame the header announces (parse_frame bounded it).
-      need = avail.size() < frame_header_size
-                 ? frame_header_size
-                 : frame_header_size + decode_fixed32_le(reinterpret_cast<const std::uint8_t*>(avail.data() + 4));
+      // Read the whole frame the (checked, bounded) header announces.
+      std::size_t want = avail.size() < frame_header_size ? frame_header_size
+                                                          : frame_header_size + frame_.header.length;
+      if (want <= avail.size()) return step::damaged;  // cannot happen; never spin
+      need = want;
       continue;
     }
     switch (frame_.check) {

@@ -20,8 +20,9 @@ class log_reader {
  public:
   enum class step { frame, end, damaged, error };
 
-  // Reads frames from `start` (just after the segment header) to `file_size`.
-  log_reader(file& f, std::uint64_t start, std::uint64_t file_size, std::string where);
+  // Reads frames from `start` (just after the segment header) to `file_size`,
+  // checking them with the segment's salt.
+  log_reader(file& f, std::uint64_t salt, std::uint64_t start, std::uint64_t file_size, std::string where);
 
   step next();
 
@@ -36,6 +37,7 @@ class log_reader {
   status fill(std::size_t n);
 
   file& file_;
+  std::uint64_t salt_;
   std::uint64_t file_size_;
   std::string where_;
   std::string buf_;

@@ -1,5 +1,7 @@
 #include "wal/log_writer.h"
 
+#include <random>
+
 #include "core/limits.h"
 #include "wal/frame.h"
 
@@ -8,6 +10,11 @@ namespace magnetite::wal {
 namespace {
 // A group buffer that grew for one huge batch is given back afterwards.
 constexpr std::size_t keep_buffer_capacity = 4 << 20;
+
+std::uint64_t random_salt() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
 }  // namespace
 
 log_writer::log_writer(env& e, std::string dir, writer_options options)
@@ -15,10 +22,9 @@ log_writer::log_writer(env& e, std::string dir, writer_options options)
 
 result<std::unique_ptr<log_writer>> log_writer::open(env& e, std::string dir, writer_options options,
                                                      const recovered_log& recovered) {
-  if (recovered.discarded_bytes > 0 && !recovered.repaired)
+  if (!recovered.repaired)
     return status::invalid_argument(
-        fmt::format("WAL in {} was recovered without repair ({}); recover with repair first", dir,
-                    recovered.discarded_detail));
+        fmt::format("WAL in {} was recovered without repair; recover with repair before writing", dir));
   std::unique_ptr<log_writer> w(new log_writer(e, std::move(dir), std::move(options)));
   w->next_sequence_ = recovered.next_sequence;
   w->written_sequence_ = w->durable_sequence_ = recovered.next_sequence - 1;
@@ -38,12 +44,16 @@ result<std::unique_ptr<log_writer>> log_writer::open(env& e, std::string dir, wr
     return status::invalid_argument(fmt::format(
         "{} is {} bytes but recovery ended at {}: the log changed after it was recovered", path, *size,
         recovered.last_segment_end));
-  // Frames recovered from the page cache (say, after a process crash under
-  // commit_only) must be durable before anything is acknowledged on top of them.
-  MAGNETITE_TRY((*f)->sync());
+  std::string header(segment_header_size, '\0');
+  auto n = (*f)->read_at(0, header.size(), header.data());
+  if (!n) return n.error();
+  header.resize(*n);
+  auto sh = check_segment_header(header, *recovered.last_segment, path);
+  if (!sh) return sh.error();
   w->file_ = std::move(*f);
   w->segment_ = *recovered.last_segment;
   w->segment_size_ = *size;
+  w->salt_ = sh->salt;
   return w;
 }
 
@@ -62,7 +72,7 @@ std::size_t log_writer::begin(record_type) { return begin_frame(pending_); }
 
 std::uint64_t log_writer::finish(std::size_t header_at, record_type type) {
   std::uint64_t seq = next_sequence_++;
-  finish_frame(pending_, header_at, seq, type, next_follows_sync_ ? flag_follows_sync : 0);
+  finish_frame(pending_, header_at, salt_, seq, type, next_follows_sync_ ? flag_follows_sync : 0);
   next_follows_sync_ = false;
   ++stats_.frames;
   return seq;
@@ -148,28 +158,34 @@ status log_writer::sync_durable() {
 
 status log_writer::create_segment(std::uint64_t number, const commit_record* marker) {
   std::string path = path_join(dir_, segment_file_name(number));
+  std::string temp = path_join(dir_, segment_temp_file_name(number));
+  std::uint64_t salt = random_salt();
   std::string buf;
-  encode_segment_header(buf, number);
+  encode_segment_header(buf, {number, salt});
   std::uint64_t seq = next_sequence_;
   if (marker) {
     // The first frames of a segment follow a durable predecessor.
     std::size_t at = begin_frame(buf);
     encode_commit(buf, *marker);
-    finish_frame(buf, at, seq++, record_type::commit, flag_follows_sync);
+    finish_frame(buf, at, salt, seq++, record_type::commit, flag_follows_sync);
     if (replication_state_) {
       at = begin_frame(buf);
       buf.append(*replication_state_);
-      finish_frame(buf, at, seq++, record_type::replication_state, 0);
+      finish_frame(buf, at, salt, seq++, record_type::replication_state, 0);
     }
   }
-  auto f = env_.open(path, open_mode::create_new);
+  // Written and synced under a temporary name, then renamed: recovery never sees
+  // a segment whose marker is durable but whose carried state is not.
+  auto f = env_.open(temp, open_mode::create_truncate);
   if (!f) return fail(f.error());
   if (status s = (*f)->append(buf); !s) return fail(std::move(s));
   if (status s = (*f)->sync(); !s) return fail(std::move(s));
+  if (status s = env_.rename(temp, path); !s) return fail(std::move(s));
   if (status s = env_.sync_dir(dir_); !s) return fail(std::move(s));
   file_ = std::move(*f);
   segment_ = number;
   segment_size_ = buf.size();
+  salt_ = salt;
   stats_.frames += seq - next_sequence_;
   stats_.bytes += buf.size();
   ++stats_.fsyncs;
@@ -193,12 +209,12 @@ status log_writer::commit(const commit_record& marker) {
   auto names = env_.list(dir_);
   if (!names) return status::ok();
   bool removed = false;
-  for (const auto& name : *names) {
+  for (const auto& name : *names) {  // sorted: oldest first
     auto num = parse_segment_file_name(name);
-    if (num && *num < segment_ && env_.remove(path_join(dir_, name)).is_ok()) {
-      ++stats_.segments_removed;
-      removed = true;
-    }
+    if (!num || *num >= segment_) continue;
+    if (!env_.remove(path_join(dir_, name)).is_ok()) break;
+    ++stats_.segments_removed;
+    removed = true;
   }
   if (removed) (void)env_.sync_dir(dir_);
   return status::ok();

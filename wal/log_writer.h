@@ -16,8 +16,9 @@
 // durable_sequence() always tells how far durability really reaches.
 //
 // commit(marker) checkpoints: the current segment is made durable, a NEW segment
-// is created holding the marker (and the latest replication state), made durable
-// with its directory entry, and only then are the older segments removed.
+// holding the marker (and the latest replication state) is written under a
+// temporary name, synced, renamed into place and its directory synced, and only
+// then are the older segments removed. A segment is thus complete or absent.
 //
 // Fail-stop: after any failed write, fdatasync or segment creation, every later
 // call returns a `failed` error. The failing call's own error is `ambiguous`: its
@@ -61,9 +62,9 @@ struct writer_stats {
 
 class log_writer {
  public:
-  // Continues the log that `recovered` describes (it must have been repaired),
-  // or starts a new one in `dir`. The continued segment is fdatasynced once, so
-  // replayed frames the page cache held become durable before anything new.
+  // Continues the log that `recovered` describes, or starts a new one in `dir`.
+  // `recovered` must come from recover() with repair, which made the replayed
+  // frames durable before anything new can be acknowledged on top of them.
   static result<std::unique_ptr<log_writer>> open(env& e, std::string dir, writer_options options,
                                                   const recovered_log& recovered);
 
@@ -105,6 +106,7 @@ class log_writer {
   std::unique_ptr<file> file_;
   std::uint64_t segment_ = 0;
   std::uint64_t segment_size_ = 0;
+  std::uint64_t salt_ = 0;  // of the current segment
   std::string pending_;  // encoded frames not yet handed to the kernel
   std::uint64_t next_sequence_ = 1;
   std::uint64_t written_sequence_ = 0;

@@ -84,6 +84,7 @@ result<record> decode_record(record_type type, std::uint64_t sequence, std::stri
       // before reserving memory for them.
       if (count > payload.size() / 3) return bad_payload(type, sequence, "mutation count");
       r.mutations.reserve(static_cast<std::size_t>(count));
+      std::size_t bytes = 0;
       for (std::uint64_t i = 0; i < count; ++i) {
         std::string_view kind_byte, key, value;
         if (!in.get_bytes(1, kind_byte)) return bad_payload(type, sequence, "truncated mutation");
@@ -94,6 +95,8 @@ result<record> decode_record(record_type type, std::uint64_t sequence, std::stri
         if (kind == mutation_kind::put &&
             (!in.get_length_prefixed(value) || value.size() > limits::max_value_bytes))
           return bad_payload(type, sequence, "value");
+        bytes += key.size() + value.size();
+        if (bytes > limits::max_batch_bytes) return bad_payload(type, sequence, "batch size");
         r.mutations.push_back({kind, std::string(key), std::string(value)});
       }
       if (!in.empty()) return bad_payload(type, sequence, "trailing bytes");

@@ -10,6 +10,8 @@ namespace magnetite::wal {
 
 namespace {
 
+constexpr std::size_t scan_window = 1 << 20;
+
 struct segment_file {
   std::uint64_t number;
   std::string path;
@@ -26,36 +28,50 @@ result<segment_file> open_segment(env& e, const std::string& dir, std::uint64_t 
   return segment_file{number, std::move(path), std::move(*f), *size};
 }
 
+result<std::string> read_range(file& f, std::uint64_t offset, std::size_t n) {
+  std::string out(n, '\0');
+  auto got = f.read_at(offset, n, out.data());
+  if (!got) return got.error();
+  out.resize(*got);
+  return out;
+}
+
 // True if the segment's header is intact and its first frame is a commit marker.
 bool starts_with_commit(segment_file& s) {
-  std::string head(segment_header_size + frame_header_size + hash128::byte_size + 8, '\0');
-  auto n = s.handle->read_at(0, head.size(), head.data());
-  if (!n || *n != head.size()) return false;
-  if (!check_segment_header(head, s.number, s.path)) return false;
-  parsed_frame f = parse_frame(std::string_view(head).substr(segment_header_size));
-  return f.check == frame_check::ok && f.type == record_type::commit;
+  auto head = read_range(*s.handle, 0, segment_header_size + frame_header_size + hash128::byte_size + 8);
+  if (!head) return false;
+  auto h = check_segment_header(*head, s.number, s.path);
+  if (!h) return false;
+  parsed_frame f = parse_frame(std::string_view(*head).substr(segment_header_size), h->salt);
+  return f.check == frame_check::ok && f.header.type == record_type::commit;
 }
 
 // Looks for an intact frame flagged follows_sync with a sequence number of at
-// least `min_sequence`, anywhere in [from, s.size). Such a frame was written after
+// least `min_sequence` anywhere in [from, s.size). Such a frame was written after
 // everything before it was durable, so damage before it is not a torn write.
-result<std::optional<std::uint64_t>> find_sync_frame(segment_file& s, std::uint64_t from,
+// Reads a window at a time: headers are checked in constant time (salted
+// checksum), a payload only for a header that passes.
+result<std::optional<std::uint64_t>> find_sync_frame(segment_file& s, std::uint64_t salt, std::uint64_t from,
                                                      std::uint64_t min_sequence) {
-  if (from >= s.size) return std::optional<std::uint64_t>{};
-  std::string rest(static_cast<std::size_t>(s.size - from), '\0');
-  auto n = s.handle->read_at(from, rest.size(), rest.data());
-  if (!n) return n.error();
-  rest.resize(*n);
-  std::string_view v(rest);
-  for (std::size_t o = 0; o + frame_header_size <= v.size(); ++o) {
-    const auto* h = reinterpret_cast<const std::uint8_t*>(v.data() + o);
-    // Cheap filters first; the checksum decides.
-    if (h[17] != flag_follows_sync || h[16] == 0 || h[16] > max_record_type || h[18] != 0 || h[19] != 0)
-      continue;
-    if (decode_fixed64_le(h + 8) < min_sequence) continue;
-    if (parse_frame(v.substr(o)).check == frame_check::ok) return std::optional<std::uint64_t>{from + o};
+  using found = std::optional<std::uint64_t>;
+  for (std::uint64_t base = from; base + frame_header_size <= s.size; base += scan_window) {
+    auto buf = read_range(*s.handle, base, static_cast<std::size_t>(std::min<std::uint64_t>(
+                                               scan_window + frame_header_size - 1, s.size - base)));
+    if (!buf) return buf.error();
+    std::string_view v(*buf);
+    for (std::size_t o = 0; o < scan_window && o + frame_header_size <= v.size(); ++o) {
+      const auto* h = reinterpret_cast<const std::uint8_t*>(v.data() + o);
+      if (h[17] != flag_follows_sync || h[16] == 0 || h[16] > max_record_type) continue;
+      frame_header fh;
+      if (check_frame_header(v.substr(o), salt, fh) != frame_check::ok || fh.sequence < min_sequence) continue;
+      std::uint64_t at = base + o;
+      if (at + frame_header_size + fh.length > s.size) continue;
+      auto payload = read_range(*s.handle, at + frame_header_size, fh.length);
+      if (!payload) return payload.error();
+      if (checksum32(*payload, salt) == fh.payload_checksum) return found{at};
+    }
   }
-  return std::optional<std::uint64_t>{};
+  return found{};
 }
 
 status corrupt_at(const segment_file& s, std::uint64_t offset, std::string_view what) {
@@ -64,23 +80,34 @@ status corrupt_at(const segment_file& s, std::uint64_t offset, std::string_view 
                                         s.path, offset, what));
 }
 
+// Writes a file's bytes over themselves and syncs it. After a failed fsync
+// (in this or an earlier process) the kernel may hold pages it will never write
+// and a later fsync reports success anyway; rewriting makes them dirty again,
+// so the sync really covers what recovery read.
+status rewrite_and_sync(file& f, std::uint64_t size) {
+  for (std::uint64_t off = 0; off < size; off += scan_window) {
+    auto chunk = read_range(f, off, static_cast<std::size_t>(std::min<std::uint64_t>(scan_window, size - off)));
+    if (!chunk) return chunk.error();
+    MAGNETITE_TRY(f.write_at(off, *chunk));
+  }
+  return f.sync();
+}
+
 }  // namespace
 
 result<recovered_log> recover(env& e, const std::string& dir, const recovery_options& options) {
   auto names = e.list(dir);
   if (!names) return names.error();
   std::vector<std::uint64_t> numbers;
-  for (const auto& n : *names)
+  std::vector<std::string> temps;
+  for (const auto& n : *names) {
     if (auto num = parse_segment_file_name(n)) numbers.push_back(*num);
+    else if (n.ends_with(temp_suffix) && parse_segment_file_name(n.substr(0, n.size() - temp_suffix.size())))
+      temps.push_back(n);
+  }
   std::sort(numbers.begin(), numbers.end());
 
   recovered_log out;
-  if (numbers.empty()) return out;
-  for (std::size_t i = 1; i < numbers.size(); ++i)
-    if (numbers[i] != numbers[i - 1] + 1)
-      return status::corruption(fmt::format("WAL directory {}: segment {} is missing between {} and {}",
-                                            dir, numbers[i - 1] + 1, numbers[i - 1], numbers[i]));
-
   std::vector<segment_file> segs;
   for (auto num : numbers) {
     auto s = open_segment(e, dir, num);
@@ -89,7 +116,8 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
   }
 
   // Replay starts at the newest segment that begins with a commit marker: every
-  // older segment is superseded by that marker.
+  // older segment is superseded by that marker (and may have gaps: removal
+  // stops at the first failure).
   std::size_t start = 0;
   for (std::size_t i = segs.size(); i-- > 0;)
     if (starts_with_commit(segs[i])) {
@@ -97,34 +125,28 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
       break;
     }
   for (std::size_t i = 0; i < start; ++i) out.superseded_segments.push_back(segs[i].number);
+  for (std::size_t i = start + 1; i < segs.size(); ++i)
+    if (segs[i].number != segs[i - 1].number + 1)
+      return status::corruption(fmt::format("WAL directory {}: segment {} is missing between {} and {}", dir,
+                                            segs[i - 1].number + 1, segs[i - 1].number, segs[i].number));
 
   std::optional<std::uint64_t> expected;  // sequence number of the next frame
   struct cut_plan {
     std::size_t segment;
     std::uint64_t offset;
-    bool remove_file;
   };
   std::optional<cut_plan> cut;
 
   for (std::size_t i = start; i < segs.size() && !cut; ++i) {
     segment_file& s = segs[i];
     bool last = i + 1 == segs.size();
-    std::string header(std::min<std::uint64_t>(s.size, segment_header_size), '\0');
-    auto hn = s.handle->read_at(0, header.size(), header.data());
-    if (!hn) return hn.error();
-    header.resize(*hn);
-    if (status hs = check_segment_header(header, s.number, s.path); !hs) {
-      if (hs.code() == status_code::not_supported || !last) return hs;
-      // A torn header can only come from a crash while the segment was created,
-      // before any frame in it could have been acknowledged.
-      auto later = find_sync_frame(s, 0, expected.value_or(0));
-      if (!later) return later.error();
-      if (*later) return corrupt_at(s, 0, fmt::format("bad segment header ({}) before an intact frame at offset {}",
-                                                      hs.message(), **later));
-      cut = cut_plan{i, 0, true};
-      break;
-    }
-    log_reader reader(*s.handle, segment_header_size, s.size, s.path);
+    auto header = read_range(*s.handle, 0, static_cast<std::size_t>(std::min<std::uint64_t>(s.size, segment_header_size)));
+    if (!header) return header.error();
+    // Segments appear (by rename) only once their header is durable, so a bad
+    // header is never a torn write.
+    auto sh = check_segment_header(*header, s.number, s.path);
+    if (!sh) return sh.error();
+    log_reader reader(*s.handle, sh->salt, segment_header_size, s.size, s.path);
     for (;;) {
       log_reader::step st = reader.next();
       if (st == log_reader::step::end) break;
@@ -132,15 +154,15 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
       std::string why;
       if (st == log_reader::step::damaged) {
         why = "damaged frame (truncated or checksum mismatch)";
-      } else if (expected && reader.frame().sequence != *expected) {
-        why = fmt::format("frame has sequence {} where {} was expected", reader.frame().sequence, *expected);
+      } else if (expected && reader.frame().header.sequence != *expected) {
+        why = fmt::format("frame has sequence {} where {} was expected", reader.frame().header.sequence, *expected);
       }
       if (why.empty()) {
         const parsed_frame& f = reader.frame();
-        auto rec = decode_record(f.type, f.sequence, f.payload);
+        auto rec = decode_record(f.header.type, f.header.sequence, f.payload);
         if (!rec) return corrupt_at(s, reader.offset(), rec.error().message());
         ++out.frames;
-        expected = f.sequence + 1;
+        expected = f.header.sequence + 1;
         switch (rec->type) {
           case record_type::commit:
             out.last_commit = rec->commit;
@@ -155,57 +177,45 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
         continue;
       }
       if (!last) return corrupt_at(s, reader.offset(), why + " in a sealed segment");
-      auto later = find_sync_frame(s, reader.offset() + 1, expected.value_or(0));
+      auto later = find_sync_frame(s, sh->salt, reader.offset() + 1, expected.value_or(0));
       if (!later) return later.error();
       if (*later)
         return corrupt_at(s, reader.offset(), fmt::format("{}, followed by an intact frame at offset {}", why, **later));
-      cut = cut_plan{i, reader.offset(), false};
+      cut = cut_plan{i, reader.offset()};
       break;
     }
   }
 
   out.next_sequence = expected.value_or(1);
+  if (!segs.empty()) {
+    out.last_segment = segs.back().number;
+    out.last_segment_end = cut ? cut->offset : segs.back().size;
+  }
   if (cut) {
     segment_file& s = segs[cut->segment];
     out.discarded_bytes = s.size - cut->offset;
     out.discarded_detail =
-        cut->remove_file
-            ? fmt::format("removed {} ({} bytes): its header was torn while it was being created", s.path, s.size)
-            : fmt::format("cut {} bytes of a torn tail from {} at offset {}", out.discarded_bytes, s.path, cut->offset);
+        fmt::format("cut {} bytes of a torn tail from {} at offset {}", out.discarded_bytes, s.path, cut->offset);
   }
-  // Where the writer continues: the last segment, or the one before a torn-header
-  // segment that is removed (none if that was the only one).
-  if (cut && cut->remove_file) {
-    if (cut->segment > start) {
-      out.last_segment = segs[cut->segment - 1].number;
-      out.last_segment_end = segs[cut->segment - 1].size;
-    }
-  } else {
-    out.last_segment = segs.back().number;
-    out.last_segment_end = cut ? cut->offset : segs.back().size;
-  }
-
   if (!options.repair) return out;
 
-  // Repairs, only now that everything has been checked.
-  bool dir_changed = false;
-  if (cut) {
-    segment_file& s = segs[cut->segment];
-    if (cut->remove_file) {
-      s.handle.reset();
-      MAGNETITE_TRY(e.remove(s.path));
-      dir_changed = true;
-    } else {
-      MAGNETITE_TRY(s.handle->truncate(cut->offset));
-      MAGNETITE_TRY(s.handle->sync());
-    }
+  // Repairs, only now that everything has been checked. First make what will be
+  // replayed durable (and its directory entries), then cut and remove.
+  if (cut) MAGNETITE_TRY(segs[cut->segment].handle->truncate(cut->offset));
+  for (std::size_t i = start; i < segs.size(); ++i)
+    MAGNETITE_TRY(rewrite_and_sync(*segs[i].handle, i + 1 == segs.size() ? out.last_segment_end : segs[i].size));
+  MAGNETITE_TRY(e.sync_dir(dir));
+  bool removed = false;
+  for (const auto& t : temps) {
+    MAGNETITE_TRY(e.remove(path_join(dir, t)));
+    removed = true;
   }
-  for (std::size_t i = 0; i < start; ++i) {
+  for (std::size_t i = 0; i < start; ++i) {  // oldest first, so survivors stay contiguous
     segs[i].handle.reset();
     MAGNETITE_TRY(e.remove(segs[i].path));
-    dir_changed = true;
+    removed = true;
   }
-  if (dir_changed) MAGNETITE_TRY(e.sync_dir(dir));
+  if (removed) MAGNETITE_TRY(e.sync_dir(dir));
   out.repaired = true;
   return out;
 }

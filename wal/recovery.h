@@ -1,19 +1,26 @@
 // recovery: reads a WAL directory back after a restart or a crash.
 //
 // What it guarantees:
-// - Every frame is checked (checksum, sequence continuity, payload shape) from the
-//   newest segment that begins with a commit marker to the end of the log.
+// - Every frame is checked (salted header and payload checksums, sequence
+//   continuity, payload shape) from the newest segment that begins with a commit
+//   marker to the end of the log.
 // - It returns the last commit marker, the put/del/batch records after it in
 //   order, the latest replication-state payload, and where the writer continues.
 // - A damaged tail of the LAST segment that no intact follows_sync frame follows
-//   (a torn last write) is cut: with `repair`, the file is truncated to the last
-//   good frame and synced BEFORE anyone can append; the bytes cut are reported.
-//   A last segment whose header is torn is removed the same way.
-// - Damage anywhere else, or damage followed by an intact follows_sync frame, is
-//   corruption: an error naming the segment file and offset, and nothing in the
-//   directory is modified. So is a missing segment in the middle of the log.
-// - With `repair`, segments older than the newest commit marker (superseded
-//   ones a crash left behind) are removed.
+//   (a torn last write) is cut; the bytes cut are reported.
+// - Damage anywhere else, damage followed by an intact follows_sync frame, a bad
+//   segment header (segments appear by rename only once durable), or a missing
+//   segment after the replay start is corruption: an error naming the segment
+//   file and offset, and nothing in the directory is modified.
+// - With `repair`, and only after all of the above passed: the torn tail is
+//   truncated; every replayed segment is rewritten over itself and synced (so
+//   that bytes a failed fsync left only in the page cache really reach the disk
+//   before anything depends on them) and the directory synced; then leftover
+//   temporary segment files and superseded segments are removed. Only a repaired
+//   result can open a log_writer.
+//
+// The caller must own the directory (hold the data directory's env::lock):
+// repairing a log another process is appending to would destroy it.
 #pragma once
 
 #include <cstdint>
@@ -27,8 +34,8 @@
 namespace magnetite::wal {
 
 struct recovery_options {
-  // false: only read and report (for verification tools); the writer refuses to
-  // open a log whose damage was reported but not repaired.
+  // false: only read and report (for verification tools); a writer refuses
+  // to open on such a result.
   bool repair = true;
 };
 
@@ -47,7 +54,7 @@ struct recovered_log {
   std::uint64_t discarded_bytes = 0;  // torn tail cut (or to be cut)
   std::string discarded_detail;       // where and why, empty if nothing was cut
   std::vector<std::uint64_t> superseded_segments;
-  bool repaired = false;              // the cuts above were carried out
+  bool repaired = false;              // repairs done, replayed segments durable
 };
 
 result<recovered_log> recover(env& e, const std::string& dir, const recovery_options& options = {});
