@@ -1,0 +1,1 @@
+// The pack-file node store: being written (issue 3).
