@@ -133,7 +133,7 @@ TEST_CASE("missing: exactly the nodes the other store lacks, children before par
                     // Every child is already there: the receiver never holds a
                     // node whose subtree is incomplete.
                     if (!n.is_leaf())
-                      for (const auto& e : n.entries) CHECK(dst.contains(child_ref::decode(e.value)->hash));
+                      for (const auto& e : n.entries()) CHECK(dst.contains(child_ref::decode(e.value)->hash));
                     CHECK_FALSE(dst.contains(h));
                     CHECK(must(dst.write(n)) == h);
                     ++sent;

@@ -53,7 +53,7 @@ void walk_nodes(node_source& src, const hash128& h, const std::function<void(con
   REQUIRE(n.is_ok());
   fn(**n);
   if ((*n)->is_leaf()) return;
-  for (const auto& e : (*n)->entries) walk_nodes(src, child_ref::decode(e.value)->hash, fn);
+  for (const auto& e : (*n)->entries()) walk_nodes(src, child_ref::decode(e.value)->hash, fn);
 }
 
 }  // namespace
@@ -127,8 +127,8 @@ TEST_CASE("tree: get, count, rank and ranges agree with the model") {
       // Forward and backward scans of [k, k2).
       std::vector<std::string> fwd, bwd, want;
       for (auto i = lo; i != hi; ++i) want.push_back(i->first);
-      REQUIRE(t.scan(root, k, k2, false, [&](const entry& e) { fwd.push_back(e.key); return true; }).is_ok());
-      REQUIRE(t.scan(root, k, k2, true, [&](const entry& e) { bwd.push_back(e.key); return true; }).is_ok());
+      REQUIRE(t.scan(root, k, k2, false, [&](const entry_view& e) { fwd.emplace_back(e.key); return true; }).is_ok());
+      REQUIRE(t.scan(root, k, k2, true, [&](const entry_view& e) { bwd.emplace_back(e.key); return true; }).is_ok());
       CHECK(fwd == want);
       std::reverse(want.begin(), want.end());
       CHECK(bwd == want);
@@ -200,11 +200,11 @@ TEST_CASE("tree: every node respects the size bounds, and an oversized entry sta
   walk_nodes(store, root, [&](const node& n) {
     ++nodes;
     std::size_t bytes = 0;
-    for (const auto& e : n.entries) bytes += encoded_size(e);
+    for (const auto& e : n.entries()) bytes += encoded_size(e);
     bool has_oversized = false;
-    for (const auto& e : n.entries) has_oversized |= n.is_leaf() && oversized.count(e.key) > 0;
+    for (const auto& e : n.entries()) has_oversized |= n.is_leaf() && oversized.count(std::string(e.key)) > 0;
     if (has_oversized) {
-      CHECK(n.entries.size() == 1);
+      CHECK(n.entries().size() == 1);
     } else {
       CHECK(bytes <= p.max);
     }
@@ -263,18 +263,40 @@ TEST_CASE("tree: invalid input is refused and nothing is written") {
   CHECK(t.get(hash128::of("no such root"), "a").error().code() == status_code::not_found);
 }
 
-TEST_CASE("node: encoding round trips and rejects damage") {
-  node n{0, {{"a", "1"}, {"b", ""}, {"c", std::string(300, 'z')}}};
+TEST_CASE("node: encoding round trips, survives copies and moves, and rejects damage") {
+  std::vector<entry> es = {{"a", "1"}, {"b", ""}, {"c", std::string(300, 'z')}};
+  node n(0, es);
   std::string bytes = n.encode();
   auto back = node::decode(bytes);
   REQUIRE(back.is_ok());
-  CHECK(back->entries == n.entries);
+  REQUIRE(back->entries().size() == es.size());
+  for (std::size_t i = 0; i < es.size(); ++i) CHECK(back->entries()[i].owned() == es[i]);
   CHECK(back->encode() == bytes);
+  // Views stay valid through copies and moves, small nodes (inline bytes) too.
+  std::vector<entry> tiny_es = {{"k", "v"}};
+  for (const auto& src : {n, node(0, tiny_es)}) {
+    node copy = src;
+    node moved = std::move(copy);
+    node assigned;
+    assigned = moved;
+    node move_assigned;
+    move_assigned = std::move(moved);
+    for (const node* x : {&assigned, &move_assigned}) {
+      REQUIRE(x->entries().size() == src.entries().size());
+      for (std::size_t i = 0; i < src.entries().size(); ++i) {
+        CHECK(x->entries()[i].key == src.entries()[i].key);
+        CHECK(x->entries()[i].value == src.entries()[i].value);
+        CHECK(x->entries()[i].key.data() >= x->encode().data());
+        CHECK(x->entries()[i].key.data() < x->encode().data() + x->encode().size());
+      }
+    }
+  }
   for (std::size_t cut = 0; cut < bytes.size(); ++cut) CHECK_FALSE(node::decode(bytes.substr(0, cut)).is_ok());
-  node unsorted{0, {{"b", "1"}, {"a", "1"}}};
-  CHECK(node::decode(unsorted.encode()).error().code() == status_code::corruption);
-  node bad_ref{1, {{"a", "not a child ref"}}};
-  CHECK_FALSE(node::decode(bad_ref.encode()).is_ok());
+  std::vector<entry> unsorted_es = {{"b", "1"}, {"a", "1"}};
+  CHECK(node::decode(node(0, unsorted_es).encode()).error().code() == status_code::corruption);
+  std::vector<entry> bad_ref_es = {{"a", "not a child ref"}};
+  CHECK_FALSE(node::decode(node(1, bad_ref_es).encode()).is_ok());
   child_ref r{hash128::of("x"), 12345};
   CHECK(child_ref::decode(r.encode())->count == 12345);
+  CHECK(node().encode() == std::string("\0\0", 2));  // the empty leaf
 }

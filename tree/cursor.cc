@@ -7,29 +7,29 @@ namespace magnetite::tree {
 namespace {
 // First entry whose key is >= key.
 std::size_t lower_bound(const node& n, std::string_view key) {
-  auto it = std::lower_bound(n.entries.begin(), n.entries.end(), key,
-                             [](const entry& e, std::string_view k) { return e.key < k; });
-  return static_cast<std::size_t>(it - n.entries.begin());
+  auto it = std::lower_bound(n.entries().begin(), n.entries().end(), key,
+                             [](const entry_view& e, std::string_view k) { return e.key < k; });
+  return static_cast<std::size_t>(it - n.entries().begin());
 }
 
 result<node_ptr> load_child(node_source& src, const node& parent, std::size_t i) {
-  auto ref = child_ref::decode(parent.entries[i].value);
+  auto ref = child_ref::decode(parent.entries()[i].value);
   if (!ref) return ref.error();
   auto child = src.read(ref->hash);
   if (!child) return child.error();
-  if ((*child)->level + 1 != parent.level || (*child)->entries.empty())
+  if ((*child)->level() + 1 != parent.level() || (*child)->entries().empty())
     return status::corruption(fmt::format("tree node {} has level {} under a node of level {}", ref->hash,
-                                          (*child)->level, parent.level));
+                                          (*child)->level(), parent.level()));
   return child;
 }
 }  // namespace
 
 result<cursor> cursor::seek(node_source& src, const node_ptr& root, std::uint8_t level, std::string_view key) {
-  if (root->level < level) return status::invalid_argument("cursor level above the root");
+  if (root->level() < level) return status::invalid_argument("cursor level above the root");
   cursor c(src);
   c.path_.push_back({root, 0});
-  while (c.node().level > level) {
-    std::size_t i = std::min(lower_bound(c.node(), key), c.node().entries.size() - 1);
+  while (c.node().level() > level) {
+    std::size_t i = std::min(lower_bound(c.node(), key), c.node().entries().size() - 1);
     c.path_.back().i = i;
     auto child = load_child(src, c.node(), i);
     if (!child) return child.error();
@@ -50,7 +50,7 @@ result<cursor> cursor::first(node_source& src, const node_ptr& root) {
 
 result<cursor> cursor::last(node_source& src, const node_ptr& root) {
   cursor c(src);
-  c.path_.push_back({root, root->entries.empty() ? 0 : root->entries.size() - 1});
+  c.path_.push_back({root, root->entries().empty() ? 0 : root->entries().size() - 1});
   MAGNETITE_TRY(c.descend(0, false));
   c.settle();
   return c;
@@ -61,8 +61,8 @@ result<cursor> cursor::last(node_source& src, const node_ptr& root) {
 status cursor::descend(std::uint8_t level, bool leftmost) {
   for (;;) {
     frame& f = path_.back();
-    f.i = leftmost || f.n->entries.empty() ? 0 : f.n->entries.size() - 1;
-    if (f.n->level <= level) return status::ok();
+    f.i = leftmost || f.n->entries().empty() ? 0 : f.n->entries().size() - 1;
+    if (f.n->level() <= level) return status::ok();
     auto child = load_child(*src_, *f.n, f.i);
     if (!child) return child.error();
     path_.push_back({std::move(*child), 0});
@@ -71,14 +71,14 @@ status cursor::descend(std::uint8_t level, bool leftmost) {
 
 bool cursor::at_last_node() const noexcept {
   for (std::size_t d = 0; d + 1 < path_.size(); ++d)
-    if (path_[d].i + 1 < path_[d].n->entries.size()) return false;
+    if (path_[d].i + 1 < path_[d].n->entries().size()) return false;
   return true;
 }
 
 result<bool> cursor::next_node() {
-  std::uint8_t level = node().level;
+  std::uint8_t level = node().level();
   for (std::size_t d = path_.size() - 1; d-- > 0;) {
-    if (path_[d].i + 1 < path_[d].n->entries.size()) {
+    if (path_[d].i + 1 < path_[d].n->entries().size()) {
       path_.resize(d + 1);
       ++path_[d].i;
       auto child = load_child(*src_, *path_[d].n, path_[d].i);
@@ -92,7 +92,7 @@ result<bool> cursor::next_node() {
 }
 
 result<bool> cursor::prev_node() {
-  std::uint8_t level = node().level;
+  std::uint8_t level = node().level();
   for (std::size_t d = path_.size() - 1; d-- > 0;) {
     if (path_[d].i > 0) {
       path_.resize(d + 1);
@@ -110,14 +110,14 @@ result<bool> cursor::prev_node() {
 std::optional<std::string_view> cursor::parent_ref() const {
   if (path_.size() < 2) return std::nullopt;
   const frame& p = path_[path_.size() - 2];
-  return std::string_view(p.n->entries[p.i].value);
+  return std::string_view(p.n->entries()[p.i].value);
 }
 
 status cursor::next() {
   frame& f = path_.back();
   if (before_begin_) {
     before_begin_ = false;  // the bottom frame is still the first node
-  } else if (f.i < f.n->entries.size() && ++f.i == f.n->entries.size()) {
+  } else if (f.i < f.n->entries().size() && ++f.i == f.n->entries().size()) {
     auto moved = next_node();  // resets the index to 0 when it moves
     if (!moved) return moved.error();
   }

@@ -29,7 +29,7 @@ class cursor {
   // end, prev() goes to the last entry; from before the beginning, next() goes
   // to the first; moving further out stays where it is.
   bool valid() const noexcept { return valid_; }
-  const entry& current() const { return node().entries[index()]; }
+  const entry_view& current() const { return node().entries()[index()]; }
   status next();
   status prev();
 
@@ -51,7 +51,7 @@ class cursor {
   explicit cursor(node_source& src) : src_(&src) {}
   status descend(std::uint8_t level, bool leftmost);
   std::size_t index() const noexcept { return path_.back().i; }
-  void settle() noexcept { valid_ = !before_begin_ && path_.back().i < node().entries.size(); }
+  void settle() noexcept { valid_ = !before_begin_ && path_.back().i < node().entries().size(); }
 
   node_source* src_;
   std::vector<frame> path_;

@@ -36,7 +36,7 @@ class walk {
     stack_.pop_back();
     auto n = src_.read(ref.hash);
     if (!n) return n.error();
-    if ((*n)->level != ref.level || (*n)->entries.empty())
+    if ((*n)->level() != ref.level || (*n)->entries().empty())
       return status::corruption(fmt::format("tree node {} is not the level-{} node its parent names", ref.hash,
                                             static_cast<int>(ref.level)));
     push_children(**n);
@@ -45,13 +45,13 @@ class walk {
 
  private:
   void push_children(const node& n) {
-    for (auto it = n.entries.rbegin(); it != n.entries.rend(); ++it) {
+    for (auto it = n.entries().rbegin(); it != n.entries().rend(); ++it) {
       item x;
-      x.e = *it;
+      x.e = it->owned();
       if (!n.is_leaf()) {
         auto ref = child_ref::decode(it->value);
         x.is_ref = true;
-        x.level = static_cast<std::uint8_t>(n.level - 1);
+        x.level = static_cast<std::uint8_t>(n.level() - 1);
         x.hash = ref ? ref->hash : hash128{};  // decode() already validated stored nodes
       }
       stack_.push_back(std::move(x));
@@ -139,7 +139,7 @@ status missing_from(node_source& src, const hash128& h, const std::function<bool
   auto n = src.read(h);
   if (!n) return n.error();
   if (!(*n)->is_leaf()) {
-    for (const auto& e : (*n)->entries) {
+    for (const auto& e : (*n)->entries()) {
       auto ref = child_ref::decode(e.value);
       if (!ref) return ref.error();
       MAGNETITE_TRY(missing_from(src, ref->hash, has, fn));

@@ -26,56 +26,102 @@ result<child_ref> child_ref::decode(std::string_view bytes) {
   return r;
 }
 
+std::size_t encoded_size(std::string_view key, std::string_view value) noexcept {
+  return varint_length(key.size()) + key.size() + varint_length(value.size()) + value.size();
+}
+
+node::node(std::uint8_t level, std::span<const entry> entries) : level_(level) {
+  std::size_t bytes = 1 + max_varint64_bytes;
+  for (const auto& e : entries) bytes += encoded_size(e);
+  bytes_.reserve(bytes);
+  bytes_.push_back(static_cast<char>(level));
+  put_varint64(bytes_, entries.size());
+  for (const auto& e : entries) {
+    put_length_prefixed(bytes_, e.key);
+    put_length_prefixed(bytes_, e.value);
+  }
+  index();
+}
+
+node::node(const node& other) : level_(other.level_), bytes_(other.bytes_) { index(); }
+
+node& node::operator=(const node& other) {
+  if (this != &other) {
+    level_ = other.level_;
+    bytes_ = other.bytes_;
+    index();
+  }
+  return *this;
+}
+
+// A short string lives inside the object (small-string optimisation) and
+// moves by copy: then the views must be rebuilt.
+node::node(node&& other) noexcept : level_(other.level_) {
+  const char* old = other.bytes_.data();
+  bytes_ = std::move(other.bytes_);
+  entries_ = std::move(other.entries_);
+  if (bytes_.data() != old) index();
+}
+
+node& node::operator=(node&& other) noexcept {
+  if (this != &other) {
+    const char* old = other.bytes_.data();
+    level_ = other.level_;
+    bytes_ = std::move(other.bytes_);
+    entries_ = std::move(other.entries_);
+    if (bytes_.data() != old) index();
+  }
+  return *this;
+}
+
+void node::index() {
+  entries_.clear();
+  byte_reader in(std::string_view(bytes_).substr(1));
+  std::uint64_t count = 0;
+  (void)in.get_varint64(count);
+  entries_.reserve(static_cast<std::size_t>(count));
+  for (std::uint64_t i = 0; i < count; ++i) {
+    entry_view e;
+    (void)in.get_length_prefixed(e.key);
+    (void)in.get_length_prefixed(e.value);
+    entries_.push_back(e);
+  }
+}
+
 std::uint64_t node::count() const {
-  if (is_leaf()) return entries.size();
+  if (is_leaf()) return entries_.size();
   std::uint64_t total = 0;
-  for (const auto& e : entries)
+  for (const auto& e : entries_)
     if (auto r = child_ref::decode(e.value)) total += r->count;
   return total;
 }
 
-std::size_t encoded_size(const entry& e) noexcept {
-  return varint_length(e.key.size()) + e.key.size() + varint_length(e.value.size()) + e.value.size();
-}
-
-std::string node::encode() const {
-  std::size_t bytes = 1 + max_varint64_bytes;
-  for (const auto& e : entries) bytes += encoded_size(e);
-  std::string out;
-  out.reserve(bytes);
-  out.push_back(static_cast<char>(level));
-  put_varint64(out, entries.size());
-  for (const auto& e : entries) {
-    put_length_prefixed(out, e.key);
-    put_length_prefixed(out, e.value);
-  }
-  return out;
-}
-
 result<node> node::decode(std::string_view bytes) {
   if (bytes.empty()) return status::corruption("tree node is empty");
-  node n;
-  n.level = static_cast<std::uint8_t>(bytes[0]);
-  if (n.level >= max_levels) return status::corruption(fmt::format("tree node has level {}", n.level));
+  auto level = static_cast<std::uint8_t>(bytes[0]);
+  if (level >= max_levels) return status::corruption(fmt::format("tree node has level {}", level));
   byte_reader in(bytes.substr(1));
   std::uint64_t count = 0;
   // Each entry takes at least 2 bytes: refuse counts the input cannot hold.
   if (!in.get_varint64(count) || count > in.rest().size() / 2)
     return status::corruption("tree node has a bad entry count");
-  n.entries.reserve(static_cast<std::size_t>(count));
+  std::string_view prev;
   for (std::uint64_t i = 0; i < count; ++i) {
     std::string_view k, v;
     if (!in.get_length_prefixed(k) || !in.get_length_prefixed(v))
       return status::corruption(fmt::format("tree node entry {} is truncated", i));
     if (k.empty() || k.size() > limits::max_key_bytes)
       return status::corruption(fmt::format("tree node entry {} has a key of {} bytes", i, k.size()));
-    if (!n.entries.empty() && !(n.entries.back().key < k))
-      return status::corruption(fmt::format("tree node entry {} is out of order", i));
-    if (n.level > 0 && !child_ref::decode(v))
+    if (i > 0 && !(prev < k)) return status::corruption(fmt::format("tree node entry {} is out of order", i));
+    if (level > 0 && !child_ref::decode(v))
       return status::corruption(fmt::format("tree node entry {} has a bad child reference", i));
-    n.entries.push_back({std::string(k), std::string(v)});
+    prev = k;
   }
   if (!in.empty()) return status::corruption("tree node has trailing bytes");
+  node n;
+  n.level_ = level;
+  n.bytes_.assign(bytes);
+  n.index();
   return n;
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,10 +22,18 @@
 
 namespace magnetite::tree {
 
+// An entry owned by its writer (what build and apply feed the chunker).
 struct entry {
   std::string key;
   std::string value;  // leaf: the user's value; internal: an encoded child_ref
   friend bool operator==(const entry&, const entry&) = default;
+};
+
+// An entry of a stored node: views into the node's encoded bytes.
+struct entry_view {
+  std::string_view key;
+  std::string_view value;
+  entry owned() const { return {std::string(key), std::string(value)}; }
 };
 
 struct child_ref {
@@ -35,21 +44,46 @@ struct child_ref {
   static result<child_ref> decode(std::string_view bytes);
 };
 
-struct node {
-  std::uint8_t level = 0;
-  std::vector<entry> entries;
+// A node holds its canonical encoding in one buffer and views of its entries
+// into it: one allocation for the bytes, one for the views, and a binary search
+// that stays within the node's own memory.
+class node {
+ public:
+  node() : node(0, {}) {}  // the empty leaf
+  node(std::uint8_t level, std::span<const entry> entries);
+  node(const node& other);
+  node& operator=(const node& other);
+  node(node&& other) noexcept;
+  node& operator=(node&& other) noexcept;
 
-  bool is_leaf() const noexcept { return level == 0; }
-  const std::string& last_key() const { return entries.back().key; }
+  static result<node> decode(std::string_view bytes);
+
+  std::uint8_t level() const noexcept { return level_; }
+  bool is_leaf() const noexcept { return level_ == 0; }
+  const std::vector<entry_view>& entries() const noexcept { return entries_; }
+  std::string_view last_key() const { return entries_.back().key; }
   // Leaf entries in this subtree (decodes the child refs of an internal node).
   std::uint64_t count() const;
+  // The canonical bytes; their XXH3-128 hash is the node's identity.
+  const std::string& encode() const noexcept { return bytes_; }
+  // Memory this node holds (for byte-bounded caches).
+  std::size_t memory_bytes() const noexcept {
+    return sizeof(node) + bytes_.capacity() + entries_.capacity() * sizeof(entry_view);
+  }
 
-  std::string encode() const;
-  static result<node> decode(std::string_view bytes);
+ private:
+  // Rebuilds the views after the bytes moved (bytes_ must be well-formed).
+  void index();
+
+  std::uint8_t level_ = 0;
+  std::string bytes_;
+  std::vector<entry_view> entries_;
 };
 
 // Bytes an entry takes in its node's encoding: what the chunker weighs.
-std::size_t encoded_size(const entry& e) noexcept;
+std::size_t encoded_size(std::string_view key, std::string_view value) noexcept;
+inline std::size_t encoded_size(const entry& e) noexcept { return encoded_size(e.key, e.value); }
+inline std::size_t encoded_size(const entry_view& e) noexcept { return encoded_size(e.key, e.value); }
 
 using node_ptr = std::shared_ptr<const node>;
 

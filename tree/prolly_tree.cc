@@ -39,7 +39,7 @@ class rechunker {
     chunker_.reset();
     auto h = store_.write(n);
     if (!h) return h.error();
-    out_[n.last_key()].new_value = child_ref{*h, n.count()}.encode();
+    out_[std::string(n.last_key())].new_value = child_ref{*h, n.count()}.encode();
     return status::ok();
   }
 
@@ -76,23 +76,23 @@ status apply_level(node_sink& store, const chunk_policy& policy, const node_ptr&
       auto edit_here = [&] { return i < edits.size() && (last_node || edits[i].key <= x.last_key()); };
       if (!first && !edit_here()) {
         if (rc.empty()) break;
-        if (rc.closes_before(encoded_size(x.entries.front()))) {
+        if (rc.closes_before(encoded_size(x.entries().front()))) {
           MAGNETITE_TRY(rc.emit());
           break;
         }
       }
-      if (!x.entries.empty()) {
+      if (!x.entries().empty()) {
         auto ref = c->parent_ref();
-        out[x.last_key()].old_value = ref ? std::optional<std::string>(*ref) : std::optional<std::string>("");
+        out[std::string(x.last_key())].old_value = ref ? std::optional<std::string>(*ref) : std::optional<std::string>("");
       }
       std::size_t j = 0;
-      while (j < x.entries.size() || edit_here()) {
-        if (edit_here() && (j == x.entries.size() || edits[i].key <= x.entries[j].key)) {
-          if (j < x.entries.size() && edits[i].key == x.entries[j].key) ++j;
+      while (j < x.entries().size() || edit_here()) {
+        if (edit_here() && (j == x.entries().size() || edits[i].key <= x.entries()[j].key)) {
+          if (j < x.entries().size() && edits[i].key == x.entries()[j].key) ++j;
           if (edits[i].value) MAGNETITE_TRY(rc.push({edits[i].key, *edits[i].value}));
           ++i;
         } else {
-          MAGNETITE_TRY(rc.push(x.entries[j++]));
+          MAGNETITE_TRY(rc.push(x.entries()[j++].owned()));
         }
       }
       auto moved = c->next_node();
@@ -125,9 +125,9 @@ status check_sorted_edits(std::span<const edit> edits) {
 }
 
 std::size_t lower_bound(const node& n, std::string_view key) {
-  auto it = std::lower_bound(n.entries.begin(), n.entries.end(), key,
-                             [](const entry& e, std::string_view k) { return e.key < k; });
-  return static_cast<std::size_t>(it - n.entries.begin());
+  auto it = std::lower_bound(n.entries().begin(), n.entries().end(), key,
+                             [](const entry_view& e, std::string_view k) { return e.key < k; });
+  return static_cast<std::size_t>(it - n.entries().begin());
 }
 
 }  // namespace
@@ -177,7 +177,7 @@ result<hash128> prolly_tree::apply(const hash128& root_hash, std::span<const edi
   for (std::uint8_t level = 0;; ++level) {
     parent_changes changes;
     MAGNETITE_TRY(apply_level(store_, policy_, *root, level, level_edits, changes));
-    if (level == (*root)->level) {
+    if (level == (*root)->level()) {
       // The root's level had one node; it now has these.
       std::vector<entry> tops;
       for (auto& [key, change] : changes)
@@ -192,8 +192,8 @@ result<hash128> prolly_tree::apply(const hash128& root_hash, std::span<const edi
       for (;;) {
         auto n = load(h);
         if (!n) return n.error();
-        if ((*n)->is_leaf() || (*n)->entries.size() != 1) return h;
-        auto only = child_ref::decode((*n)->entries.front().value);
+        if ((*n)->is_leaf() || (*n)->entries().size() != 1) return h;
+        auto only = child_ref::decode((*n)->entries().front().value);
         if (!only) return only.error();
         h = only->hash;
       }
@@ -211,12 +211,12 @@ result<std::optional<std::string>> prolly_tree::get(const hash128& root, std::st
   node_ptr cur = std::move(*n);
   for (;;) {
     std::size_t i = lower_bound(*cur, key);
-    if (i == cur->entries.size()) return std::optional<std::string>{};
+    if (i == cur->entries().size()) return std::optional<std::string>{};
     if (cur->is_leaf()) {
-      if (cur->entries[i].key != key) return std::optional<std::string>{};
-      return std::optional<std::string>(cur->entries[i].value);
+      if (cur->entries()[i].key != key) return std::optional<std::string>{};
+      return std::optional<std::string>(cur->entries()[i].value);
     }
-    auto ref = child_ref::decode(cur->entries[i].value);
+    auto ref = child_ref::decode(cur->entries()[i].value);
     if (!ref) return ref.error();
     auto child = load(ref->hash);
     if (!child) return child.error();
@@ -238,12 +238,12 @@ result<std::uint64_t> prolly_tree::rank(const hash128& root, std::string_view ke
   while (!cur->is_leaf()) {
     std::size_t i = lower_bound(*cur, key);
     for (std::size_t j = 0; j < i; ++j) {
-      auto ref = child_ref::decode(cur->entries[j].value);
+      auto ref = child_ref::decode(cur->entries()[j].value);
       if (!ref) return ref.error();
       below += ref->count;
     }
-    if (i == cur->entries.size()) return below;
-    auto ref = child_ref::decode(cur->entries[i].value);
+    if (i == cur->entries().size()) return below;
+    auto ref = child_ref::decode(cur->entries()[i].value);
     if (!ref) return ref.error();
     auto child = load(ref->hash);
     if (!child) return child.error();
@@ -263,7 +263,7 @@ result<std::uint64_t> prolly_tree::count_range(const hash128& root, std::string_
 result<int> prolly_tree::depth(const hash128& root) {
   auto n = load(root);
   if (!n) return n.error();
-  return (*n)->level + 1;
+  return (*n)->level() + 1;
 }
 
 result<cursor> prolly_tree::seek(const hash128& root, std::string_view key) {
@@ -285,7 +285,7 @@ result<cursor> prolly_tree::last(const hash128& root) {
 }
 
 status prolly_tree::scan(const hash128& root, std::string_view lo, std::string_view hi, bool reverse,
-                         const std::function<bool(const entry&)>& fn) {
+                         const std::function<bool(const entry_view&)>& fn) {
   if (!reverse) {
     auto c = seek(root, lo);
     if (!c) return c.error();

@@ -62,7 +62,7 @@ class prolly_tree {
   // Streams lo <= key < hi (an empty hi means no upper bound) in key order, or
   // backward from the top when `reverse`; stops early when fn returns false.
   status scan(const hash128& root, std::string_view lo, std::string_view hi, bool reverse,
-              const std::function<bool(const entry&)>& fn);
+              const std::function<bool(const entry_view&)>& fn);
 
   node_sink& store() noexcept { return store_; }
 
