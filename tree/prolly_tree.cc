@@ -205,23 +205,33 @@ result<hash128> prolly_tree::apply(const hash128& root_hash, std::span<const edi
   }
 }
 
-result<std::optional<std::string>> prolly_tree::get(const hash128& root, std::string_view key) {
+result<bool> prolly_tree::get(const hash128& root, std::string_view key, std::string& value) {
   auto n = load(root);
   if (!n) return n.error();
   node_ptr cur = std::move(*n);
   for (;;) {
+    const auto& es = cur->entries();
     std::size_t i = lower_bound(*cur, key);
-    if (i == cur->entries().size()) return std::optional<std::string>{};
+    if (i == es.size()) return false;
     if (cur->is_leaf()) {
-      if (cur->entries()[i].key != key) return std::optional<std::string>{};
-      return std::optional<std::string>(cur->entries()[i].value);
+      if (es[i].key != key) return false;
+      value.assign(es[i].value);
+      return true;
     }
-    auto ref = child_ref::decode(cur->entries()[i].value);
-    if (!ref) return ref.error();
-    auto child = load(ref->hash);
+    // Only the hash is needed: decode() validated the reference when the node
+    // was read.
+    auto child = load(hash128::from_bytes(reinterpret_cast<const std::uint8_t*>(es[i].value.data())));
     if (!child) return child.error();
     cur = std::move(*child);
   }
+}
+
+result<std::optional<std::string>> prolly_tree::get(const hash128& root, std::string_view key) {
+  std::string value;
+  auto found = get(root, key, value);
+  if (!found) return found.error();
+  if (!*found) return std::optional<std::string>{};
+  return std::optional<std::string>(std::move(value));
 }
 
 result<std::uint64_t> prolly_tree::count(const hash128& root) {

@@ -46,6 +46,8 @@ class prolly_tree {
   result<hash128> apply(const hash128& root, std::span<const edit> sorted_edits);
 
   result<std::optional<std::string>> get(const hash128& root, std::string_view key);
+  // The same into a caller's buffer (no allocation once it is large enough).
+  result<bool> get(const hash128& root, std::string_view key, std::string& value);
   result<std::uint64_t> count(const hash128& root);
   // Entries with key < `key`.
   result<std::uint64_t> rank(const hash128& root, std::string_view key);
