@@ -1,1 +1,1296 @@
+// Tests of the pack-file node store (tree/node_store.h).
+//
+// Most run on fault_env, which can fail, flip, tear and crash; one runs on the
+// real POSIX env in a temporary directory. Crash tests reopen the store with the
+// position an owner would have recorded in its WAL (the last one "committed")
+// and check every node the committed roots reach against a std::map model.
 #include <doctest/doctest.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "core/fault_env.h"
+#include "tests/support/temp_dir.h"
+#include "tree/node_store.h"
+#include "tree/prolly_tree.h"
+
+using namespace magnetite;
+using namespace magnetite::tree;
+
+namespace {
+
+using model = std::map<std::string, std::string>;
+
+constexpr const char* store_dir = "/db/nodes";
+// Small nodes, so a few thousand entries make trees of hundreds of nodes.
+const chunk_policy small_nodes{256, 64, 1024};
+
+template <class T>
+T must(result<T> r) {
+  REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
+  return std::move(r.value());
+}
+void must_ok(const status& s) { REQUIRE_MESSAGE(s.is_ok(), s.to_string()); }
+
+node_store_options small_options() {
+  node_store_options o;
+  o.target_pack_bytes = 16 << 10;
+  o.cache_bytes = 256 << 10;
+  o.write_buffer_bytes = 8 << 10;
+  return o;
+}
+
+std::unique_ptr<node_store> must_open(env& e, const node_store_options& o, std::optional<std::uint64_t> committed,
+                                      const std::string& dir = store_dir) {
+  auto s = node_store::open(e, dir, o, committed);
+  REQUIRE_MESSAGE(s.is_ok(), s.error().to_string());
+  return std::move(*s);
+}
+
+std::vector<entry> entries_of(const model& m) {
+  std::vector<entry> out;
+  for (auto& [k, v] : m) out.push_back({k, v});
+  return out;
+}
+
+std::string key_of(std::uint64_t i) { return fmt::format("key{:08}", i); }
+std::string value_of(std::mt19937_64& rng) {
+  std::string v(rng() % 48, '\0');
+  for (auto& c : v) c = static_cast<char>('a' + rng() % 26);
+  return v;
+}
+
+// Applies a random batch of puts and deletes to the tree and the model.
+hash128 random_batch(prolly_tree& t, hash128 root, model& m, std::mt19937_64& rng, int space, int size) {
+  std::map<std::string, std::optional<std::string>> batch;
+  for (int i = 0; i < size; ++i) {
+    std::string k = key_of(rng() % space);
+    if (rng() % 4 == 0) batch[k] = std::nullopt;
+    else batch[k] = value_of(rng);
+  }
+  std::vector<edit> edits;
+  for (auto& [k, v] : batch) {
+    edits.push_back({k, v});
+    if (v) m[k] = *v;
+    else m.erase(k);
+  }
+  return must(t.apply(root, edits));
+}
+
+model random_model(std::mt19937_64& rng, int n, int space) {
+  model m;
+  while (static_cast<int>(m.size()) < n) m[key_of(rng() % space)] = value_of(rng);
+  return m;
+}
+
+// Every node hash a root reaches.
+std::set<hash128> reachable(node_source& src, const hash128& root) {
+  std::set<hash128> out;
+  std::vector<hash128> todo{root};
+  while (!todo.empty()) {
+    hash128 h = todo.back();
+    todo.pop_back();
+    if (!out.insert(h).second) continue;
+    auto n = src.read(h);
+    REQUIRE_MESSAGE(n.is_ok(), n.error().to_string());
+    if ((*n)->is_leaf()) continue;
+    for (const auto& e : (*n)->entries()) todo.push_back(must(child_ref::decode(e.value)).hash);
+  }
+  return out;
+}
+
+// The tree at `root` holds exactly `m`.
+void check_tree(node_sink& store, const hash128& root, const model& m, const chunk_policy& policy = small_nodes) {
+  prolly_tree t(store, policy);
+  CHECK(must(t.count(root)) == m.size());
+  std::size_t wrong = 0;
+  for (const auto& [k, v] : m) {
+    auto got = t.get(root, k);
+    if (!got.is_ok() || !*got || **got != v) {
+      if (++wrong <= 3) FAIL_CHECK("key " << k << ": " << (got.is_ok() ? "wrong value" : got.error().to_string()));
+    }
+  }
+  CHECK(wrong == 0);
+}
+
+node leaf_of(std::vector<entry> es) { return node(0, es); }
+
+bool file_exists(env& e, const std::string& path) { return must(e.exists(path)); }
+
+// An env that forwards to another until its k-th mutating operation (open,
+// append, write, sync, truncate, rename, remove, directory sync) has been
+// performed; from then on every operation, reads included, fails, as if the
+// process had died right after that operation. The test then crashes the
+// underlying fault_env to decide what the disk kept.
+class dying_env final : public env {
+ public:
+  explicit dying_env(env& base) : base_(base) {}
+
+  void arm(std::uint64_t k) {
+    left_ = k;
+    armed_ = true;
+  }
+  bool dead() const { return dead_; }
+  std::uint64_t ops() const { return ops_; }
+
+  status step() {
+    if (dead_) return status::io_error("simulated crash: the process is dead");
+    ++ops_;
+    if (armed_ && --left_ == 0) dead_ = true;  // this one happens, nothing after it
+    return status::ok();
+  }
+  status alive() const {
+    if (dead_) return status::io_error("simulated crash: the process is dead");
+    return status::ok();
+  }
+
+  class dying_file final : public file {
+   public:
+    dying_file(dying_env& e, std::unique_ptr<file> f) : e_(e), f_(std::move(f)) {}
+    status append(std::string_view data) override {
+      MAGNETITE_TRY(e_.step());
+      return f_->append(data);
+    }
+    status write_at(std::uint64_t offset, std::string_view data) override {
+      MAGNETITE_TRY(e_.step());
+      return f_->write_at(offset, data);
+    }
+    result<std::size_t> read_at(std::uint64_t offset, std::size_t n, char* scratch) override {
+      MAGNETITE_TRY(e_.alive());
+      return f_->read_at(offset, n, scratch);
+    }
+    status sync() override {
+      MAGNETITE_TRY(e_.step());
+      return f_->sync();
+    }
+    status truncate(std::uint64_t size) override {
+      MAGNETITE_TRY(e_.step());
+      return f_->truncate(size);
+    }
+    result<std::uint64_t> size() override {
+      MAGNETITE_TRY(e_.alive());
+      return f_->size();
+    }
+
+   private:
+    dying_env& e_;
+    std::unique_ptr<file> f_;
+  };
+
+  result<std::unique_ptr<file>> open(const std::string& path, open_mode mode) override {
+    MAGNETITE_TRY(mode == open_mode::open_existing ? alive() : step());
+    auto f = base_.open(path, mode);
+    if (!f) return f.error();
+    return std::unique_ptr<file>(new dying_file(*this, std::move(*f)));
+  }
+  status create_dir(const std::string& path) override {
+    MAGNETITE_TRY(alive());
+    return base_.create_dir(path);
+  }
+  status sync_dir(const std::string& path) override {
+    MAGNETITE_TRY(step());
+    return base_.sync_dir(path);
+  }
+  status rename(const std::string& from, const std::string& to) override {
+    MAGNETITE_TRY(step());
+    return base_.rename(from, to);
+  }
+  status remove(const std::string& path) override {
+    MAGNETITE_TRY(step());
+    return base_.remove(path);
+  }
+  result<std::vector<std::string>> list(const std::string& dir) override {
+    MAGNETITE_TRY(alive());
+    return base_.list(dir);
+  }
+  result<bool> exists(const std::string& path) override {
+    MAGNETITE_TRY(alive());
+    return base_.exists(path);
+  }
+  result<bool> is_directory(const std::string& path) override {
+    MAGNETITE_TRY(alive());
+    return base_.is_directory(path);
+  }
+  result<std::unique_ptr<file_lock>> lock(const std::string& path) override {
+    MAGNETITE_TRY(alive());
+    return base_.lock(path);
+  }
+
+ private:
+  env& base_;
+  std::atomic<bool> dead_{false};
+  std::atomic<bool> armed_{false};
+  std::atomic<std::uint64_t> left_{0};
+  std::atomic<std::uint64_t> ops_{0};
+};
+
+const fault_env::unsynced crash_modes[] = {fault_env::unsynced::lose, fault_env::unsynced::keep,
+                                           fault_env::unsynced::random, fault_env::unsynced::reorder};
+
+}  // namespace
+
+TEST_CASE("node_store: bad options are invalid_argument and create nothing") {
+  fault_env fe;
+  auto bad = [&](node_store_options o, std::string_view what) {
+    auto s = node_store::open(fe, store_dir, o, std::nullopt);
+    REQUIRE_FALSE(s.is_ok());
+    CHECK(s.error().code() == status_code::invalid_argument);
+    CHECK(s.error().message().find(what) != std::string::npos);
+  };
+  node_store_options o;
+  o.cache_bytes = 0;
+  bad(o, "cache_bytes");
+  o = {};
+  o.target_pack_bytes = 100;
+  bad(o, "target_pack_bytes");
+  o = {};
+  o.write_buffer_bytes = 0;
+  bad(o, "write_buffer_bytes");
+  o = {};
+  o.compression_level = 0;
+  bad(o, "compression_level");
+  o = {};
+  o.compression_level = 42;
+  bad(o, "compression_level");
+  CHECK_FALSE(file_exists(fe, store_dir));
+  o = {};
+  o.compress = false;
+  o.compression_level = 0;  // irrelevant without compression
+  CHECK(node_store::open(fe, store_dir, o, std::nullopt).is_ok());
+}
+
+TEST_CASE("node_store: a committed position not made by a store is invalid_argument") {
+  fault_env fe;
+  auto s = node_store::open(fe, store_dir, {}, make_position(1, 3));
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.error().code() == status_code::invalid_argument);
+  s = node_store::open(fe, store_dir, {}, std::uint64_t{12});  // pack 0
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.error().code() == status_code::invalid_argument);
+}
+
+TEST_CASE("node_store: position encoding is (pack << 40) | offset") {
+  constexpr std::uint64_t p = make_position(7, 123456);
+  static_assert(p == (std::uint64_t{7} << 40 | 123456));
+  static_assert(position_pack(p) == 7 && position_offset(p) == 123456);
+  static_assert(make_position(2, 0) > make_position(1, max_pack_offset));
+  CHECK(pack_file_name(7) == "00000007.pack");
+  CHECK(pack_index_file_name(7) == "00000007.idx");
+}
+
+TEST_CASE("node_store: round trip of a 50 000-entry prolly tree, reopened, agrees with a std::map") {
+  fault_env fe;
+  std::mt19937_64 rng(42);
+  node_store_options o;
+  o.target_pack_bytes = 256 << 10;  // several packs
+  model m = random_model(rng, 50'000, 200'000);
+  std::uint64_t position = 0;
+  hash128 root;
+  {
+    auto s = must_open(fe, o, std::nullopt);
+    prolly_tree t(*s);
+    root = must(t.build(entries_of(m)));
+    for (int b = 0; b < 5; ++b) root = random_batch(t, root, m, rng, 200'000, 2000);
+    position = must(s->flush());
+    check_tree(*s, root, m, {});
+    // The position names the active pack and its durable length.
+    auto size = fe.contents(s->pack_path(position_pack(position)))->size();
+    CHECK(position_offset(position) == size);
+    CHECK(position_pack(position) > 1);
+    CHECK(s->durable_position() == position);
+    auto st = s->stats();
+    CHECK(st.nodes_written > 100);
+    CHECK(st.pack_bytes_written < st.nodes_written * 4096);  // compression pays
+  }
+  auto s = must_open(fe, o, position);
+  CHECK(s->recovery().bytes_cut == 0);
+  CHECK(s->recovery().position == position);
+  check_tree(*s, root, m, {});
+  prolly_tree t(*s);
+  CHECK_FALSE(must(t.get(root, "absent-key")).has_value());
+  hash128 nowhere = hash128::of("not a node");
+  auto r = s->read(nowhere);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.error().code() == status_code::not_found);
+  CHECK(r.error().message().find(nowhere.to_hex()) != std::string::npos);
+}
+
+TEST_CASE("node_store: a flush does one fdatasync however many nodes it writes; rewrites are no-ops") {
+  fault_env fe;
+  node_store_options o = small_options();
+  o.write_buffer_bytes = 2048;  // many spills before the flush
+  auto s = must_open(fe, o, std::nullopt);
+  prolly_tree t(*s, small_nodes);
+  std::mt19937_64 rng(1);
+  model m = random_model(rng, 3000, 100'000);
+  auto before = fe.stats();
+  hash128 root = must(t.build(entries_of(m)));
+  // Writes were handed to the kernel as the buffer filled; the only syncs
+  // they caused sealed full packs (one per target_pack_bytes, not per node).
+  auto after_writes = fe.stats();
+  CHECK(after_writes.writes > before.writes + 5);
+  std::uint64_t written = s->stats().pack_bytes_written;
+  CHECK(after_writes.file_syncs - before.file_syncs <= written / o.target_pack_bytes);
+  CHECK(after_writes.file_syncs - before.file_syncs < s->stats().nodes_written / 10);
+  std::uint64_t p1 = must(s->flush());
+  CHECK(fe.stats().file_syncs == after_writes.file_syncs + 1);
+  CHECK(s->stats().pack_syncs == fe.stats().file_syncs - before.file_syncs);
+
+  // Nothing new: no sync at all, same position.
+  before = fe.stats();
+  CHECK(must(s->flush()) == p1);
+  CHECK(fe.stats().file_syncs == before.file_syncs);
+
+  // Writing the same tree again stores nothing.
+  auto st = s->stats();
+  CHECK(must(t.build(entries_of(m))) == root);
+  CHECK(s->stats().nodes_written == st.nodes_written);
+  CHECK(s->stats().writes_deduplicated > st.writes_deduplicated);
+  CHECK(s->stats().pack_bytes_written == st.pack_bytes_written);
+  CHECK(must(s->flush()) == p1);
+
+  // Past the target size the next flush starts a pack: still one fdatasync
+  // (plus one directory fsync for the new name).
+  for (int round = 0; round < 6; ++round) {
+    root = random_batch(t, root, m, rng, 100'000, 300);
+    before = fe.stats();
+    std::uint64_t p = must(s->flush());
+    CHECK(fe.stats().file_syncs == before.file_syncs + 1);
+    CHECK(fe.stats().dir_syncs <= before.dir_syncs + 1);
+    CHECK(p > p1);
+    p1 = p;
+  }
+  CHECK(position_pack(p1) > 2);
+  check_tree(*s, root, m);
+}
+
+TEST_CASE("node_store: every flipped byte of a pack is caught, naming the hash and the location") {
+  fault_env fe;
+  node_store_options o;
+  o.cache_bytes = 1;  // nothing fits: every read goes to the pack
+  std::mt19937_64 rng(7);
+  std::vector<node> nodes;
+  for (int i = 0; i < 10; ++i) {
+    std::vector<entry> es;
+    for (int j = 0; j < 3; ++j) {
+      std::string v = i % 2 ? std::string(200, static_cast<char>('a' + i))  // compressible
+                            : value_of(rng);                                 // not
+      es.push_back({fmt::format("n{}k{}", i, j), v});
+    }
+    nodes.push_back(leaf_of(es));
+  }
+  std::vector<hash128> hashes;
+  std::uint64_t position;
+  std::string path;
+  auto s = must_open(fe, o, std::nullopt);
+  for (const auto& n : nodes) hashes.push_back(must(s->write(n)));
+  position = must(s->flush());
+  path = s->pack_path(1);
+  std::uint64_t size = fe.contents(path)->size();
+  REQUIRE(size == position_offset(position));
+
+  int compressed = 0;
+  std::vector<node_location> locs;
+  for (const auto& h : hashes) {
+    auto l = s->locate(h);
+    REQUIRE(l);
+    locs.push_back(*l);
+    if (l->length < 36 + must(s->read(h))->encode().size()) ++compressed;
+  }
+  CHECK(compressed > 0);
+  CHECK(compressed < 10);
+
+  int detected = 0;
+  for (std::uint64_t b = 40; b < size; ++b) {
+    int bit = static_cast<int>(b % 8);
+    REQUIRE(fe.flip_bit(path, b, bit));
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      auto r = s->read(hashes[i]);
+      bool inside = b >= locs[i].offset && b < locs[i].offset + locs[i].length;
+      if (inside) {
+        REQUIRE_FALSE_MESSAGE(r.is_ok(), "byte " << b << " flipped in node " << i << " went unnoticed");
+        CHECK(r.error().code() == status_code::corruption);
+        std::string msg = r.error().message();
+        CHECK_MESSAGE(msg.find(hashes[i].to_hex()) != std::string::npos, msg);
+        CHECK(msg.find(path) != std::string::npos);
+        CHECK(msg.find(fmt::format("offset {}", locs[i].offset)) != std::string::npos);
+        ++detected;
+      } else {
+        REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
+        CHECK((*r)->encode() == nodes[i].encode());
+      }
+    }
+    REQUIRE(fe.flip_bit(path, b, bit));
+  }
+  CHECK(detected == static_cast<int>(size - 40));
+
+  // The pack header is checked at open.
+  s.reset();
+  for (std::uint64_t b = 0; b < 40; ++b) {
+    REQUIRE(fe.flip_bit(path, b, static_cast<int>(b % 8)));
+    auto bad = node_store::open(fe, store_dir, o, position);
+    REQUIRE_FALSE(bad.is_ok());
+    CHECK(bad.error().message().find(path) != std::string::npos);
+    CHECK((bad.error().code() == status_code::corruption || bad.error().code() == status_code::not_supported));
+    REQUIRE(fe.flip_bit(path, b, static_cast<int>(b % 8)));
+  }
+  s = must_open(fe, o, position);
+  for (std::size_t i = 0; i < nodes.size(); ++i) CHECK(must(s->read(hashes[i]))->encode() == nodes[i].encode());
+}
+
+TEST_CASE("node_store: a flipped byte of an index file costs a rescan, never a wrong answer") {
+  fault_env fe;
+  std::vector<hash128> hashes;
+  std::vector<std::string> encodings;
+  std::uint64_t position;
+  {
+    auto s = must_open(fe, {}, std::nullopt);
+    for (int i = 0; i < 8; ++i) {
+      node n = leaf_of({{fmt::format("k{}", i), std::string(50 + i, 'x')}});
+      hashes.push_back(must(s->write(n)));
+      encodings.push_back(n.encode());
+    }
+    position = must(s->flush());
+  }
+  std::string idx_path = path_join(store_dir, pack_index_file_name(1));
+  const std::string original = *fe.contents(idx_path);
+  REQUIRE(original.size() == 40 + 8 * 32);
+  for (std::uint64_t b = 0; b < original.size(); ++b) {
+    REQUIRE(fe.flip_bit(idx_path, b, static_cast<int>(b % 8)));
+    auto s = must_open(fe, {}, position);
+    std::uint64_t intact = b < 40 ? 0 : (b - 40) / 32;
+    CHECK(s->recovery().index_entries_loaded == intact);
+    CHECK(s->recovery().index_entries_rebuilt == 8 - intact);
+    for (std::size_t i = 0; i < hashes.size(); ++i) {
+      auto r = s->read(hashes[i]);
+      REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
+      CHECK((*r)->encode() == encodings[i]);
+    }
+    // Open repaired the index: put the original back for the next byte.
+    CHECK(*fe.contents(idx_path) == original);
+    s.reset();
+  }
+}
+
+TEST_CASE("node_store: a torn tail past the committed position is cut at open; the store keeps working") {
+  // a is flushed and committed; b is flushed and committed only when
+  // `commit_b`; c is written (partly handed to the kernel) but never flushed.
+  int cut_something = 0;
+  for (bool commit_b : {false, true}) {
+    for (auto mode : crash_modes) {
+      for (std::uint64_t seed = 0; seed < 5; ++seed) {
+        CAPTURE(commit_b);
+        CAPTURE(static_cast<int>(mode));
+        CAPTURE(seed);
+        fault_env fe;
+        std::mt19937_64 rng(seed);
+        node_store_options o = small_options();
+        model ma = random_model(rng, 1500, 50'000);
+        model mb = ma, mc;
+        hash128 a, b, c;
+        std::uint64_t committed;
+        {
+          auto s = must_open(fe, o, std::nullopt);
+          prolly_tree t(*s, small_nodes);
+          a = must(t.build(entries_of(ma)));
+          committed = must(s->flush());  // the owner commits (a, committed)
+          b = random_batch(t, a, mb, rng, 50'000, 400);
+          std::uint64_t pb = must(s->flush());
+          if (commit_b) committed = pb;  // else the commit marker never made it
+          mc = mb;
+          c = random_batch(t, b, mc, rng, 50'000, 400);  // written, not flushed
+          CHECK(s->stats().pack_bytes_written > position_offset(committed));
+        }
+        const hash128 kept = commit_b ? b : a;
+        const model& kept_model = commit_b ? mb : ma;
+        std::set<hash128> gone;  // nodes only the uncommitted roots reach
+        {
+          memory_nodes all;
+          prolly_tree tm(all, small_nodes);
+          CHECK(must(tm.build(entries_of(ma))) == a);
+          CHECK(must(tm.build(entries_of(mb))) == b);
+          CHECK(must(tm.build(entries_of(mc))) == c);
+          std::set<hash128> keep = reachable(all, a);
+          if (commit_b)
+            for (auto x : reachable(all, b)) keep.insert(x);
+          for (auto h : {b, c})
+            for (auto x : reachable(all, h))
+              if (!keep.count(x)) gone.insert(x);
+        }
+        REQUIRE_FALSE(gone.empty());
+        if (mode == fault_env::unsynced::random && seed % 2) {
+          fe.process_crash();  // the page cache survives: nothing was lost but the process
+        } else {
+          fe.crash(mode, seed);
+        }
+        auto s = must_open(fe, o, committed);
+        if (s->recovery().bytes_cut > 0) {
+          ++cut_something;
+          CHECK_FALSE(s->recovery().cut_detail.empty());
+        }
+        CHECK(s->recovery().position == committed);
+        check_tree(*s, a, ma);
+        check_tree(*s, kept, kept_model);
+        for (const auto& h : gone) {
+          CHECK_FALSE(s->contains(h));
+          auto r = s->read(h);
+          REQUIRE_FALSE(r.is_ok());
+          CHECK(r.error().code() == status_code::not_found);
+        }
+        // It keeps working: new writes land after the cut and survive a crash.
+        prolly_tree t(*s, small_nodes);
+        model md = kept_model;
+        hash128 d = random_batch(t, kept, md, rng, 50'000, 300);
+        std::uint64_t p = must(s->flush());
+        CHECK(p > committed);
+        s.reset();
+        fe.crash(fault_env::unsynced::lose);
+        s = must_open(fe, o, p);
+        CHECK(s->recovery().bytes_cut == 0);
+        check_tree(*s, d, md);
+        check_tree(*s, kept, kept_model);
+      }
+    }
+  }
+  CHECK(cut_something > 20);
+}
+
+TEST_CASE("node_store: a write torn inside a record is cut at the committed position") {
+  node_store_options o = small_options();
+  o.target_pack_bytes = 1 << 20;  // one pack
+  o.write_buffer_bytes = 1024;    // unflushed records reach the kernel in small writes
+  std::mt19937_64 rng(4);
+  model ma = random_model(rng, 500, 50'000);
+  for (std::size_t keep : {std::size_t{1}, std::size_t{20}, std::size_t{35}, std::size_t{36}, std::size_t{37},
+                           std::size_t{200}, std::size_t{700}}) {
+    CAPTURE(keep);
+    fault_env fe;
+    hash128 a;
+    std::uint64_t committed;
+    std::vector<hash128> unflushed;
+    std::string path;
+    {
+      auto s = must_open(fe, o, std::nullopt);
+      prolly_tree t(*s, small_nodes);
+      a = must(t.build(entries_of(ma)));
+      committed = must(s->flush());
+      for (int i = 0; i < 60; ++i)
+        unflushed.push_back(must(s->write(leaf_of({{fmt::format("u{:03}", i), value_of(rng) + "0123456789"}}))));
+      path = s->pack_path(position_pack(committed));
+      REQUIRE(fe.contents(path)->size() > position_offset(committed) + 1024);
+    }
+    // Every handed-over write but the last reaches the disk; the last is torn.
+    fe.crash_tearing_last_write(path, keep);
+    std::uint64_t on_disk = fe.contents(path)->size();
+    REQUIRE(on_disk > position_offset(committed));
+    auto s = must_open(fe, o, committed);
+    CHECK(s->recovery().bytes_cut == on_disk - position_offset(committed));
+    CHECK(s->recovery().cut_detail.find(path) != std::string::npos);
+    CHECK(fe.contents(path)->size() == position_offset(committed));
+    check_tree(*s, a, ma);
+    for (const auto& h : unflushed) CHECK(s->read(h).error().code() == status_code::not_found);
+    // Written again, they land where the torn bytes were, and stay.
+    for (int i = 0; i < 60; ++i) must(s->write(leaf_of({{fmt::format("v{:03}", i), "again"}})));
+    std::uint64_t p = must(s->flush());
+    s.reset();
+    fe.crash(fault_env::unsynced::lose);
+    s = must_open(fe, o, p);
+    CHECK(s->recovery().bytes_cut == 0);
+    for (int i = 0; i < 60; ++i)
+      CHECK(s->read(hash128::of(leaf_of({{fmt::format("v{:03}", i), "again"}}).encode())).is_ok());
+  }
+}
+
+TEST_CASE("node_store: random garbage in packs and indexes is refused or reported, never returned") {
+  int refused_opens = 0, corrupt_reads = 0;
+  for (std::uint64_t seed = 0; seed < 60; ++seed) {
+    CAPTURE(seed);
+    fault_env fe;
+    std::mt19937_64 rng(seed);
+    node_store_options o = small_options();
+    o.cache_bytes = 1;
+    std::map<hash128, std::string> stored;
+    std::uint64_t position;
+    {
+      auto s = must_open(fe, o, std::nullopt);
+      for (int i = 0; i < 40; ++i) {
+        node n = leaf_of({{fmt::format("g{:03}", i), i % 3 ? std::string(80, 'q') : value_of(rng)}});
+        stored[must(s->write(n))] = n.encode();
+      }
+      position = must(s->flush());
+    }
+    // Overwrite a random range of the pack or of its index with random bytes.
+    std::string path = path_join(store_dir, seed % 2 ? pack_file_name(1) : pack_index_file_name(1));
+    std::string bytes = *fe.contents(path);
+    std::size_t at = rng() % bytes.size(), n = 1 + rng() % 64;
+    for (std::size_t i = at; i < std::min(bytes.size(), at + n); ++i) bytes[i] = static_cast<char>(rng());
+    auto f = must(fe.open(path, open_mode::create_truncate));
+    must_ok(f->append(bytes));
+    if (seed % 4 < 2) must_ok(fe.remove(path_join(store_dir, pack_index_file_name(1))));  // forces a scan
+    auto s = node_store::open(fe, store_dir, o, position);
+    if (!s.is_ok()) {
+      ++refused_opens;
+      CHECK((s.error().code() == status_code::corruption || s.error().code() == status_code::not_supported));
+      CHECK(s.error().message().find(store_dir) != std::string::npos);
+      continue;
+    }
+    for (const auto& [h, enc] : stored) {
+      auto r = (*s)->read(h);
+      if (r.is_ok()) {
+        CHECK((*r)->encode() == enc);
+      } else {
+        ++corrupt_reads;
+        CHECK((r.error().code() == status_code::corruption || r.error().code() == status_code::not_found));
+        CHECK(r.error().message().find(h.to_hex()) != std::string::npos);
+      }
+    }
+  }
+  CHECK(refused_opens > 0);
+  CHECK(corrupt_reads > 0);
+}
+
+TEST_CASE("node_store: reopening uses the persisted index instead of scanning packs") {
+  fault_env fe;
+  node_store_options o = small_options();
+  std::mt19937_64 rng(3);
+  model m = random_model(rng, 4000, 100'000);
+  hash128 root;
+  std::uint64_t position;
+  std::size_t nodes;
+  {
+    auto s = must_open(fe, o, std::nullopt);
+    prolly_tree t(*s, small_nodes);
+    root = must(t.build(entries_of(m)));
+    for (int i = 0; i < 4; ++i) {
+      root = random_batch(t, root, m, rng, 100'000, 200);
+      must(s->flush());
+    }
+    position = must(s->flush());
+    nodes = s->stats().nodes_written;
+  }
+  std::uint64_t packs;
+  {
+    auto s = must_open(fe, o, position);
+    packs = s->recovery().packs;
+    REQUIRE(packs > 3);
+    CHECK(s->recovery().index_entries_loaded == nodes);
+    CHECK(s->recovery().index_entries_rebuilt == 0);
+    CHECK(s->recovery().bytes_scanned == 0);
+    CHECK(s->stats().pack_bytes_read == packs * 40);  // the pack headers, nothing else
+    check_tree(*s, root, m);
+  }
+  // Without one pack's index, only that pack is scanned, and its index is
+  // written back, so the next open scans nothing again.
+  std::uint32_t victim = 2;
+  std::uint64_t victim_size = fe.contents(path_join(store_dir, pack_file_name(victim)))->size();
+  must_ok(fe.remove(path_join(store_dir, pack_index_file_name(victim))));
+  {
+    auto s = must_open(fe, o, position);
+    CHECK(s->recovery().index_entries_rebuilt > 0);
+    CHECK(s->recovery().index_entries_loaded + s->recovery().index_entries_rebuilt == nodes);
+    CHECK(s->recovery().bytes_scanned == victim_size - 40);
+    check_tree(*s, root, m);
+  }
+  {
+    auto s = must_open(fe, o, position);
+    CHECK(s->recovery().bytes_scanned == 0);
+  }
+  // Index entries are appended unsynced: a power cut loses them and the next
+  // open rebuilds them, then makes them durable so it happens once.
+  fe.crash(fault_env::unsynced::lose);
+  {
+    auto s = must_open(fe, o, position);
+    CHECK(s->recovery().index_entries_rebuilt > 0);
+    check_tree(*s, root, m);
+  }
+  fe.crash(fault_env::unsynced::lose);
+  {
+    auto s = must_open(fe, o, position);
+    CHECK(s->recovery().bytes_scanned == 0);
+    CHECK(s->recovery().index_entries_loaded == nodes);
+  }
+}
+
+TEST_CASE("node_store: index entries for bytes cut at open never come back to hide newer records") {
+  // The index of the active pack is appended without an fsync. Entries for
+  // records that open cuts (past the committed position) must not survive a
+  // later crash once other records sit at the same offsets.
+  fault_env fe;
+  node_store_options o = small_options();
+  o.target_pack_bytes = 1 << 20;  // one pack throughout
+  auto leaves = [](std::string_view tag, int n, std::size_t value_bytes) {
+    std::vector<node> out;
+    for (int i = 0; i < n; ++i) out.push_back(leaf_of({{fmt::format("{}{:04}", tag, i), std::string(value_bytes, 'v')}}));
+    return out;
+  };
+  auto a = leaves("a", 20, 40), b = leaves("b", 20, 40), c = leaves("c", 30, 40);
+  std::uint64_t p1, p3;
+  {
+    auto s = must_open(fe, o, std::nullopt);
+    for (const auto& n : a) must(s->write(n));
+    p1 = must(s->flush());  // committed
+    for (const auto& n : b) must(s->write(n));
+    must(s->flush());  // never committed
+  }
+  fe.crash(fault_env::unsynced::keep);  // the index entries for b reached the disk
+  {
+    auto s = must_open(fe, o, p1);
+    CHECK(s->recovery().bytes_cut > 0);
+    for (const auto& n : c) must(s->write(n));  // where b was
+    p3 = must(s->flush());
+  }
+  fe.crash(fault_env::unsynced::lose);  // c's index entries are lost
+  auto s = must_open(fe, o, p3);
+  for (const auto& n : a) CHECK(must(s->read(hash128::of(n.encode())))->encode() == n.encode());
+  for (const auto& n : c) {
+    auto r = s->read(hash128::of(n.encode()));
+    REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
+    CHECK((*r)->encode() == n.encode());
+  }
+  for (const auto& n : b) CHECK_FALSE(s->contains(hash128::of(n.encode())));
+}
+
+TEST_CASE("node_store: the cache stays within its byte bound and counts hits and misses") {
+  for (std::size_t bound : {std::size_t{24} << 10, std::size_t{4} << 20}) {
+    CAPTURE(bound);
+    fault_env fe;
+    node_store_options o = small_options();
+    o.cache_bytes = bound;
+    std::mt19937_64 rng(5);
+    model m = random_model(rng, 6000, 100'000);
+    hash128 root;
+    std::uint64_t position;
+    {
+      auto s = must_open(fe, o, std::nullopt);
+      root = must(prolly_tree(*s, small_nodes).build(entries_of(m)));
+      position = must(s->flush());
+    }
+    auto s = must_open(fe, o, position);
+    prolly_tree t(*s, small_nodes);
+    std::uint64_t max_seen = 0;
+    int i = 0;
+    for (const auto& [k, v] : m) {
+      CHECK(must(t.get(root, k)) == v);
+      if (++i % 50 == 0) max_seen = std::max(max_seen, s->stats().cache_bytes);
+    }
+    auto st = s->stats();
+    max_seen = std::max(max_seen, st.cache_bytes);
+    CHECK(max_seen <= bound);
+    if (bound < (4u << 20)) CHECK(max_seen > bound / 2);  // it is used, not just bounded
+    CHECK(st.cache_entries > 0);
+    CHECK(st.cache_hits > 0);  // the root and upper levels stay
+    CHECK(st.cache_misses > 0);
+    // A second pass over the same keys: only the big cache holds the whole tree.
+    std::uint64_t read_before = st.pack_bytes_read;
+    for (const auto& [k, v] : m) CHECK(must(t.get(root, k)) == v);
+    if (bound >= (4u << 20)) CHECK(s->stats().pack_bytes_read == read_before);
+    else CHECK(s->stats().pack_bytes_read > read_before);
+    CHECK(s->stats().cache_bytes <= bound);
+  }
+}
+
+TEST_CASE("node_store: concurrent readers with a small cache all read the right values") {
+  fault_env fe;
+  node_store_options o = small_options();
+  o.cache_bytes = 32 << 10;
+  std::mt19937_64 rng(11);
+  model m = random_model(rng, 5000, 100'000);
+  std::vector<std::pair<std::string, std::string>> kv(m.begin(), m.end());
+  auto s = must_open(fe, o, std::nullopt);
+  hash128 root = must(prolly_tree(*s, small_nodes).build(entries_of(m)));
+  must(s->flush());
+  std::atomic<int> wrong{0}, done{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r)
+    readers.emplace_back([&, r] {
+      prolly_tree t(*s, small_nodes);
+      std::mt19937_64 local(r);
+      for (int i = 0; i < 3000; ++i) {
+        auto& [k, v] = kv[local() % kv.size()];
+        auto got = t.get(root, k);
+        if (!got.is_ok() || !*got || **got != v) ++wrong;
+        ++done;
+      }
+    });
+  for (auto& th : readers) th.join();
+  CHECK(wrong == 0);
+  CHECK(done == 12000);
+  CHECK(s->stats().cache_bytes <= o.cache_bytes);
+}
+
+TEST_CASE("node_store: gc keeps what the kept roots reach, drops the rest, and reclaims the space") {
+  fault_env fe;
+  node_store_options o = small_options();
+  std::mt19937_64 rng(21);
+  model ma = random_model(rng, 3000, 100'000), mb = ma;
+  hash128 a, b;
+  std::uint64_t before_gc;
+  gc_result g;
+  std::set<hash128> only_a;
+  {
+    auto s = must_open(fe, o, std::nullopt);
+    prolly_tree t(*s, small_nodes);
+    a = must(t.build(entries_of(ma)));
+    must(s->flush());
+    b = a;
+    for (int i = 0; i < 8; ++i) {
+      b = random_batch(t, b, mb, rng, 100'000, 300);
+      must(s->flush());
+    }
+    before_gc = must(s->flush());
+    auto in_b = reachable(*s, b);
+    for (auto h : reachable(*s, a))
+      if (!in_b.count(h)) only_a.insert(h);
+    REQUIRE_FALSE(only_a.empty());
+    std::uint32_t old_last = position_pack(before_gc);
+
+    // A pending (unflushed) node reachable from a kept root is kept too.
+    model mc = mb;
+    hash128 c = random_batch(t, b, mc, rng, 100'000, 50);
+    std::size_t old_packs = 0;
+    for (const auto& name : must(fe.list(store_dir))) old_packs += name.ends_with(".pack");
+    REQUIRE(old_packs >= old_last);
+    std::vector<hash128> roots{b, c};
+    g = must(s->gc(roots));
+    CHECK(g.position > before_gc);
+    CHECK(position_pack(g.position) > old_last);
+    CHECK(g.bytes_reclaimed > 0);
+    CHECK(g.bytes_removed > g.bytes_kept);
+    CHECK(g.packs_removed == old_packs);
+    CHECK(g.nodes_kept == reachable(*s, b).size() + [&] {
+      std::size_t extra = 0;
+      auto in_b2 = reachable(*s, b);
+      for (auto h : reachable(*s, c)) extra += !in_b2.count(h);
+      return extra;
+    }());
+    for (std::uint32_t p = 1; p <= old_packs; ++p) CHECK_FALSE(file_exists(fe, s->pack_path(p)));
+    CHECK(file_exists(fe, path_join(store_dir, manifest_file_name)));
+    check_tree(*s, b, mb);
+    check_tree(*s, c, mc);
+    for (auto h : only_a) CHECK(s->read(h).error().code() == status_code::not_found);
+    // Writes go on after gc, and dropped nodes can be written again.
+    a = must(t.build(entries_of(ma)));
+    CHECK(must(s->flush()) > g.position);
+  }
+  // Reopened with gc's position, or with the position before gc (the owner
+  // crashed before recording gc's): the manifest's floor keeps gc's output.
+  for (std::optional<std::uint64_t> committed : {std::optional<std::uint64_t>(g.position),
+                                                 std::optional<std::uint64_t>(before_gc),
+                                                 std::optional<std::uint64_t>()}) {
+    auto s = must_open(fe, o, committed);
+    CHECK(s->recovery().gc_floor_used == (committed != g.position));
+    CHECK(s->recovery().position == g.position);
+    check_tree(*s, b, mb);
+    for (auto h : only_a) CHECK_FALSE(s->contains(h));  // rewritten after gc, never committed
+  }
+}
+
+TEST_CASE("node_store: readers of a kept root keep working while gc runs") {
+  fault_env fe;
+  node_store_options o = small_options();
+  o.cache_bytes = 16 << 10;  // most reads go to the packs gc is replacing
+  std::mt19937_64 rng(31);
+  model mk = random_model(rng, 4000, 100'000);
+  std::vector<std::pair<std::string, std::string>> kv(mk.begin(), mk.end());
+  auto s = must_open(fe, o, std::nullopt);
+  prolly_tree t(*s, small_nodes);
+  hash128 kept = must(t.build(entries_of(mk)));
+  must(s->flush());
+
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> reads{0}, wrong{0};
+  std::mutex first_error_mu;
+  std::string first_error;
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 3; ++r)
+    readers.emplace_back([&, r] {
+      prolly_tree rt(*s, small_nodes);
+      std::mt19937_64 local(100 + r);
+      while (!stop) {
+        auto& [k, v] = kv[local() % kv.size()];
+        auto got = rt.get(kept, k);
+        ++reads;
+        if (!got.is_ok() || !*got || **got != v) {
+          ++wrong;
+          std::lock_guard lk(first_error_mu);
+          if (first_error.empty()) first_error = got.is_ok() ? "wrong value for " + k : got.error().to_string();
+        }
+      }
+    });
+  std::uint64_t reclaimed = 0;
+  for (int round = 0; round < 8; ++round) {
+    // Garbage to collect: a tree that is dropped.
+    model junk = random_model(rng, 1000, 100'000);
+    must(t.build(entries_of(junk)));
+    must(s->flush());
+    std::vector<hash128> roots{kept};
+    std::uint64_t reads_before = reads;
+    auto g = must(s->gc(roots));
+    reclaimed += g.bytes_reclaimed;
+    // Let the readers make progress between rounds.
+    while (reads < reads_before + 200) std::this_thread::yield();
+  }
+  stop = true;
+  for (auto& th : readers) th.join();
+  CHECK_MESSAGE(wrong == 0, first_error);
+  CHECK(reads > 1600);
+  CHECK(reclaimed > 0);
+  CHECK(s->stats().gc_runs == 8);
+  check_tree(*s, kept, mk);
+}
+
+TEST_CASE("node_store: a crash after any env operation of gc loses nothing the kept roots reach") {
+  // Every mutating env operation of a gc (and of the flush that follows it) is
+  // in turn the last one the process performs; the disk then keeps what a
+  // crash mode says. Reopened with the position the owner had recorded, the
+  // kept root must be whole; and while the manifest has not switched, so must
+  // the dropped root (it was committed before gc started).
+  node_store_options o = small_options();
+  o.target_pack_bytes = 8 << 10;  // gc writes several packs
+  std::mt19937_64 rng(99);
+  model ma = random_model(rng, 800, 50'000), mb = ma, junk = random_model(rng, 200, 50'000);
+  {
+    memory_nodes scratch;
+    prolly_tree t(scratch, small_nodes);
+    random_batch(t, must(t.build(entries_of(ma))), mb, rng, 50'000, 300);
+  }
+
+  // Runs gc with the process dying after its k-th operation (never for k = 0);
+  // returns the operations gc and the flush after it performed.
+  auto run = [&](std::uint64_t k) -> std::uint64_t {
+    CAPTURE(k);
+    fault_env fe;
+    dying_env de(fe);
+    hash128 a, b;
+    std::uint64_t committed, ops;
+    bool gc_ok;
+    {
+      auto s = must_open(de, o, std::nullopt);
+      prolly_tree t(*s, small_nodes);
+      a = must(t.build(entries_of(ma)));
+      b = must(t.build(entries_of(mb)));
+      committed = must(s->flush());
+      must(t.build(entries_of(junk)));  // garbage, pending: gc drops it
+      std::uint64_t ops_before = de.ops();
+      if (k) de.arm(k);
+      std::vector<hash128> roots{b};
+      auto g = s->gc(roots);
+      gc_ok = g.is_ok();
+      if (gc_ok && !de.dead()) {
+        if (k % 2) committed = g->position;  // the owner recorded it before dying
+        std::vector<edit> edits;
+        for (std::uint64_t i = 0; i < 50; ++i) edits.push_back({key_of(60'000 + i), "after gc"});
+        auto r = t.apply(b, edits);  // may die on the way
+        if (r.is_ok()) {
+          auto p = s->flush();
+          if (p.is_ok() && k % 3 == 0) committed = *p;
+        }
+      } else if (!gc_ok) {
+        CHECK(de.dead());
+      }
+      ops = de.ops() - ops_before;
+    }
+    if (!k) {
+      REQUIRE(gc_ok);
+      return ops;
+    }
+    auto mode = crash_modes[k % 4];
+    CAPTURE(static_cast<int>(mode));
+    fe.crash(mode, k);
+    auto s = must_open(fe, o, committed);
+    check_tree(*s, b, mb);
+    bool switched = file_exists(fe, path_join(store_dir, manifest_file_name));
+    if (!switched) check_tree(*s, a, ma);
+    if (!gc_ok && switched) CHECK(s->recovery().gc_floor_used);
+    // And it keeps working.
+    prolly_tree t(*s, small_nodes);
+    model mc = mb;
+    std::mt19937_64 r(k);
+    hash128 c = random_batch(t, b, mc, r, 50'000, 100);
+    std::uint64_t p = must(s->flush());
+    s.reset();
+    fe.crash(fault_env::unsynced::lose);
+    s = must_open(fe, o, p);
+    check_tree(*s, c, mc);
+    return ops;
+  };
+
+  std::uint64_t total = run(0);
+  REQUIRE(total > 20);
+  MESSAGE("gc and the flush after it perform " << total << " mutating env operations");
+  // Each k with each crash mode (k + 4j cycles through them).
+  for (std::uint64_t k = 1; k <= 4 * (total + 2); ++k) run(k);
+}
+
+TEST_CASE("node_store: a crash during open's own repairs loses nothing committed") {
+  // The store to recover has a torn, uncommitted tail, uncommitted newer packs
+  // and leftovers of a gc; open dies after each of its operations in turn.
+  node_store_options o = small_options();
+  o.target_pack_bytes = 8 << 10;
+  std::mt19937_64 rng(17);
+  model ma = random_model(rng, 800, 50'000), mb = ma;
+  hash128 a;
+  std::uint64_t committed;
+  fault_env base;
+  {
+    auto s = must_open(base, o, std::nullopt);
+    prolly_tree t(*s, small_nodes);
+    must(t.build(entries_of(random_model(rng, 500, 50'000))));  // garbage
+    must(s->flush());
+    a = must(t.build(entries_of(ma)));
+    std::vector<hash128> roots{a};
+    committed = must(s->gc(roots)).position;  // packs older than gc's are left over
+    random_batch(t, a, mb, rng, 50'000, 400);  // uncommitted: newer packs
+    must(s->flush());
+    random_batch(t, a, mb, rng, 50'000, 50);  // and an unflushed tail
+  }
+  base.crash(fault_env::unsynced::keep);
+  // Put back a pack older than the manifest's first, as a gc that died while
+  // removing would leave it.
+  {
+    auto f = must(base.open(path_join(store_dir, pack_file_name(1)), open_mode::create_truncate));
+    must_ok(f->append(std::string(100, 'x')));
+    must_ok(f->sync());
+    must_ok(base.sync_dir(store_dir));
+  }
+  for (std::uint64_t k = 1;; ++k) {
+    CAPTURE(k);
+    fault_env fe;
+    // A copy of the damaged directory: replay it through the env API.
+    for (const auto& name : must(base.list(store_dir))) {
+      std::string path = path_join(store_dir, name);
+      must_ok(fe.create_dir(store_dir));
+      auto f = must(fe.open(path, open_mode::create_truncate));
+      must_ok(f->append(*base.contents(path)));
+      must_ok(f->sync());
+    }
+    must_ok(fe.sync_dir(store_dir));
+    dying_env de(fe);
+    de.arm(k);
+    auto s = node_store::open(de, store_dir, o, committed);
+    bool finished = s.is_ok() && !de.dead();
+    s = result<std::unique_ptr<node_store>>(status::io_error("dropped"));
+    fe.crash(crash_modes[k % 4], k);
+    auto r = must_open(fe, o, committed);
+    check_tree(*r, a, ma);
+    CHECK(r->recovery().position == committed);
+    if (finished) {
+      // The open that ran to the end had all of this to repair.
+      CHECK(k > 5);
+      break;
+    }
+    if (k == 1) {
+      CHECK(r->recovery().bytes_cut > 0);
+      CHECK(r->recovery().packs_removed >= 2);  // a newer one and the leftover
+    }
+  }
+}
+
+TEST_CASE("node_store: after a failed fdatasync the store is fail-stop; reopening recovers") {
+  fault_env fe;
+  node_store_options o = small_options();
+  std::mt19937_64 rng(8);
+  model ma = random_model(rng, 1000, 50'000), mb = ma;
+  hash128 a, b;
+  std::uint64_t committed;
+  {
+    auto s = must_open(fe, o, std::nullopt);
+    prolly_tree t(*s, small_nodes);
+    a = must(t.build(entries_of(ma)));
+    committed = must(s->flush());
+    b = random_batch(t, a, mb, rng, 50'000, 300);
+    fe.fail_sync(1);
+    auto f = s->flush();
+    REQUIRE_FALSE(f.is_ok());
+    CHECK(f.error().code() == status_code::io_error);
+    CHECK(f.error().category() == status_category::ambiguous);
+    CHECK(f.error().message().find(".pack") != std::string::npos);
+    // Stopped: no write, flush or gc is attempted any more.
+    auto w = s->write(leaf_of({{"x", "y"}}));
+    REQUIRE_FALSE(w.is_ok());
+    CHECK(w.error().code() == status_code::failed);
+    CHECK(w.error().category() == status_category::permanent);
+    CHECK(s->flush().error().code() == status_code::failed);
+    std::vector<hash128> roots{a};
+    CHECK(s->gc(roots).error().code() == status_code::failed);
+    CHECK(s->failure().code() == status_code::io_error);
+    // Reads still work.
+    check_tree(*s, a, ma);
+  }
+  fe.crash(fault_env::unsynced::random, 3);
+  auto s = must_open(fe, o, committed);
+  check_tree(*s, a, ma);
+  prolly_tree t(*s, small_nodes);
+  model mc = ma;
+  hash128 c = random_batch(t, a, mc, rng, 50'000, 300);
+  std::uint64_t p = must(s->flush());
+  s.reset();
+  s = must_open(fe, o, p);
+  check_tree(*s, c, mc);
+}
+
+TEST_CASE("node_store: a failed write (ENOSPC) stops the store; what was committed survives") {
+  fault_env fe;
+  node_store_options o = small_options();
+  o.write_buffer_bytes = 1024;
+  std::mt19937_64 rng(9);
+  model ma = random_model(rng, 1000, 50'000), mb = ma;
+  hash128 a;
+  std::uint64_t committed;
+  {
+    auto s = must_open(fe, o, std::nullopt);
+    prolly_tree t(*s, small_nodes);
+    a = must(t.build(entries_of(ma)));
+    committed = must(s->flush());
+    fe.fail_write(2, status_code::no_space, 100);
+    std::vector<edit> edits;
+    for (int i = 0; i < 400; ++i) edits.push_back({key_of(100'000 + i), std::string(100, 'z')});
+    auto r = t.apply(a, edits);
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.error().code() == status_code::no_space);
+    CHECK(s->flush().error().code() == status_code::failed);
+  }
+  fe.clear_faults();
+  fe.crash(fault_env::unsynced::keep);
+  auto s = must_open(fe, o, committed);
+  check_tree(*s, a, ma);
+}
+
+TEST_CASE("node_store: committed bytes that are missing are corruption naming the file; nothing is modified") {
+  fault_env fe;
+  node_store_options o = small_options();
+  std::mt19937_64 rng(12);
+  model m = random_model(rng, 3000, 100'000);
+  std::uint64_t position;
+  {
+    auto s = must_open(fe, o, std::nullopt);
+    must(prolly_tree(*s, small_nodes).build(entries_of(m)));
+    position = must(s->flush());
+  }
+  REQUIRE(position_pack(position) >= 3);
+  std::string p2 = path_join(store_dir, pack_file_name(2));
+  std::string saved = *fe.contents(p2);
+  must_ok(fe.remove(p2));
+  auto s = node_store::open(fe, store_dir, o, position);
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.error().code() == status_code::corruption);
+  CHECK(s.error().message().find(pack_file_name(2)) != std::string::npos);
+  CHECK(file_exists(fe, path_join(store_dir, pack_file_name(position_pack(position)))));  // nothing removed
+
+  // A committed position past the end of the pack.
+  auto f = must(fe.open(p2, open_mode::create_new));
+  must_ok(f->append(saved));
+  s = node_store::open(fe, store_dir, o, position + 1000);
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.error().code() == status_code::corruption);
+  CHECK(s.error().message().find(pack_file_name(position_pack(position))) != std::string::npos);
+  // A committed position in the middle of a record (with the index gone, the
+  // scan meets it).
+  must_ok(fe.remove(path_join(store_dir, pack_index_file_name(position_pack(position)))));
+  s = node_store::open(fe, store_dir, o, position - 1);
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.error().code() == status_code::corruption);
+  CHECK(s.error().message().find("offset") != std::string::npos);
+  CHECK(node_store::open(fe, store_dir, o, position).is_ok());
+}
+
+TEST_CASE("node_store: random workload of writes, flushes, gcs and crashes never loses a committed root") {
+  int crashes = 0, gcs = 0;
+  for (std::uint64_t seed = 0; seed < 30; ++seed) {
+    CAPTURE(seed);
+    fault_env fe;
+    std::mt19937_64 rng(seed);
+    node_store_options o = small_options();
+    o.target_pack_bytes = 8 << 10;
+    o.compress = seed % 3 != 0;
+    std::optional<std::uint64_t> committed;
+    model committed_model;
+    hash128 committed_root;
+    auto s = must_open(fe, o, committed);
+    hash128 root = must(prolly_tree(*s, small_nodes).empty_root());
+    committed_root = root;
+    committed = must(s->flush());
+    model m;
+    for (int step = 0; step < 40; ++step) {
+      prolly_tree t(*s, small_nodes);
+      root = random_batch(t, root, m, rng, 20'000, 1 + static_cast<int>(rng() % 200));
+      switch (rng() % 6) {
+        case 0:
+        case 1: {  // flush and commit
+          committed = must(s->flush());
+          committed_root = root;
+          committed_model = m;
+          break;
+        }
+        case 2:  // flush, no commit
+          must(s->flush());
+          break;
+        case 3: {  // gc keeping the committed root and the current one
+          std::vector<hash128> roots{committed_root, root};
+          auto g = must(s->gc(roots));
+          ++gcs;
+          if (rng() % 2) committed = g.position;  // recorded (same root)
+          break;
+        }
+        case 4: {  // crash
+          s.reset();
+          fe.crash(crash_modes[rng() % 4], rng());
+          ++crashes;
+          s = must_open(fe, o, committed);
+          check_tree(*s, committed_root, committed_model);
+          root = committed_root;
+          m = committed_model;
+          break;
+        }
+        default:
+          break;
+      }
+    }
+    s.reset();
+    fe.crash(fault_env::unsynced::random, seed);
+    s = must_open(fe, o, committed);
+    check_tree(*s, committed_root, committed_model);
+  }
+  CHECK(crashes > 30);
+  CHECK(gcs > 30);
+}
+
+TEST_CASE("node_store: on the POSIX env, flush, reopen, gc and reopen again") {
+  testing::temp_dir dir("nodestore");
+  std::string path = dir / "nodes";
+  node_store_options o = small_options();
+  std::mt19937_64 rng(77);
+  model ma = random_model(rng, 5000, 100'000), mb = ma;
+  hash128 a, b;
+  std::uint64_t p1, p2;
+  {
+    auto s = must_open(env::posix(), o, std::nullopt, path);
+    prolly_tree t(*s, small_nodes);
+    a = must(t.build(entries_of(ma)));
+    p1 = must(s->flush());
+    // A second handle on the same directory is refused.
+    auto second = node_store::open(env::posix(), path, o, p1);
+    REQUIRE_FALSE(second.is_ok());
+    CHECK(second.error().code() == status_code::busy);
+  }
+  {
+    auto s = must_open(env::posix(), o, p1, path);
+    CHECK(s->recovery().bytes_scanned == 0);
+    check_tree(*s, a, ma);
+    prolly_tree t(*s, small_nodes);
+    b = random_batch(t, a, mb, rng, 100'000, 2000);
+    must(s->flush());
+    std::vector<hash128> roots{b};
+    auto g = must(s->gc(roots));
+    CHECK(g.bytes_reclaimed > 0);
+    p2 = g.position;
+    check_tree(*s, b, mb);
+  }
+  auto s = must_open(env::posix(), o, p2, path);
+  check_tree(*s, b, mb);
+  CHECK(s->recovery().bytes_scanned == 0);
+  CHECK(s->recovery().packs_removed == 0);
+}

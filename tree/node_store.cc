@@ -1,1 +1,1027 @@
-// The pack-file node store: being written (issue 3).
+#include "tree/node_store.h"
+
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <list>
+#include <random>
+#include <set>
+#include <unordered_set>
+
+#include "core/coding.h"
+
+namespace magnetite::tree {
+
+// ---- byte formats (docs/formats/node_store.md) ----------------------------------
+namespace {
+
+constexpr char pack_magic[8] = {'M', 'G', 'N', 'T', 'P', 'A', 'C', 'K'};
+constexpr char index_magic[8] = {'M', 'G', 'N', 'T', 'P', 'I', 'D', 'X'};
+constexpr char manifest_magic[8] = {'M', 'G', 'N', 'T', 'P', 'M', 'A', 'N'};
+constexpr std::uint32_t format_version = 1;
+
+// Pack, index and manifest files all start with a 40-byte header:
+//   0 8 magic | 8 4 version | 12 4 flags (0) | 16 8 a | 24 8 b | 32 4 reserved (0)
+//   | 36 4 checksum of bytes 0..35
+// where (a, b) is (pack number, salt) for packs and indexes and (first pack,
+// gc position) for the manifest.
+constexpr std::size_t file_header_size = 40;
+
+// Record header, then `stored` payload bytes:
+//   0 4 checksum, seeded with the pack's salt, of bytes 4..35
+//   4 1 flags (bit 0: payload is a zstd frame)  | 5 3 reserved (0)
+//   8 4 stored length | 12 4 raw length (of the node encoding)
+//  16 4 payload checksum, seeded with the pack's salt, of the stored bytes
+//  20 16 node hash
+// The payload checksum is not redundant with the hash: a zstd frame has bits
+// the decoder ignores, so damage there would decode to the right node and go
+// unnoticed; and it keeps damaged bytes away from the decompressor.
+constexpr std::size_t record_header_size = 36;
+constexpr std::uint8_t flag_zstd = 0x01;
+constexpr std::uint8_t known_record_flags = flag_zstd;
+// The smallest node encoding: a level byte and an entry count of 0.
+constexpr std::uint32_t min_node_bytes = 2;
+
+// Index entry: 0 16 node hash | 16 8 record offset | 24 4 record length
+//   | 28 4 checksum, seeded with the pack's salt, of bytes 0..27
+constexpr std::size_t index_entry_size = 32;
+
+// Reads and writes of bulk data go in pieces of this size.
+constexpr std::size_t io_chunk = 1 << 20;
+
+std::uint32_t checksum32(std::string_view bytes, std::uint64_t seed = 0) noexcept {
+  return static_cast<std::uint32_t>(XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed));
+}
+
+const std::uint8_t* u8(const char* p) noexcept { return reinterpret_cast<const std::uint8_t*>(p); }
+std::uint8_t* u8(char* p) noexcept { return reinterpret_cast<std::uint8_t*>(p); }
+
+std::uint64_t random_salt() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
+
+std::string encode_file_header(const char (&magic)[8], std::uint64_t a, std::uint64_t b) {
+  std::string out(file_header_size, '\0');
+  std::copy_n(magic, 8, out.data());
+  encode_fixed32_le(u8(out.data() + 8), format_version);
+  encode_fixed64_le(u8(out.data() + 16), a);
+  encode_fixed64_le(u8(out.data() + 24), b);
+  encode_fixed32_le(u8(out.data() + 36), checksum32(std::string_view(out).substr(0, 36)));
+  return out;
+}
+
+struct file_header {
+  std::uint64_t a = 0, b = 0;
+};
+
+// Checks a 40-byte header; the error names `path` and what is wrong.
+result<file_header> parse_file_header(std::string_view bytes, const char (&magic)[8], std::string_view what,
+                                      const std::string& path) {
+  auto bad = [&](std::string why) {
+    return status::corruption(fmt::format("{} {}: {}", what, path, why));
+  };
+  if (bytes.size() < file_header_size)
+    return bad(fmt::format("header is truncated ({} of {} bytes)", bytes.size(), file_header_size));
+  if (!std::equal(magic, magic + 8, bytes.data())) return bad("bad magic");
+  if (decode_fixed32_le(u8(bytes.data() + 36)) != checksum32(bytes.substr(0, 36)))
+    return bad("header checksum mismatch");
+  std::uint32_t version = decode_fixed32_le(u8(bytes.data() + 8));
+  if (version != format_version)
+    return status::make(status_code::not_supported, status_category::permanent,
+                        fmt::format("{} {}: format version {} (this build reads {})", what, path, version,
+                                    format_version));
+  if (decode_fixed32_le(u8(bytes.data() + 12)) != 0 || decode_fixed32_le(u8(bytes.data() + 32)) != 0)
+    return status::make(status_code::not_supported, status_category::permanent,
+                        fmt::format("{} {}: unknown header flags", what, path));
+  return file_header{decode_fixed64_le(u8(bytes.data() + 16)), decode_fixed64_le(u8(bytes.data() + 24))};
+}
+
+// Appends a record: header and payload.
+void encode_record(std::string& out, std::uint64_t salt, const hash128& h, std::uint8_t flags,
+                   std::string_view payload, std::uint32_t raw) {
+  std::size_t at = out.size();
+  out.resize(at + record_header_size, '\0');
+  std::uint8_t* p = u8(out.data() + at);
+  p[4] = flags;
+  encode_fixed32_le(p + 8, static_cast<std::uint32_t>(payload.size()));
+  encode_fixed32_le(p + 12, raw);
+  encode_fixed32_le(p + 16, checksum32(payload, salt));
+  auto hb = h.to_bytes();
+  std::copy(hb.begin(), hb.end(), p + 20);
+  encode_fixed32_le(p, checksum32(std::string_view(out).substr(at + 4, record_header_size - 4), salt));
+  out.append(payload);
+}
+
+struct record_header {
+  std::uint8_t flags = 0;
+  std::uint32_t stored = 0;
+  std::uint32_t raw = 0;
+  std::uint32_t payload_checksum = 0;
+  hash128 hash;
+  std::uint64_t length() const noexcept { return record_header_size + std::uint64_t{stored}; }
+};
+
+// Checks the 32 header bytes at p; an empty string when they are sound.
+std::string parse_record_header(const char* p, std::uint64_t salt, record_header& out) {
+  std::string_view v(p, record_header_size);
+  if (decode_fixed32_le(u8(p)) != checksum32(v.substr(4), salt)) return "record header checksum mismatch";
+  out.flags = u8(p)[4];
+  if (out.flags & ~known_record_flags) return fmt::format("record has unknown flags {:#x}", out.flags);
+  if (p[5] != 0 || p[6] != 0 || p[7] != 0) return "record header reserved bytes are not zero";
+  out.stored = decode_fixed32_le(u8(p + 8));
+  out.raw = decode_fixed32_le(u8(p + 12));
+  out.payload_checksum = decode_fixed32_le(u8(p + 16));
+  out.hash = hash128::from_bytes(u8(p + 20));
+  if (out.raw < min_node_bytes || out.raw > max_node_bytes)
+    return fmt::format("record claims a node of {} bytes", out.raw);
+  // The writer compresses only when that makes the record smaller.
+  if ((out.flags & flag_zstd) ? out.stored >= out.raw || out.stored == 0 : out.stored != out.raw)
+    return fmt::format("record has stored length {} for a node of {} bytes", out.stored, out.raw);
+  return {};
+}
+
+void encode_index_entry(std::string& out, std::uint64_t salt, const hash128& h, std::uint64_t offset,
+                        std::uint32_t length) {
+  std::size_t at = out.size();
+  out.resize(at + index_entry_size, '\0');
+  std::uint8_t* p = u8(out.data() + at);
+  auto hb = h.to_bytes();
+  std::copy(hb.begin(), hb.end(), p);
+  encode_fixed64_le(p + 16, offset);
+  encode_fixed32_le(p + 24, length);
+  encode_fixed32_le(p + 28, checksum32(std::string_view(out).substr(at, 28), salt));
+}
+
+std::optional<std::uint32_t> parse_numbered(std::string_view name, std::string_view suffix) {
+  if (name.size() != 8 + suffix.size() || !name.ends_with(suffix)) return std::nullopt;
+  std::uint32_t n = 0;
+  for (std::size_t i = 0; i < 8; ++i) {
+    if (name[i] < '0' || name[i] > '9') return std::nullopt;
+    n = n * 10 + static_cast<std::uint32_t>(name[i] - '0');
+  }
+  if (n == 0 || n > max_pack_number) return std::nullopt;
+  return n;
+}
+
+ZSTD_DCtx* thread_dctx() {
+  struct holder {
+    ZSTD_DCtx* ctx = ZSTD_createDCtx();
+    ~holder() { ZSTD_freeDCtx(ctx); }
+  };
+  thread_local holder h;
+  return h.ctx;
+}
+
+std::string describe_position(std::uint64_t p) {
+  return fmt::format("{:#x} (pack {}, offset {})", p, position_pack(p), position_offset(p));
+}
+
+// What the cache charges for a decoded node: the memory the node holds and the
+// cache's own bookkeeping for it.
+std::size_t charge_of(const node& n) {
+  constexpr std::size_t bookkeeping = 128;  // list node, hash-map node, shared_ptr control block
+  return n.memory_bytes() + bookkeeping;
+}
+
+}  // namespace
+
+std::string pack_file_name(std::uint32_t number) { return fmt::format("{:08}.pack", number); }
+std::string pack_index_file_name(std::uint32_t number) { return fmt::format("{:08}.idx", number); }
+
+status node_store_options::validate() const {
+  if (target_pack_bytes < 4096 || target_pack_bytes > max_pack_offset / 2)
+    return status::invalid_argument(fmt::format(
+        "node store option target_pack_bytes = {}: must be between 4096 and {}", target_pack_bytes,
+        max_pack_offset / 2));
+  if (cache_bytes == 0) return status::invalid_argument("node store option cache_bytes must be > 0");
+  if (write_buffer_bytes == 0)
+    return status::invalid_argument("node store option write_buffer_bytes must be > 0");
+  if (compress && (compression_level < 1 || compression_level > 19))
+    return status::invalid_argument(fmt::format(
+        "node store option compression_level = {}: must be between 1 and 19", compression_level));
+  return status::ok();
+}
+
+// ---- packs -------------------------------------------------------------------------
+
+struct node_store::pack {
+  std::uint32_t number = 0;
+  std::string path;
+  std::uint64_t salt = 0;
+  std::unique_ptr<file> f;
+  // Writer only: the index file, appended at flush; null once it failed (the
+  // entries past its valid prefix are then rebuilt by the next open).
+  std::unique_ptr<file> index;
+};
+
+// ---- cache -------------------------------------------------------------------------
+
+// A sharded LRU. Each shard has its own mutex and a byte budget; the budgets add
+// up to the capacity exactly, so the whole never holds more than that. A node
+// charged more than its shard's budget is not cached.
+class node_store::node_cache {
+ public:
+  explicit node_cache(std::size_t capacity) {
+    std::size_t n = std::clamp<std::size_t>(capacity / (1u << 20), 1, 16);
+    for (std::size_t i = 0; i < n; ++i) {
+      shards_.push_back(std::make_unique<shard>());
+      shards_.back()->capacity = capacity / n + (i == 0 ? capacity % n : 0);
+    }
+  }
+
+  node_ptr get(const hash128& h) {
+    shard& s = shard_of(h);
+    std::lock_guard lk(s.mu);
+    auto it = s.map.find(h);
+    if (it == s.map.end()) {
+      ++misses_;
+      return nullptr;
+    }
+    s.lru.splice(s.lru.begin(), s.lru, it->second);
+    ++hits_;
+    return it->second->n;
+  }
+
+  void put(const hash128& h, node_ptr n) {
+    std::size_t charge = charge_of(*n);
+    shard& s = shard_of(h);
+    std::lock_guard lk(s.mu);
+    if (charge > s.capacity || s.map.count(h)) return;
+    while (s.bytes + charge > s.capacity) {
+      auto& victim = s.lru.back();
+      s.bytes -= victim.charge;
+      s.map.erase(victim.hash);
+      s.lru.pop_back();
+    }
+    s.lru.push_front({h, std::move(n), charge});
+    s.map.emplace(h, s.lru.begin());
+    s.bytes += charge;
+  }
+
+  void clear() {
+    for (auto& s : shards_) {
+      std::lock_guard lk(s->mu);
+      s->map.clear();
+      s->lru.clear();
+      s->bytes = 0;
+    }
+  }
+
+  void usage(std::uint64_t& bytes, std::uint64_t& entries) const {
+    bytes = entries = 0;
+    for (auto& s : shards_) {
+      std::lock_guard lk(s->mu);
+      bytes += s->bytes;
+      entries += s->map.size();
+    }
+  }
+
+  std::uint64_t hits() const noexcept { return hits_.load(); }
+  std::uint64_t misses() const noexcept { return misses_.load(); }
+
+ private:
+  struct item {
+    hash128 hash;
+    node_ptr n;
+    std::size_t charge;
+  };
+  struct shard {
+    mutable std::mutex mu;
+    std::list<item> lru;  // most recently used first
+    std::unordered_map<hash128, std::list<item>::iterator, hash128_hasher> map;
+    std::size_t bytes = 0;
+    std::size_t capacity = 0;
+  };
+
+  shard& shard_of(const hash128& h) { return *shards_[hash128_hasher{}(h) % shards_.size()]; }
+
+  std::vector<std::unique_ptr<shard>> shards_;
+  std::atomic<std::uint64_t> hits_{0}, misses_{0};
+};
+
+// ---- the store ---------------------------------------------------------------------
+
+node_store::node_store(env& e, std::string dir, node_store_options options)
+    : env_(e), dir_(std::move(dir)), options_(options),
+      cache_(std::make_unique<node_cache>(options.cache_bytes)) {
+  cctx_ = ZSTD_createCCtx();
+}
+
+node_store::~node_store() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
+
+std::string node_store::pack_path(std::uint32_t number) const { return path_join(dir_, pack_file_name(number)); }
+
+result<std::unique_ptr<node_store>> node_store::open(env& e, std::string dir, node_store_options options,
+                                                     std::optional<std::uint64_t> committed_position) {
+  MAGNETITE_TRY(options.validate());
+  std::unique_ptr<node_store> s(new node_store(e, std::move(dir), options));
+  MAGNETITE_TRY(s->do_open(committed_position));
+  return s;
+}
+
+status node_store::check_usable() const {
+  std::lock_guard lk(failure_mu_);
+  if (failure_.is_ok()) return status::ok();
+  return status::failed(fmt::format("node store in {} stopped after an earlier error ({}); reopen it", dir_,
+                                    failure_.message()));
+}
+
+status node_store::fail(status s) {
+  std::lock_guard lk(failure_mu_);
+  if (failure_.is_ok()) failure_ = s;
+  return s.with_category(status_category::ambiguous);
+}
+
+status node_store::failure() const {
+  std::lock_guard lk(failure_mu_);
+  return failure_;
+}
+
+// Creates (or empties) pack `number` and its index file, each with its header,
+// nothing synced. A failure to create the index is not an error: the index is
+// only an accelerator (open rebuilds what it lacks).
+result<std::shared_ptr<node_store::pack>> node_store::create_pack(std::uint32_t number) {
+  if (number > max_pack_number)
+    return status::failed(fmt::format("node store in {}: pack numbers are exhausted ({})", dir_, number));
+  auto p = std::make_shared<pack>();
+  p->number = number;
+  p->path = pack_path(number);
+  p->salt = random_salt();
+  auto f = env_.open(p->path, open_mode::create_truncate);
+  if (!f) return f.error();
+  p->f = std::move(*f);
+  MAGNETITE_TRY(p->f->append(encode_file_header(pack_magic, number, p->salt)));
+  pack_bytes_written_ += file_header_size;
+  if (auto idx = env_.open(path_join(dir_, pack_index_file_name(number)), open_mode::create_truncate)) {
+    if ((*idx)->append(encode_file_header(index_magic, number, p->salt)).is_ok()) p->index = std::move(*idx);
+  }
+  return p;
+}
+
+// ---- open / recovery -----------------------------------------------------------------
+
+status node_store::do_open(std::optional<std::uint64_t> committed) {
+  MAGNETITE_TRY(env_.create_dir(dir_));
+  auto lk = env_.lock(path_join(dir_, store_lock_file_name));
+  if (!lk) return lk.error();
+  lock_ = std::move(*lk);
+
+  // The manifest: which packs are live since the last gc, and gc's position.
+  std::string manifest_path = path_join(dir_, manifest_file_name);
+  auto has_manifest = env_.exists(manifest_path);
+  if (!has_manifest) return has_manifest.error();
+  if (*has_manifest) {
+    auto bytes = read_whole_file(env_, manifest_path);
+    if (!bytes) return bytes.error();
+    auto h = parse_file_header(*bytes, manifest_magic, "node store manifest", manifest_path);
+    if (!h) return h.error();
+    std::uint64_t first = h->a, floor = h->b;
+    if (bytes->size() != file_header_size || first == 0 || first > max_pack_number ||
+        position_pack(floor) < first || position_offset(floor) < file_header_size)
+      return status::corruption(fmt::format("node store manifest {}: inconsistent contents (first pack {}, gc "
+                                            "position {:#x}, {} bytes)",
+                                            manifest_path, first, floor, bytes->size()));
+    first_pack_ = static_cast<std::uint32_t>(first);
+    gc_floor_ = floor;
+  }
+
+  auto names = env_.list(dir_);
+  if (!names) return names.error();
+  std::map<std::uint32_t, std::string> pack_files, index_files;
+  bool temp_manifest = false;
+  for (const auto& n : *names) {
+    if (auto num = parse_numbered(n, ".pack")) pack_files[*num] = n;
+    else if (auto inum = parse_numbered(n, ".idx")) index_files[*inum] = n;
+    else if (n == manifest_temp_file_name) temp_manifest = true;
+  }
+
+  // What is kept: everything up to max(committed, gc floor).
+  if (committed && (position_pack(*committed) == 0 || position_offset(*committed) < file_header_size))
+    return status::invalid_argument(fmt::format("node store in {}: committed position {} was not made by a node "
+                                                "store",
+                                                dir_, describe_position(*committed)));
+  std::optional<std::uint64_t> keep = committed;
+  if (gc_floor_ && (!keep || *keep < *gc_floor_)) {
+    keep = gc_floor_;
+    report_.gc_floor_used = true;
+  }
+  report_.position = keep;
+
+  struct live_pack {
+    std::shared_ptr<pack> p;
+    std::uint64_t size = 0;   // on disk now
+    std::uint64_t limit = 0;  // durable end: what is kept
+    std::vector<index_entry> entries;
+    std::uint64_t index_valid_bytes = 0;  // header and the entries loaded
+    std::uint64_t index_size = 0;         // on disk now
+    bool index_usable = false;            // header belongs to this pack
+    bool index_exists = false;
+    std::size_t loaded = 0;
+  };
+  std::vector<live_pack> live;
+
+  // ---- checks: nothing is modified until all of them passed --------------------
+  if (keep) {
+    std::uint32_t last = position_pack(*keep);
+    std::uint64_t end = position_offset(*keep);
+    for (std::uint32_t num = first_pack_; num <= last; ++num) {
+      if (!pack_files.count(num))
+        return status::corruption(fmt::format("node store in {}: pack file {} is missing but the durable position "
+                                              "{} needs it; nothing was modified",
+                                              dir_, pack_file_name(num), describe_position(*keep)));
+      live_pack lp;
+      lp.p = std::make_shared<pack>();
+      lp.p->number = num;
+      lp.p->path = pack_path(num);
+      auto f = env_.open(lp.p->path, open_mode::open_existing);
+      if (!f) return f.error();
+      lp.p->f = std::move(*f);
+      auto size = lp.p->f->size();
+      if (!size) return size.error();
+      lp.size = *size;
+      std::string header(file_header_size, '\0');
+      auto got = lp.p->f->read_at(0, header.size(), header.data());
+      if (!got) return got.error();
+      pack_bytes_read_ += *got;
+      header.resize(*got);
+      auto h = parse_file_header(header, pack_magic, "node store pack", lp.p->path);
+      if (!h) return h.error();
+      if (h->a != num)
+        return status::corruption(
+            fmt::format("node store pack {}: header says pack {}", lp.p->path, h->a));
+      lp.p->salt = h->b;
+      lp.limit = num == last ? end : lp.size;
+      if (lp.size < lp.limit)
+        return status::corruption(fmt::format("node store pack {} is {} bytes but the durable position {} needs "
+                                              "{}; nothing was modified",
+                                              lp.p->path, lp.size, describe_position(*keep), lp.limit));
+
+      // The index's valid prefix: a header for this very pack (same salt), then
+      // entries whose checksums hold, each starting where the previous record
+      // ended and ending within the durable part of the pack.
+      std::uint64_t covered = file_header_size;
+      std::string index_path = path_join(dir_, pack_index_file_name(num));
+      if (index_files.count(num)) {
+        lp.index_exists = true;
+        auto bytes = read_whole_file(env_, index_path);
+        if (!bytes) return bytes.error();
+        lp.index_size = bytes->size();
+        auto ih = parse_file_header(*bytes, index_magic, "node store index", index_path);
+        if (ih && ih->a == num && ih->b == lp.p->salt) {
+          lp.index_usable = true;
+          std::string_view rest = std::string_view(*bytes).substr(file_header_size);
+          for (; rest.size() >= index_entry_size; rest.remove_prefix(index_entry_size)) {
+            const char* e = rest.data();
+            if (decode_fixed32_le(u8(e + 28)) != checksum32(rest.substr(0, 28), lp.p->salt)) break;
+            std::uint64_t off = decode_fixed64_le(u8(e + 16));
+            std::uint32_t len = decode_fixed32_le(u8(e + 24));
+            if (off != covered || len <= record_header_size || len > record_header_size + max_node_bytes ||
+                off + len > lp.limit)
+              break;
+            lp.entries.push_back({hash128::from_bytes(u8(e)), off, len});
+            covered += len;
+          }
+          lp.loaded = lp.entries.size();
+          lp.index_valid_bytes = file_header_size + lp.loaded * index_entry_size;
+        }
+      }
+      report_.index_entries_loaded += lp.loaded;
+
+      // The rest is rebuilt from the record headers. Every byte below the limit
+      // is durable, so a header that fails its checks here is damage, not a
+      // torn write.
+      std::string window;
+      std::uint64_t window_at = 0;
+      for (std::uint64_t at = covered; at < lp.limit;) {
+        if (lp.limit - at < record_header_size)
+          return status::corruption(fmt::format("node store pack {}, offset {}: {} bytes before the durable end {} "
+                                                "are not a record; nothing was modified",
+                                                lp.p->path, at, lp.limit - at, lp.limit));
+        if (at < window_at || at + record_header_size > window_at + window.size()) {
+          window.resize(static_cast<std::size_t>(std::min<std::uint64_t>(io_chunk, lp.limit - at)));
+          auto n = lp.p->f->read_at(at, window.size(), window.data());
+          if (!n) return n.error();
+          pack_bytes_read_ += *n;
+          report_.bytes_scanned += *n;
+          window.resize(*n);
+          window_at = at;
+          if (*n < record_header_size)
+            return status::corruption(fmt::format("node store pack {}: short read at offset {}", lp.p->path, at));
+        }
+        record_header rh;
+        std::string why = parse_record_header(window.data() + (at - window_at), lp.p->salt, rh);
+        if (why.empty() && at + rh.length() > lp.limit)
+          why = fmt::format("record of {} bytes runs past the durable end {}", rh.length(), lp.limit);
+        if (!why.empty())
+          return status::corruption(fmt::format("node store pack {}, offset {}: {} (in durable data, found while "
+                                                "rebuilding the index); nothing was modified",
+                                                lp.p->path, at, why));
+        lp.entries.push_back({rh.hash, at, static_cast<std::uint32_t>(rh.length())});
+        report_.index_entries_rebuilt += 1;
+        at += rh.length();
+      }
+      live.push_back(std::move(lp));
+    }
+  }
+
+  // ---- repairs: cut what lies past the durable position ---------------------------
+  std::uint32_t last = keep ? position_pack(*keep) : 0;
+  bool removed = false;
+  auto note = [&](std::string what) {
+    if (!report_.cut_detail.empty()) report_.cut_detail += "; ";
+    report_.cut_detail += what;
+  };
+  for (auto& [num, name] : pack_files) {
+    if (num >= first_pack_ && num <= last) continue;
+    std::string path = path_join(dir_, name);
+    std::uint64_t size = 0;
+    if (auto f = env_.open(path, open_mode::open_existing))
+      if (auto sz = (*f)->size()) size = *sz;
+    MAGNETITE_TRY(env_.remove(path));
+    removed = true;
+    ++report_.packs_removed;
+    if (num > last) {
+      report_.bytes_cut += size;
+      note(fmt::format("removed {} ({} bytes) past the durable position", path, size));
+    } else {
+      note(fmt::format("removed {} ({} bytes) left over from gc", path, size));
+    }
+  }
+  for (auto& [num, name] : index_files) {
+    if (num >= first_pack_ && num <= last) continue;
+    MAGNETITE_TRY(env_.remove(path_join(dir_, name)));
+    removed = true;
+  }
+  if (temp_manifest) {
+    MAGNETITE_TRY(env_.remove(path_join(dir_, manifest_temp_file_name)));
+    removed = true;
+  }
+  if (!live.empty() && live.back().size > live.back().limit) {
+    live_pack& lp = live.back();
+    MAGNETITE_TRY(lp.p->f->truncate(lp.limit));
+    report_.bytes_cut += lp.size - lp.limit;
+    note(fmt::format("cut {} bytes from {} at offset {}", lp.size - lp.limit, lp.p->path, lp.limit));
+  }
+  if (removed) MAGNETITE_TRY(env_.sync_dir(dir_));
+
+  // Index files: keep the valid prefix, append what was rebuilt, and fsync
+  // every index this changed. Two reasons: an index that lost bytes (cut to its
+  // prefix, or replaced) must not get them back in a crash once new records sit
+  // where the cut ones were (the entries would describe bytes no longer there
+  // and hide the new ones); and rebuilt entries, once durable, are never
+  // rebuilt again. This is the only place, besides gc, where an index is synced.
+  for (auto& lp : live) {
+    std::string index_path = path_join(dir_, pack_index_file_name(lp.p->number));
+    bool lost_bytes = false;
+    std::unique_ptr<file> idx;
+    if (lp.index_usable) {
+      auto f = env_.open(index_path, open_mode::open_existing);
+      if (!f) return f.error();
+      idx = std::move(*f);
+      if (lp.index_size > lp.index_valid_bytes) {
+        MAGNETITE_TRY(idx->truncate(lp.index_valid_bytes));
+        lost_bytes = true;
+      }
+    } else {
+      auto f = env_.open(index_path, open_mode::create_truncate);
+      if (!f) return f.error();
+      idx = std::move(*f);
+      MAGNETITE_TRY(idx->append(encode_file_header(index_magic, lp.p->number, lp.p->salt)));
+      lost_bytes = lp.index_exists;
+    }
+    if (lp.entries.size() > lp.loaded) {
+      std::string buf;
+      for (std::size_t i = lp.loaded; i < lp.entries.size(); ++i)
+        encode_index_entry(buf, lp.p->salt, lp.entries[i].hash, lp.entries[i].offset, lp.entries[i].length);
+      MAGNETITE_TRY(idx->append(buf));
+    }
+    if (lost_bytes || lp.entries.size() > lp.loaded) MAGNETITE_TRY(idx->sync());
+    if (lp.p->number == last) lp.p->index = std::move(idx);
+  }
+
+  // ---- state -------------------------------------------------------------------------
+  for (auto& lp : live) {
+    for (const auto& e : lp.entries) index_.emplace(e.hash, node_location{lp.p->number, e.offset, e.length});
+    packs_[lp.p->number] = lp.p;
+  }
+  report_.packs = live.size();
+  if (keep) {
+    active_ = packs_.at(last);
+    written_size_ = synced_size_ = position_offset(*keep);
+    durable_position_ = *keep;
+    has_durable_ = true;
+  } else {
+    // Nothing durable: start the first pack. Its header becomes durable with
+    // the first flush.
+    auto p = create_pack(first_pack_);
+    if (!p) return p.error();
+    active_ = *p;
+    packs_[first_pack_] = active_;
+    written_size_ = file_header_size;
+    synced_size_ = 0;
+    dir_dirty_ = true;
+  }
+  return status::ok();
+}
+
+// ---- writing -------------------------------------------------------------------------
+
+result<hash128> node_store::write(const node& n) {
+  const std::string& bytes = n.encode();
+  if (bytes.size() > max_node_bytes)
+    return status::invalid_argument(
+        fmt::format("tree node of {} bytes exceeds the node store's limit of {} bytes", bytes.size(), max_node_bytes));
+  hash128 h = hash128::of(bytes);
+  std::lock_guard wl(write_mu_);
+  MAGNETITE_TRY(check_usable());
+  if (index_.count(h) || pending_at_.count(h)) {
+    ++writes_deduplicated_;
+    return h;
+  }
+  pending_record rec;
+  rec.hash = h;
+  rec.raw_length = static_cast<std::uint32_t>(bytes.size());
+  if (options_.compress) {
+    std::string z(ZSTD_compressBound(bytes.size()), '\0');
+    std::size_t zn = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), z.data(), z.size(), bytes.data(),
+                                       bytes.size(), options_.compression_level);
+    if (!ZSTD_isError(zn) && zn < bytes.size()) {
+      z.resize(zn);
+      rec.payload = std::move(z);
+      rec.flags = flag_zstd;
+    }
+  }
+  if (rec.flags == 0) rec.payload = bytes;
+  rec.decoded = std::make_shared<const node>(n);
+  pending_bytes_ += record_header_size + rec.payload.size();
+  {
+    std::unique_lock sl(state_mu_);
+    pending_at_.emplace(h, pending_.size());
+    pending_.push_back(std::move(rec));
+  }
+  ++nodes_written_;
+  if (pending_bytes_ >= options_.write_buffer_bytes) MAGNETITE_TRY(spill());
+  return h;
+}
+
+// Makes the active pack durable up to what was written: one fdatasync, one
+// directory fsync if the pack is new, then its index entries (unsynced).
+status node_store::sync_active() {
+  if (written_size_ == synced_size_ && !dir_dirty_) return status::ok();
+  if (status s = active_->f->sync(); !s) return fail(std::move(s));
+  ++pack_syncs_;
+  if (dir_dirty_) {
+    if (status s = env_.sync_dir(dir_); !s) return fail(std::move(s));
+    dir_dirty_ = false;
+  }
+  synced_size_ = written_size_;
+  durable_position_ = make_position(active_->number, synced_size_);
+  has_durable_ = true;
+  write_index_entries();
+  return status::ok();
+}
+
+// Hands the pending records to the kernel in one write, unsynced, and indexes
+// them. When the active pack has reached the target size it is sealed first:
+// made durable to its end (its one fdatasync, once per target_pack_bytes of
+// data, so never per node) and a new pack started. A pack is therefore never
+// appended to once a newer one exists, and a flush only ever has the active
+// pack to sync.
+status node_store::spill() {
+  if (pending_.empty()) return status::ok();
+  if (written_size_ >= options_.target_pack_bytes) {
+    MAGNETITE_TRY(sync_active());
+    auto p = create_pack(active_->number + 1);
+    if (!p) return fail(p.error());
+    {
+      std::unique_lock sl(state_mu_);
+      packs_[(*p)->number] = *p;
+    }
+    active_->index.reset();  // sealed: every entry it will ever need was written
+    active_ = *p;
+    written_size_ = file_header_size;
+    synced_size_ = 0;
+    dir_dirty_ = true;
+  }
+  std::string buf;
+  buf.reserve(pending_bytes_);
+  std::vector<index_entry> entries;
+  entries.reserve(pending_.size());
+  std::uint64_t at = written_size_;
+  for (const auto& r : pending_) {
+    std::uint32_t len = static_cast<std::uint32_t>(record_header_size + r.payload.size());
+    encode_record(buf, active_->salt, r.hash, r.flags, r.payload, r.raw_length);
+    entries.push_back({r.hash, at, len});
+    at += len;
+  }
+  if (at > max_pack_offset)
+    return status::invalid_argument(fmt::format("node store pack {} would exceed {} bytes; flush more often",
+                                                active_->path, max_pack_offset));
+  if (status s = active_->f->append(buf); !s) return fail(std::move(s));
+  pack_bytes_written_ += buf.size();
+  written_size_ = at;
+  {
+    std::unique_lock sl(state_mu_);
+    for (const auto& e : entries) index_.emplace(e.hash, node_location{active_->number, e.offset, e.length});
+    pending_.clear();
+    pending_at_.clear();
+  }
+  unsynced_entries_.insert(unsynced_entries_.end(), entries.begin(), entries.end());
+  pending_bytes_ = 0;
+  return status::ok();
+}
+
+// Appends the entries of records made durable by the last sync to the active
+// pack's index file, without an fsync (a lost or torn tail is rebuilt at open).
+void node_store::write_index_entries() {
+  if (active_->index && !unsynced_entries_.empty()) {
+    std::string buf;
+    buf.reserve(unsynced_entries_.size() * index_entry_size);
+    for (const auto& e : unsynced_entries_) encode_index_entry(buf, active_->salt, e.hash, e.offset, e.length);
+    // Index entries must stay contiguous: after a failed append, none follow.
+    if (!active_->index->append(buf).is_ok()) active_->index.reset();
+  }
+  unsynced_entries_.clear();
+}
+
+result<std::uint64_t> node_store::flush() {
+  std::lock_guard wl(write_mu_);
+  MAGNETITE_TRY(check_usable());
+  MAGNETITE_TRY(spill());
+  ++flushes_;
+  MAGNETITE_TRY(sync_active());
+  return make_position(active_->number, synced_size_);
+}
+
+// ---- reading ---------------------------------------------------------------------------
+
+result<node_store::stored_record> node_store::read_record(const hash128& h, pack& p, const node_location& loc) {
+  auto bad = [&](std::string why) {
+    return status::corruption(fmt::format("node {}: pack {}, offset {}: {}", h, p.path, loc.offset, why));
+  };
+  if (loc.length <= record_header_size || loc.length > record_header_size + max_node_bytes)
+    return bad(fmt::format("index gives a record length of {}", loc.length));
+  std::string buf(loc.length, '\0');
+  auto got = p.f->read_at(loc.offset, buf.size(), buf.data());
+  if (!got)
+    return status::make(got.error().code(), got.error().category(),
+                        fmt::format("node {}: reading pack {} at offset {}: {}", h, p.path, loc.offset,
+                                    got.error().message()));
+  pack_bytes_read_ += *got;
+  if (*got != buf.size()) return bad(fmt::format("record is truncated ({} of {} bytes)", *got, buf.size()));
+  record_header rh;
+  if (std::string why = parse_record_header(buf.data(), p.salt, rh); !why.empty()) return bad(why);
+  if (rh.length() != loc.length)
+    return bad(fmt::format("record is {} bytes but the index says {}", rh.length(), loc.length));
+  if (rh.hash != h) return bad(fmt::format("record holds node {}", rh.hash));
+  std::string_view payload = std::string_view(buf).substr(record_header_size);
+  if (checksum32(payload, p.salt) != rh.payload_checksum) return bad("record payload checksum mismatch");
+  stored_record out;
+  out.flags = rh.flags;
+  if (rh.flags & flag_zstd) {
+    out.raw.resize(rh.raw);
+    std::size_t n = ZSTD_decompressDCtx(thread_dctx(), out.raw.data(), out.raw.size(), payload.data(), payload.size());
+    if (ZSTD_isError(n)) return bad(fmt::format("zstd: {}", ZSTD_getErrorName(n)));
+    if (n != rh.raw) return bad(fmt::format("decompressed to {} bytes, not {}", n, rh.raw));
+  } else {
+    out.raw.assign(payload);
+  }
+  if (hash128::of(out.raw) != h) return bad("content does not match its hash");
+  out.payload.assign(payload);
+  return out;
+}
+
+result<node_ptr> node_store::read(const hash128& h) {
+  if (node_ptr hit = cache_->get(h)) return hit;
+  std::shared_ptr<pack> p;
+  node_location loc;
+  {
+    std::shared_lock sl(state_mu_);
+    if (auto it = pending_at_.find(h); it != pending_at_.end()) return pending_[it->second].decoded;
+    auto it = index_.find(h);
+    if (it == index_.end()) return status::not_found(fmt::format("tree node {} is not stored in {}", h, dir_));
+    loc = it->second;
+    p = packs_.at(loc.pack);
+  }
+  auto rec = read_record(h, *p, loc);
+  if (!rec) return rec.error();
+  auto n = node::decode(rec->raw);
+  if (!n)
+    return status::corruption(fmt::format("node {}: pack {}, offset {}: matches its hash but does not decode: {}",
+                                          h, p->path, loc.offset, n.error().message()));
+  node_ptr out = std::make_shared<const node>(std::move(*n));
+  cache_->put(h, out);
+  return out;
+}
+
+bool node_store::contains(const hash128& h) const {
+  std::shared_lock sl(state_mu_);
+  return index_.count(h) || pending_at_.count(h);
+}
+
+std::optional<node_location> node_store::locate(const hash128& h) const {
+  std::shared_lock sl(state_mu_);
+  auto it = index_.find(h);
+  if (it == index_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::uint64_t> node_store::durable_position() const {
+  if (!has_durable_) return std::nullopt;
+  return durable_position_.load();
+}
+
+node_store_stats node_store::stats() const {
+  node_store_stats s;
+  s.cache_hits = cache_->hits();
+  s.cache_misses = cache_->misses();
+  cache_->usage(s.cache_bytes, s.cache_entries);
+  s.nodes_written = nodes_written_;
+  s.writes_deduplicated = writes_deduplicated_;
+  s.pack_bytes_written = pack_bytes_written_;
+  s.pack_bytes_read = pack_bytes_read_;
+  s.flushes = flushes_;
+  s.pack_syncs = pack_syncs_;
+  s.gc_runs = gc_runs_;
+  return s;
+}
+
+// ---- garbage collection ------------------------------------------------------------
+
+// The record of a node reachable from a kept root, pending or stored, checked.
+result<node_store::stored_record> node_store::load_for_gc(const hash128& h) {
+  // The writer's own view: state changes only under write_mu_, which gc holds.
+  if (auto it = pending_at_.find(h); it != pending_at_.end()) {
+    const pending_record& r = pending_[it->second];
+    return stored_record{r.decoded->encode(), r.flags, r.payload};
+  }
+  auto it = index_.find(h);
+  if (it == index_.end())
+    return status::not_found(fmt::format("gc: tree node {} reachable from a kept root is not stored in {}", h, dir_));
+  return read_record(h, *packs_.at(it->second.pack), it->second);
+}
+
+result<gc_result> node_store::gc(std::span<const hash128> roots_to_keep) {
+  std::lock_guard wl(write_mu_);
+  MAGNETITE_TRY(check_usable());
+  ++gc_runs_;
+  gc_result out;
+
+  // The new packs follow the active one, so every position gc makes is above
+  // every position made before it.
+  struct output {
+    std::shared_ptr<pack> p;
+    std::uint64_t size = 0;
+    std::vector<index_entry> entries;
+  };
+  std::vector<output> outputs;
+  std::string buf;
+  std::unordered_map<hash128, node_location, hash128_hasher> new_index;
+
+  // A failed read (a reachable node missing or corrupt) abandons gc: the packs
+  // it made are removed as far as possible and the store goes on as before.
+  // A failed write or sync stops the store.
+  auto remove_outputs = [&]() {
+    for (auto& o : outputs) {
+      std::uint32_t num = o.p->number;
+      o.p.reset();
+      (void)env_.remove(pack_path(num));
+      (void)env_.remove(path_join(dir_, pack_index_file_name(num)));
+    }
+  };
+  auto write_out = [&]() -> status {
+    if (buf.empty()) return status::ok();
+    if (status s = outputs.back().p->f->append(buf); !s) return fail(std::move(s));
+    pack_bytes_written_ += buf.size();
+    buf.clear();
+    return status::ok();
+  };
+  auto start_pack = [&]() -> status {
+    std::uint32_t num = outputs.empty() ? active_->number + 1 : outputs.back().p->number + 1;
+    auto p = create_pack(num);
+    if (!p) return fail(p.error());
+    outputs.push_back({*p, file_header_size, {}});
+    return status::ok();
+  };
+  // Makes a finished output pack and its complete index durable.
+  auto seal = [&](output& o) -> status {
+    if (status s = o.p->f->sync(); !s) return fail(std::move(s));
+    if (o.p->index) {
+      std::string ib;
+      ib.reserve(o.entries.size() * index_entry_size);
+      for (const auto& e : o.entries) encode_index_entry(ib, o.p->salt, e.hash, e.offset, e.length);
+      // An index that cannot be written costs a scan at open, nothing more.
+      if (!o.p->index->append(ib).is_ok() || !o.p->index->sync().is_ok()) o.p->index.reset();
+    }
+    return status::ok();
+  };
+
+  std::unordered_set<hash128, hash128_hasher> seen;
+  std::vector<hash128> stack(roots_to_keep.begin(), roots_to_keep.end());
+  while (!stack.empty()) {
+    hash128 h = stack.back();
+    stack.pop_back();
+    if (!seen.insert(h).second) continue;
+    auto rec = load_for_gc(h);
+    if (!rec) {
+      remove_outputs();
+      return rec.error();
+    }
+    if (rec->raw.empty() || rec->raw[0] != 0) {  // not a leaf: follow the children
+      auto n = node::decode(rec->raw);
+      if (!n) {
+        remove_outputs();
+        return status::corruption(fmt::format("gc: node {} matches its hash but does not decode: {}", h,
+                                              n.error().message()));
+      }
+      for (const auto& e : n->entries()) {
+        auto c = child_ref::decode(e.value);
+        if (!c) {
+          remove_outputs();
+          return status::corruption(fmt::format("gc: node {} has a bad child reference", h));
+        }
+        stack.push_back(c->hash);
+      }
+    }
+    if (outputs.empty() || outputs.back().size >= options_.target_pack_bytes) {
+      if (!outputs.empty()) {
+        MAGNETITE_TRY(write_out());
+        MAGNETITE_TRY(seal(outputs.back()));
+        outputs.back().p->index.reset();
+      }
+      MAGNETITE_TRY(start_pack());
+    }
+    output& o = outputs.back();
+    auto len = static_cast<std::uint32_t>(record_header_size + rec->payload.size());
+    encode_record(buf, o.p->salt, h, rec->flags, rec->payload, static_cast<std::uint32_t>(rec->raw.size()));
+    o.entries.push_back({h, o.size, len});
+    new_index.emplace(h, node_location{o.p->number, o.size, len});
+    o.size += len;
+    if (buf.size() >= io_chunk) MAGNETITE_TRY(write_out());
+  }
+  if (outputs.empty()) MAGNETITE_TRY(start_pack());  // gc always leaves an active pack
+  MAGNETITE_TRY(write_out());
+  MAGNETITE_TRY(seal(outputs.back()));
+
+  // The switch: the new packs' names durable, then the manifest naming them.
+  const std::uint32_t first = outputs.front().p->number;
+  const std::uint64_t position = make_position(outputs.back().p->number, outputs.back().size);
+  if (status s = env_.sync_dir(dir_); !s) return fail(std::move(s));
+  {
+    std::string temp = path_join(dir_, manifest_temp_file_name);
+    auto f = env_.open(temp, open_mode::create_truncate);
+    if (!f) return fail(f.error());
+    if (status s = (*f)->append(encode_file_header(manifest_magic, first, position)); !s) return fail(std::move(s));
+    if (status s = (*f)->sync(); !s) return fail(std::move(s));
+    if (status s = env_.rename(temp, path_join(dir_, manifest_file_name)); !s) return fail(std::move(s));
+    if (status s = env_.sync_dir(dir_); !s) return fail(std::move(s));
+  }
+
+  // Switched: from here on the old packs are garbage.
+  std::map<std::uint32_t, std::shared_ptr<pack>> old_packs;
+  {
+    std::unique_lock sl(state_mu_);
+    old_packs.swap(packs_);
+    for (auto& o : outputs) packs_[o.p->number] = o.p;
+    index_.swap(new_index);
+    pending_.clear();
+    pending_at_.clear();
+  }
+  // Readers that looked a node up before the switch still hold its old pack
+  // (open handles stay readable after the file is removed).
+  cache_->clear();
+  first_pack_ = first;
+  gc_floor_ = position;
+  active_ = outputs.back().p;
+  written_size_ = synced_size_ = outputs.back().size;
+  dir_dirty_ = false;
+  unsynced_entries_.clear();
+  pending_bytes_ = 0;
+  durable_position_ = position;
+  has_durable_ = true;
+  for (auto& o : outputs) {
+    out.bytes_kept += o.size;
+    out.nodes_kept += o.entries.size();
+  }
+  out.position = position;
+
+  // Old packs go oldest first; a failure stops the removal without stopping the
+  // store (open removes packs older than the manifest's first).
+  bool removed = false;
+  for (auto& [num, p] : old_packs) {
+    std::uint64_t size = 0;
+    if (auto sz = p->f->size()) size = *sz;
+    if (!env_.remove(p->path).is_ok()) break;
+    (void)env_.remove(path_join(dir_, pack_index_file_name(num)));
+    removed = true;
+    out.bytes_removed += size;
+    ++out.packs_removed;
+  }
+  if (removed) (void)env_.sync_dir(dir_);
+  out.bytes_reclaimed = out.bytes_removed > out.bytes_kept ? out.bytes_removed - out.bytes_kept : 0;
+  return out;
+}
+
+}  // namespace magnetite::tree

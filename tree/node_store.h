@@ -1,0 +1,272 @@
+// node_store: the durable node_sink of the prolly tree: tree nodes appended to
+// pack files (docs/formats/node_store.md is the normative description).
+//
+// A store is one directory holding numbered pack files, one index file per pack
+// and, once gc has run, a MANIFEST. A node is stored as one record: its
+// encoding (node::encode()), zstd-compressed when that makes it smaller, behind
+// a checksummed header that carries its hash (XXH3-128 of the encoding, the
+// node's identity).
+//
+// Positions. The durable extent of the store is a single u64,
+//     position = (pack_number << 40) | offset,
+// meaning: every live pack numbered below pack_number is durable in full, and
+// pack pack_number is durable up to byte `offset`. Pack numbers only grow, so
+// positions only grow. flush() and gc() return one; the owner stores it in its
+// WAL commit marker (commit_record::node_store_length) together with the root
+// that needs it, and hands the last one recorded back to open().
+//
+// Contract:
+// - write(n) buffers the record (a cheap no-op if the hash is stored or
+//   pending). Past `write_buffer_bytes` the buffer is handed to the kernel,
+//   unsynced. A write that finds the active pack at its target size first
+//   seals it: one fdatasync of that pack (once per target_pack_bytes of data,
+//   never per node), then a new pack. So a pack is never appended to once a
+//   newer one exists, and every pack but the active one is durable in full.
+// - flush() writes what is pending and does exactly ONE fdatasync, of the
+//   active pack (none when nothing changed since the last one), plus one
+//   directory fsync when that pack is new; then it returns the position that
+//   covers every node written so far.
+// - open(committed) keeps exactly the bytes up to max(committed, the manifest's
+//   gc position) and cuts everything past it (the tail of that pack, every newer
+//   pack), before anything new is appended; open_report says what was cut.
+//   committed = nullopt means nothing was ever committed (everything not kept
+//   by a gc is removed). The committed position must be one this store
+//   returned, and never older than one recorded before. Checks come first: a
+//   missing pack, a pack shorter than the position or damage found in durable
+//   bytes is corruption naming the file and offset, and nothing is modified.
+// - Each pack's location index is persisted in an index file, appended at each
+//   flush WITHOUT an fsync, its entries checksummed under the pack's salt. open
+//   loads each index's valid prefix and rebuilds only the entries past it, by
+//   reading record headers from there to the durable end; an index it changed
+//   is fsynced then (so a rebuild is not repeated, and entries for bytes it cut
+//   can never come back). A clean reopen reads no pack byte but the headers.
+// - read(h) returns the node whose encoding hashes to h; not_found if the store
+//   does not hold h; or corruption naming the hash, the pack file and the
+//   offset. Every record is checked (header and payload checksums, lengths
+//   bounded before anything is allocated, hash of the decoded bytes): damaged
+//   bytes are never returned. Decoded nodes are kept in an LRU cache bounded in
+//   bytes (sharded, each shard under its own mutex).
+// - gc(roots) copies every node reachable from `roots` into new packs numbered
+//   after the active one, makes them and their index files durable, switches to
+//   them atomically with a MANIFEST (written to MANIFEST.tmp, fsynced, renamed,
+//   directory fsynced) and only then removes the old packs. The manifest names
+//   the first live pack and records gc's position, which open() uses as a floor
+//   for the committed position: a crash at any point keeps either every old
+//   pack or the complete gc output, whatever the owner had recorded. The
+//   owner's committed root MUST be among `roots`; gc returns the position to
+//   record with it next (recording it is not required for safety).
+// - Fail-stop: after a failed write, fdatasync, pack creation or manifest
+//   switch, write/flush/gc return a `failed` error (the failing call's own error
+//   is `ambiguous`). Reads keep working. Drop the store and reopen it.
+//
+// Thread safety: read(), contains(), locate() and stats() may be called from
+// any number of threads, also while write/flush/gc run; write/flush/gc are
+// serialised by an internal mutex (one owner normally drives them). A read
+// racing with gc may still return a node gc dropped (it is the right node).
+// Destroying the store loses what was not flushed; it does no I/O. The store
+// holds one open file per live pack.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/env.h"
+#include "tree/node_source.h"
+
+namespace magnetite::tree {
+
+// ---- positions ---------------------------------------------------------------
+inline constexpr int position_offset_bits = 40;
+inline constexpr std::uint64_t max_pack_offset = (std::uint64_t{1} << position_offset_bits) - 1;
+inline constexpr std::uint32_t max_pack_number = (std::uint32_t{1} << (64 - position_offset_bits)) - 1;
+
+constexpr std::uint64_t make_position(std::uint32_t pack, std::uint64_t offset) noexcept {
+  return (std::uint64_t{pack} << position_offset_bits) | (offset & max_pack_offset);
+}
+constexpr std::uint32_t position_pack(std::uint64_t position) noexcept {
+  return static_cast<std::uint32_t>(position >> position_offset_bits);
+}
+constexpr std::uint64_t position_offset(std::uint64_t position) noexcept { return position & max_pack_offset; }
+
+// ---- file names ------------------------------------------------------------
+// Packs are "<8 decimal digits>.pack", their indexes "<same>.idx".
+std::string pack_file_name(std::uint32_t number);
+std::string pack_index_file_name(std::uint32_t number);
+inline constexpr std::string_view manifest_file_name = "MANIFEST";
+inline constexpr std::string_view manifest_temp_file_name = "MANIFEST.tmp";
+inline constexpr std::string_view store_lock_file_name = "LOCK";
+
+// The largest node encoding a store accepts: a maximal value and key in one
+// leaf with room to spare; also the bound every length read from disk must meet.
+inline constexpr std::size_t max_node_bytes = 64u << 20;
+
+struct node_store_options {
+  // A new pack is started by the first flush after the active pack reached this
+  // size (a soft bound: one flush's records always go to one pack).
+  std::uint64_t target_pack_bytes = 64u << 20;
+  // Bound on the (estimated) heap bytes of the decoded nodes cached.
+  std::size_t cache_bytes = 64u << 20;
+  // Pending records are handed to the kernel (unsynced) past this many bytes.
+  std::size_t write_buffer_bytes = 4u << 20;
+  bool compress = true;
+  int compression_level = 1;  // zstd level, 1..19
+
+  // invalid_argument naming the bad option.
+  status validate() const;
+};
+
+// What open() found and did.
+struct open_report {
+  std::optional<std::uint64_t> position;  // the durable position kept (nullopt: empty store)
+  bool gc_floor_used = false;             // the manifest's gc position was above `committed`
+  std::uint64_t bytes_cut = 0;            // pack bytes past the position, truncated or removed
+  std::uint64_t packs_removed = 0;        // newer than the position, or older than the manifest's first pack
+  std::string cut_detail;                 // what was cut or removed, where; empty if nothing
+  std::uint64_t packs = 0;                // live packs
+  std::uint64_t index_entries_loaded = 0; // from index files
+  std::uint64_t index_entries_rebuilt = 0;
+  std::uint64_t bytes_scanned = 0;        // pack bytes read to rebuild index entries
+};
+
+struct gc_result {
+  std::uint64_t position = 0;         // record this in the next commit marker
+  std::uint64_t nodes_kept = 0;
+  std::uint64_t bytes_kept = 0;       // size of the new packs
+  std::uint64_t bytes_removed = 0;    // size of the old packs removed
+  std::uint64_t bytes_reclaimed = 0;  // bytes_removed - bytes_kept, or 0
+  std::uint64_t packs_removed = 0;
+};
+
+struct node_store_stats {
+  std::uint64_t cache_hits = 0;
+  std::uint64_t cache_misses = 0;
+  std::uint64_t cache_bytes = 0;    // charged now
+  std::uint64_t cache_entries = 0;
+  std::uint64_t nodes_written = 0;  // new records (deduplicated writes excluded)
+  std::uint64_t writes_deduplicated = 0;
+  std::uint64_t pack_bytes_written = 0;
+  std::uint64_t pack_bytes_read = 0;  // reads, gc and open scans, pack headers included
+  std::uint64_t flushes = 0;
+  std::uint64_t pack_syncs = 0;       // pack fdatasyncs (flushes, and sealing a full pack)
+  std::uint64_t gc_runs = 0;
+};
+
+struct node_location {
+  std::uint32_t pack = 0;
+  std::uint64_t offset = 0;  // of the record header
+  std::uint32_t length = 0;  // header and payload
+};
+
+class node_store final : public node_sink {
+ public:
+  static result<std::unique_ptr<node_store>> open(env& e, std::string dir, node_store_options options,
+                                                  std::optional<std::uint64_t> committed_position);
+  ~node_store() override;
+  node_store(const node_store&) = delete;
+  node_store& operator=(const node_store&) = delete;
+
+  result<node_ptr> read(const hash128& h) override;
+  result<hash128> write(const node& n) override;
+
+  // Writes what is pending, one fdatasync; the position covering every write.
+  result<std::uint64_t> flush();
+  // Keeps the nodes reachable from `roots_to_keep` (pending ones included) and
+  // drops every other node. A missing or corrupt reachable node fails gc before
+  // anything is switched (and the store stays usable).
+  result<gc_result> gc(std::span<const hash128> roots_to_keep);
+
+  // Stored or pending.
+  bool contains(const hash128& h) const;
+  // Where a stored node's record is; nullopt if pending only or absent.
+  std::optional<node_location> locate(const hash128& h) const;
+  // The position of the last successful flush/gc (or kept by open); nullopt
+  // before the first flush of an empty store.
+  std::optional<std::uint64_t> durable_position() const;
+  const open_report& recovery() const noexcept { return report_; }
+  node_store_stats stats() const;
+  // ok, or the error that stopped the store.
+  status failure() const;
+  const std::string& dir() const noexcept { return dir_; }
+  std::string pack_path(std::uint32_t number) const;
+
+  struct pack;      // an open pack file
+  class node_cache; // the sharded LRU of decoded nodes
+
+ private:
+  struct pending_record {
+    hash128 hash;
+    node_ptr decoded;
+    std::uint8_t flags = 0;
+    std::uint32_t raw_length = 0;
+    std::string payload;  // stored bytes (compressed or not)
+  };
+  struct index_entry {
+    hash128 hash;
+    std::uint64_t offset;
+    std::uint32_t length;
+  };
+  struct stored_record {
+    std::string raw;      // the node's encoding, verified against its hash
+    std::uint8_t flags;
+    std::string payload;  // as stored
+  };
+
+  node_store(env& e, std::string dir, node_store_options options);
+
+  status do_open(std::optional<std::uint64_t> committed);
+  status check_usable() const;
+  status fail(status s);
+  result<std::shared_ptr<pack>> create_pack(std::uint32_t number);
+  status spill();
+  status sync_active();
+  result<stored_record> read_record(const hash128& h, pack& p, const node_location& loc);
+  result<stored_record> load_for_gc(const hash128& h);
+  void write_index_entries();
+
+  env& env_;
+  std::string dir_;
+  node_store_options options_;
+  std::unique_ptr<file_lock> lock_;
+  std::unique_ptr<node_cache> cache_;
+  open_report report_;
+
+  // Serialises write/flush/gc. Held for the whole of each.
+  std::mutex write_mu_;
+  // Guards what readers look at: packs_, index_, pending_, pending_at_.
+  // Changed only with write_mu_ also held, so the writer may read without it.
+  mutable std::shared_mutex state_mu_;
+  std::map<std::uint32_t, std::shared_ptr<pack>> packs_;
+  std::unordered_map<hash128, node_location, hash128_hasher> index_;
+  std::vector<pending_record> pending_;
+  std::unordered_map<hash128, std::size_t, hash128_hasher> pending_at_;
+
+  // Writer state (write_mu_).
+  std::uint32_t first_pack_ = 1;                 // manifest's first live pack
+  std::optional<std::uint64_t> gc_floor_;        // manifest's gc position
+  std::shared_ptr<pack> active_;
+  std::uint64_t written_size_ = 0;               // bytes of active_ handed to the kernel
+  std::uint64_t synced_size_ = 0;                // bytes of active_ made durable
+  bool dir_dirty_ = false;                       // active_'s name not yet durable
+  std::vector<index_entry> unsynced_entries_;    // records of active_ past synced_size_
+  std::size_t pending_bytes_ = 0;
+  void* cctx_ = nullptr;                         // ZSTD_CCtx
+  std::atomic<bool> has_durable_{false};
+  std::atomic<std::uint64_t> durable_position_{0};
+
+  mutable std::mutex failure_mu_;
+  status failure_;
+
+  std::atomic<std::uint64_t> nodes_written_{0}, writes_deduplicated_{0}, pack_bytes_written_{0},
+      pack_bytes_read_{0}, flushes_{0}, pack_syncs_{0}, gc_runs_{0};
+};
+
+}  // namespace magnetite::tree
