@@ -12,6 +12,14 @@
 //              bound depth x changed leaves
 //   scan       range scans of 10 000 entries from random keys, warm: entries/s
 //              (target >= 5 000 000)
+//   disk       the same entries in the pack-file node store (zstd) beside RocksDB
+//              (values compress about 2:1, like db_bench's default)
+//              (its defaults, flushed and fully compacted) in the same run:
+//              bytes on disk, and the ratio
+//
+// Nodes live in the node store (a cache big enough to be warm) under --dir
+// (default ./bench-data/tree, removed at the end); --memory keeps them in memory
+// instead, to see the tree's own cost without the store's.
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -22,6 +30,14 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
+
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+
+#include "core/env.h"
+#include "tree/node_store.h"
 #include "tree/prolly_tree.h"
 
 using namespace magnetite;
@@ -44,29 +60,96 @@ T must(result<T> r, const char* what) {
 
 std::string key_of(std::uint64_t i) { return fmt::format("{:016}", i * 7919 % 10000000000000000ULL); }
 
+std::uint64_t dir_bytes(const std::string& dir, std::string_view suffix) {
+  std::uint64_t total = 0;
+  for (const auto& f : std::filesystem::directory_iterator(dir))
+    if (f.is_regular_file() && f.path().string().ends_with(suffix)) total += f.file_size();
+  return total;
+}
+
+// RocksDB holding the same entries, flushed and compacted: its bytes on disk.
+std::uint64_t rocksdb_bytes(const std::string& dir, const std::vector<entry>& es) {
+  rocksdb::Options o;
+  o.create_if_missing = true;
+  rocksdb::DB* raw = nullptr;
+  auto st = rocksdb::DB::Open(o, dir, &raw);
+  if (!st.ok()) {
+    fmt::print(stderr, "tree_bench: rocksdb open: {}\n", st.ToString());
+    std::exit(1);
+  }
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::WriteOptions wo;
+  wo.disableWAL = true;
+  for (std::size_t i = 0; i < es.size(); i += 1000) {
+    rocksdb::WriteBatch b;
+    for (std::size_t j = i; j < std::min(es.size(), i + 1000); ++j) b.Put(es[j].key, es[j].value);
+    if (!db->Write(wo, &b).ok()) std::exit(1);
+  }
+  if (!db->Flush(rocksdb::FlushOptions()).ok()) std::exit(1);
+  if (!db->CompactRange(rocksdb::CompactRangeOptions(), nullptr, nullptr).ok()) std::exit(1);
+  return dir_bytes(dir, ".sst");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::uint64_t n = 1000000;
   double seconds = 2;
-  for (int i = 1; i + 1 < argc; ++i) {
+  bool in_memory = false;
+  std::string base = "bench-data/tree";
+  for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--entries") n = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--seconds") seconds = std::strtod(argv[++i], nullptr);
+    if (a == "--entries" && i + 1 < argc) n = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--seconds" && i + 1 < argc) seconds = std::strtod(argv[++i], nullptr);
+    else if (a == "--dir" && i + 1 < argc) base = argv[++i];
+    else if (a == "--memory") in_memory = true;
+    else {
+      fmt::print(stderr, "usage: tree_bench [--entries N] [--seconds S] [--dir D] [--memory]\n");
+      return 1;
+    }
   }
-  memory_nodes store;
+  std::error_code ec;
+  std::filesystem::remove_all(base, ec);
+  std::filesystem::create_directories(base + "/nodes", ec);
+  std::filesystem::create_directories(base + "/rocksdb", ec);
+  if (ec) {
+    fmt::print(stderr, "tree_bench: cannot create {}: {}\n", base, ec.message());
+    return 1;
+  }
+  memory_nodes mem;
+  std::unique_ptr<node_store> disk;
+  if (!in_memory) {
+    node_store_options o;
+    o.cache_bytes = std::size_t{1} << 30;  // warm: everything fits
+    disk = must(node_store::open(env::posix(), base + "/nodes", o, std::nullopt), "open node store");
+  }
+  node_sink& store = in_memory ? static_cast<node_sink&>(mem) : *disk;
   prolly_tree t(store);
   std::vector<entry> es;
   es.reserve(n);
-  for (std::uint64_t i = 0; i < n; ++i) es.push_back({key_of(i), std::string(100, static_cast<char>('a' + i % 26))});
+  // Values compress about 2:1, as db_bench's default: 50 random characters,
+  // then the same 50 again.
+  std::mt19937_64 vrng(42);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    std::string half(50, ' ');
+    for (auto& c : half) c = static_cast<char>(33 + vrng() % 94);
+    es.push_back({key_of(i), half + half});
+  }
   std::sort(es.begin(), es.end(), [](const entry& a, const entry& b) { return a.key < b.key; });
 
   auto t0 = clock_type::now();
   hash128 root = must(t.build(es), "build");
   double build_s = since(t0);
   int depth = must(t.depth(root), "depth");
-  fmt::print("build   {:>10} entries in {:.2f} s: {:>10.0f} entries/s, depth {}, {} nodes\n", n, build_s,
-             n / build_s, depth, store.size());
+  if (disk) must(disk->flush(), "flush");
+  fmt::print("{}: {}\n", in_memory ? "nodes in memory" : "nodes in the node store", in_memory ? "" : base + "/nodes");
+  fmt::print("build   {:>10} entries in {:.2f} s: {:>10.0f} entries/s (flush included), depth {}\n", n, build_s,
+             n / build_s, depth);
+  // Warm the cache: one pass over every key.
+  {
+    std::string v;
+    for (const auto& e : es) must(t.get(root, e.key, v), "warm-up get");
+  }
 
   std::mt19937_64 rng(1);
   std::uint64_t gets = 0;
@@ -117,10 +200,12 @@ int main(int argc, char** argv) {
       auto c = must(t.seek(r, e.key), "seek");
       leaves.insert(c.node().entries().empty() ? std::string() : std::string(c.node().last_key()));
     }
-    store.reset_counters();
+    std::uint64_t nodes_before = in_memory ? mem.writes() : disk->stats().nodes_written;
+    std::uint64_t bytes_before = in_memory ? mem.bytes_written() : disk->stats().pack_bytes_written;
     r = must(t.apply(r, edits), "apply");
-    nodes += store.writes();
-    bytes += store.bytes_written();
+    if (disk) must(disk->flush(), "flush");
+    nodes += (in_memory ? mem.writes() : disk->stats().nodes_written) - nodes_before;
+    bytes += (in_memory ? mem.bytes_written() : disk->stats().pack_bytes_written) - bytes_before;
     bound += leaves.size() * static_cast<std::uint64_t>(depth);
     ++batches;
   }
@@ -129,5 +214,17 @@ int main(int argc, char** argv) {
              "= {:.0f} nodes ({:.2f}x of it); {:.0f} batches/s incl. leaf counting\n",
              batches, double(nodes) / batches, double(bytes) / batches / 1024, double(bound) / batches,
              double(nodes) / bound, batches / apply_s);
+
+  if (disk) {
+    // On-disk bytes of the ORIGINAL tree only: gc keeps what `root` needs.
+    auto g = must(disk->gc(std::span<const hash128>(&root, 1)), "gc");
+    std::uint64_t ours = dir_bytes(base + "/nodes", ".pack");
+    std::uint64_t theirs = rocksdb_bytes(base + "/rocksdb", es);
+    fmt::print("disk    {} entries: magnetite packs {:.1f} MiB (after gc, {} nodes), RocksDB SSTs {:.1f} MiB "
+               "(defaults, compacted): {:.2f}x RocksDB\n",
+               n, ours / 1048576.0, g.nodes_kept, theirs / 1048576.0, double(ours) / theirs);
+  }
+  disk.reset();
+  std::filesystem::remove_all(base, ec);
   return 0;
 }
