@@ -288,6 +288,7 @@ TEST_CASE("node: encoding round trips, survives copies and moves, and rejects da
         CHECK(x->entries()[i].value == src.entries()[i].value);
         CHECK(x->entries()[i].key.data() >= x->encode().data());
         CHECK(x->entries()[i].key.data() < x->encode().data() + x->encode().size());
+        CHECK(x->lower_bound(src.entries()[i].key) == i);
       }
     }
   }
@@ -299,4 +300,28 @@ TEST_CASE("node: encoding round trips, survives copies and moves, and rejects da
   child_ref r{hash128::of("x"), 12345};
   CHECK(child_ref::decode(r.encode())->count == 12345);
   CHECK(node().encode() == std::string("\0\0", 2));  // the empty leaf
+}
+
+TEST_CASE("node: lower_bound agrees with std::lower_bound on adversarial keys") {
+  std::mt19937_64 rng(13);
+  static const char alphabet[] = {'\0', 'a', '\xff'};
+  for (int round = 0; round < 300; ++round) {
+    std::set<std::string> keys;
+    std::string shared(rng() % 12, 'p');  // a common prefix, sometimes empty
+    std::size_t n = 1 + rng() % 40;
+    while (keys.size() < n) {
+      std::string k = shared;
+      for (std::size_t i = 0, len = 1 + rng() % 12; i < len; ++i) k.push_back(alphabet[rng() % 3]);
+      keys.insert(k);
+    }
+    std::vector<entry> es;
+    for (const auto& k : keys) es.push_back({k, "v"});
+    node nd(0, es);
+    for (int q = 0; q < 60; ++q) {
+      std::string probe = rng() % 4 == 0 ? std::string(rng() % 3, 'p') : shared.substr(0, rng() % (shared.size() + 1));
+      for (std::size_t i = 0, len = rng() % 14; i < len; ++i) probe.push_back(alphabet[rng() % 3]);
+      auto want = static_cast<std::size_t>(std::distance(keys.begin(), keys.lower_bound(probe)));
+      CHECK(nd.lower_bound(probe) == want);
+    }
+  }
 }

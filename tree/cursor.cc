@@ -6,11 +6,7 @@ namespace magnetite::tree {
 
 namespace {
 // First entry whose key is >= key.
-std::size_t lower_bound(const node& n, std::string_view key) {
-  auto it = std::lower_bound(n.entries().begin(), n.entries().end(), key,
-                             [](const entry_view& e, std::string_view k) { return e.key < k; });
-  return static_cast<std::size_t>(it - n.entries().begin());
-}
+std::size_t lower_bound(const node& n, std::string_view key) { return n.lower_bound(key); }
 
 result<node_ptr> load_child(node_source& src, const node& parent, std::size_t i) {
   auto ref = child_ref::decode(parent.entries()[i].value);

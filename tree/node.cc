@@ -1,5 +1,7 @@
 #include "tree/node.h"
 
+#include <algorithm>
+
 #include "core/coding.h"
 #include "core/limits.h"
 
@@ -60,6 +62,8 @@ node::node(node&& other) noexcept : level_(other.level_) {
   const char* old = other.bytes_.data();
   bytes_ = std::move(other.bytes_);
   entries_ = std::move(other.entries_);
+  shared_ = other.shared_;
+  prefixes_ = std::move(other.prefixes_);
   if (bytes_.data() != old) index();
 }
 
@@ -69,13 +73,42 @@ node& node::operator=(node&& other) noexcept {
     level_ = other.level_;
     bytes_ = std::move(other.bytes_);
     entries_ = std::move(other.entries_);
+    shared_ = other.shared_;
+    prefixes_ = std::move(other.prefixes_);
     if (bytes_.data() != old) index();
   }
   return *this;
 }
 
+namespace {
+std::uint64_t prefix_of(std::string_view key, std::size_t skip) noexcept {
+  std::uint64_t p = 0;
+  for (std::size_t i = 0; i < 8; ++i) {
+    p <<= 8;
+    if (skip + i < key.size()) p |= static_cast<std::uint8_t>(key[skip + i]);
+  }
+  return p;
+}
+}  // namespace
+
+std::size_t node::lower_bound(std::string_view key) const noexcept {
+  std::size_t n = entries_.size();
+  if (n == 0) return 0;
+  // Against the shared bytes first: outside them the answer is an end.
+  std::string_view shared = entries_.front().key.substr(0, shared_);
+  int c = key.substr(0, shared_).compare(shared);
+  if (c < 0) return 0;
+  if (c > 0) return n;
+  std::uint64_t p = prefix_of(key, shared_);
+  std::size_t lo = static_cast<std::size_t>(std::lower_bound(prefixes_.begin(), prefixes_.end(), p) - prefixes_.begin());
+  // Equal prefixes need the full keys.
+  while (lo < n && prefixes_[lo] == p && entries_[lo].key < key) ++lo;
+  return lo;
+}
+
 void node::index() {
   entries_.clear();
+  prefixes_.clear();
   byte_reader in(std::string_view(bytes_).substr(1));
   std::uint64_t count = 0;
   (void)in.get_varint64(count);
@@ -86,6 +119,13 @@ void node::index() {
     (void)in.get_length_prefixed(e.value);
     entries_.push_back(e);
   }
+  shared_ = 0;
+  if (!entries_.empty()) {
+    std::string_view a = entries_.front().key, b = entries_.back().key;
+    while (shared_ < a.size() && shared_ < b.size() && a[shared_] == b[shared_]) ++shared_;
+  }
+  prefixes_.reserve(entries_.size());
+  for (const auto& e : entries_) prefixes_.push_back(prefix_of(e.key, shared_));
 }
 
 std::uint64_t node::count() const {

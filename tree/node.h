@@ -61,6 +61,8 @@ class node {
   std::uint8_t level() const noexcept { return level_; }
   bool is_leaf() const noexcept { return level_ == 0; }
   const std::vector<entry_view>& entries() const noexcept { return entries_; }
+  // Index of the first entry whose key is >= key (entries().size() if none).
+  std::size_t lower_bound(std::string_view key) const noexcept;
   std::string_view last_key() const { return entries_.back().key; }
   // Leaf entries in this subtree (decodes the child refs of an internal node).
   std::uint64_t count() const;
@@ -68,7 +70,8 @@ class node {
   const std::string& encode() const noexcept { return bytes_; }
   // Memory this node holds (for byte-bounded caches).
   std::size_t memory_bytes() const noexcept {
-    return sizeof(node) + bytes_.capacity() + entries_.capacity() * sizeof(entry_view);
+    return sizeof(node) + bytes_.capacity() + entries_.capacity() * sizeof(entry_view) +
+           prefixes_.capacity() * sizeof(std::uint64_t);
   }
 
  private:
@@ -78,6 +81,11 @@ class node {
   std::uint8_t level_ = 0;
   std::string bytes_;
   std::vector<entry_view> entries_;
+  // Search aids: the bytes every key of the node starts with, and for each key
+  // the next 8 bytes as a big-endian number (zero-padded). Comparing numbers in
+  // one small array resolves most of a binary search without touching the keys.
+  std::size_t shared_ = 0;
+  std::vector<std::uint64_t> prefixes_;
 };
 
 // Bytes an entry takes in its node's encoding: what the chunker weighs.

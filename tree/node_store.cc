@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <list>
+#include <shared_mutex>
 #include <random>
 #include <set>
 #include <unordered_set>
@@ -218,9 +219,13 @@ struct node_store::pack {
 
 // ---- cache -------------------------------------------------------------------------
 
-// A sharded LRU. Each shard has its own mutex and a byte budget; the budgets add
-// up to the capacity exactly, so the whole never holds more than that. A node
-// charged more than its shard's budget is not cached.
+// A sharded CLOCK cache. Each shard has a byte budget (the budgets add up to
+// the capacity exactly, so the whole never holds more than that) and an
+// open-addressing table of slots. A hit takes the shard's lock in SHARED mode and
+// only sets the slot's reference bit, so concurrent readers do not serialise and
+// a hit writes no shared list; inserts and evictions take the lock exclusively
+// and sweep the clock hand, sparing each referenced slot once. A node charged
+// more than its shard's budget is not cached.
 class node_store::node_cache {
  public:
   explicit node_cache(std::size_t capacity) {
@@ -233,72 +238,148 @@ class node_store::node_cache {
 
   node_ptr get(const hash128& h) {
     shard& s = shard_of(h);
-    std::lock_guard lk(s.mu);
-    auto it = s.map.find(h);
-    if (it == s.map.end()) {
-      ++misses_;
+    std::shared_lock lk(s.mu);
+    std::size_t i = s.find(h);
+    if (i == npos) {
+      s.misses.fetch_add(1, std::memory_order_relaxed);
       return nullptr;
     }
-    s.lru.splice(s.lru.begin(), s.lru, it->second);
-    ++hits_;
-    return it->second->n;
+    s.slots[i].referenced.store(true, std::memory_order_relaxed);
+    s.hits.fetch_add(1, std::memory_order_relaxed);
+    return s.slots[i].n;
   }
 
   void put(const hash128& h, node_ptr n) {
     std::size_t charge = charge_of(*n);
     shard& s = shard_of(h);
-    std::lock_guard lk(s.mu);
-    if (charge > s.capacity || s.map.count(h)) return;
-    while (s.bytes + charge > s.capacity) {
-      auto& victim = s.lru.back();
-      s.bytes -= victim.charge;
-      s.map.erase(victim.hash);
-      s.lru.pop_back();
-    }
-    s.lru.push_front({h, std::move(n), charge});
-    s.map.emplace(h, s.lru.begin());
-    s.bytes += charge;
+    std::unique_lock lk(s.mu);
+    if (charge > s.capacity || s.find(h) != npos) return;
+    while (s.bytes + charge > s.capacity) s.evict_one();
+    s.insert(h, std::move(n), charge);
   }
 
   void clear() {
     for (auto& s : shards_) {
-      std::lock_guard lk(s->mu);
-      s->map.clear();
-      s->lru.clear();
-      s->bytes = 0;
+      std::unique_lock lk(s->mu);
+      s->reset(0);
     }
   }
 
   void usage(std::uint64_t& bytes, std::uint64_t& entries) const {
     bytes = entries = 0;
     for (auto& s : shards_) {
-      std::lock_guard lk(s->mu);
+      std::shared_lock lk(s->mu);
       bytes += s->bytes;
-      entries += s->map.size();
+      entries += s->count;
     }
   }
 
-  std::uint64_t hits() const noexcept { return hits_.load(); }
-  std::uint64_t misses() const noexcept { return misses_.load(); }
+  std::uint64_t hits() const noexcept { return sum(&shard::hits); }
+  std::uint64_t misses() const noexcept { return sum(&shard::misses); }
 
  private:
-  struct item {
+  static constexpr std::size_t npos = ~std::size_t{0};
+
+  struct slot {
     hash128 hash;
-    node_ptr n;
-    std::size_t charge;
+    node_ptr n;  // null: the slot is free
+    std::size_t charge = 0;
+    std::atomic<bool> referenced{false};
   };
+
   struct shard {
-    mutable std::mutex mu;
-    std::list<item> lru;  // most recently used first
-    std::unordered_map<hash128, std::list<item>::iterator, hash128_hasher> map;
+    mutable std::shared_mutex mu;
+    std::unique_ptr<slot[]> slots;
+    std::size_t mask = 0;  // table size - 1 (a power of two), or 0 with no table
+    std::size_t count = 0;
+    std::size_t hand = 0;
     std::size_t bytes = 0;
     std::size_t capacity = 0;
+    std::atomic<std::uint64_t> hits{0}, misses{0};
+
+    std::size_t home(const hash128& h) const noexcept { return static_cast<std::size_t>(h.low) & mask; }
+
+    std::size_t find(const hash128& h) const noexcept {
+      if (!slots) return npos;
+      for (std::size_t i = home(h);; i = (i + 1) & mask) {
+        if (!slots[i].n) return npos;
+        if (slots[i].hash == h) return i;
+      }
+    }
+
+    void reset(std::size_t size) {
+      slots = size ? std::make_unique<slot[]>(size) : nullptr;
+      mask = size ? size - 1 : 0;
+      count = hand = bytes = 0;
+    }
+
+    void insert(const hash128& h, node_ptr n, std::size_t charge) {
+      if (!slots || (count + 1) * 2 > mask + 1) grow();
+      std::size_t i = home(h);
+      while (slots[i].n) i = (i + 1) & mask;
+      slots[i].hash = h;
+      slots[i].n = std::move(n);
+      slots[i].charge = charge;
+      slots[i].referenced.store(false, std::memory_order_relaxed);
+      ++count;
+      bytes += charge;
+    }
+
+    // Keeps the load at most one half: probes stay short.
+    void grow() {
+      std::size_t old_size = slots ? mask + 1 : 0;
+      std::unique_ptr<slot[]> old = std::move(slots);
+      std::size_t old_bytes = bytes;
+      reset(old_size ? old_size * 2 : 64);
+      for (std::size_t i = 0; i < old_size; ++i)
+        if (old[i].n) insert(old[i].hash, std::move(old[i].n), old[i].charge);
+      bytes = old_bytes;
+    }
+
+    void evict_one() {
+      for (;;) {
+        hand &= mask;
+        slot& v = slots[hand];
+        if (v.n && !v.referenced.exchange(false, std::memory_order_relaxed)) {
+          bytes -= v.charge;
+          erase(hand);  // a later slot may move into `hand`: look at it next
+          return;
+        }
+        ++hand;
+      }
+    }
+
+    // Backward-shift deletion: the probe sequences of the slots after i stay
+    // unbroken without tombstones.
+    void erase(std::size_t i) {
+      for (std::size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
+        if (!slots[j].n) break;
+        std::size_t k = home(slots[j].hash);
+        bool movable = i <= j ? (k <= i || k > j) : (k <= i && k > j);
+        if (movable) {
+          slots[i].hash = slots[j].hash;
+          slots[i].n = std::move(slots[j].n);
+          slots[i].charge = slots[j].charge;
+          slots[i].referenced.store(slots[j].referenced.load(std::memory_order_relaxed),
+                                    std::memory_order_relaxed);
+          i = j;
+        }
+      }
+      slots[i].n.reset();
+      slots[i].charge = 0;
+      --count;
+    }
   };
 
-  shard& shard_of(const hash128& h) { return *shards_[hash128_hasher{}(h) % shards_.size()]; }
+  shard& shard_of(const hash128& h) { return *shards_[static_cast<std::size_t>(h.high) % shards_.size()]; }
+
+  std::uint64_t sum(std::atomic<std::uint64_t> shard::*counter) const noexcept {
+    std::uint64_t total = 0;
+    for (auto& s : shards_) total += ((*s).*counter).load(std::memory_order_relaxed);
+    return total;
+  }
 
   std::vector<std::unique_ptr<shard>> shards_;
-  std::atomic<std::uint64_t> hits_{0}, misses_{0};
 };
 
 // ---- the store ---------------------------------------------------------------------

@@ -1,6 +1,7 @@
 #include "tree/prolly_tree.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
 
 #include "core/limits.h"
@@ -124,15 +125,41 @@ status check_sorted_edits(std::span<const edit> edits) {
   return status::ok();
 }
 
-std::size_t lower_bound(const node& n, std::string_view key) {
-  auto it = std::lower_bound(n.entries().begin(), n.entries().end(), key,
-                             [](const entry_view& e, std::string_view k) { return e.key < k; });
-  return static_cast<std::size_t>(it - n.entries().begin());
-}
+std::size_t lower_bound(const node& n, std::string_view key) { return n.lower_bound(key); }
 
 }  // namespace
 
-result<node_ptr> prolly_tree::load(const hash128& h) { return store_.read(h); }
+// Upper levels are few and read by every lookup: each thread keeps the last
+// internal nodes it read in a small direct-mapped table, so a point read asks
+// the store (and its shared, locked cache) only for the leaf. Content addressing
+// makes this always correct: a node with a given hash has that content whatever
+// store it came from. The table holds at most `upper_slots` nodes of at most a
+// node's maximum size each, so its memory is bounded per thread.
+namespace {
+constexpr std::size_t upper_slots = 1024;
+
+struct upper_cache {
+  std::array<node_ptr, upper_slots> slots;
+  std::array<hash128, upper_slots> hashes;
+};
+
+upper_cache& thread_upper_cache() {
+  thread_local upper_cache c;
+  return c;
+}
+}  // namespace
+
+result<node_ptr> prolly_tree::load(const hash128& h) {
+  upper_cache& c = thread_upper_cache();
+  std::size_t slot = static_cast<std::size_t>(h.low) & (upper_slots - 1);
+  if (c.slots[slot] && c.hashes[slot] == h) return c.slots[slot];
+  auto n = store_.read(h);
+  if (n && !(*n)->is_leaf()) {
+    c.slots[slot] = *n;
+    c.hashes[slot] = h;
+  }
+  return n;
+}
 
 result<hash128> prolly_tree::empty_root() { return store_.write(node{}); }
 
