@@ -2,6 +2,9 @@
 
 #include <xxhash.h>
 
+#include <bit>
+#include <cstring>
+
 #include "core/coding.h"
 
 namespace magnetite {
@@ -24,7 +27,15 @@ std::array<std::uint8_t, hash128::byte_size> hash128::to_bytes() const noexcept 
 }
 
 hash128 hash128::from_bytes(const std::uint8_t* p) noexcept {
-  return {decode_fixed64_be(p), decode_fixed64_be(p + 8)};
+  // On the read path of every tree lookup: two loads and two byte swaps.
+  std::uint64_t hi, lo;
+  std::memcpy(&hi, p, 8);
+  std::memcpy(&lo, p + 8, 8);
+  if constexpr (std::endian::native == std::endian::little) {
+    hi = __builtin_bswap64(hi);
+    lo = __builtin_bswap64(lo);
+  }
+  return {hi, lo};
 }
 
 std::string hash128::to_hex() const { return fmt::format("{:016x}{:016x}", high, low); }
