@@ -14,6 +14,7 @@
 
 #include "core/fault_env.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tree_model.h"
 #include "tree/node_store.h"
 #include "tree/prolly_tree.h"
 
@@ -28,11 +29,7 @@ constexpr const char* store_dir = "/db/nodes";
 // Small nodes, so a few thousand entries make trees of hundreds of nodes.
 const chunk_policy small_nodes{256, 64, 1024};
 
-template <class T>
-T must(result<T> r) {
-  REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
-  return std::move(r.value());
-}
+using testing::must;
 void must_ok(const status& s) { REQUIRE_MESSAGE(s.is_ok(), s.to_string()); }
 
 node_store_options small_options() {
@@ -50,11 +47,7 @@ std::unique_ptr<node_store> must_open(env& e, const node_store_options& o, std::
   return std::move(*s);
 }
 
-std::vector<entry> entries_of(const model& m) {
-  std::vector<entry> out;
-  for (auto& [k, v] : m) out.push_back({k, v});
-  return out;
-}
+using testing::entries_of;
 
 std::string key_of(std::uint64_t i) { return fmt::format("key{:08}", i); }
 std::string value_of(std::mt19937_64& rng) {
@@ -65,19 +58,7 @@ std::string value_of(std::mt19937_64& rng) {
 
 // Applies a random batch of puts and deletes to the tree and the model.
 hash128 random_batch(prolly_tree& t, hash128 root, model& m, std::mt19937_64& rng, int space, int size) {
-  std::map<std::string, std::optional<std::string>> batch;
-  for (int i = 0; i < size; ++i) {
-    std::string k = key_of(rng() % space);
-    if (rng() % 4 == 0) batch[k] = std::nullopt;
-    else batch[k] = value_of(rng);
-  }
-  std::vector<edit> edits;
-  for (auto& [k, v] : batch) {
-    edits.push_back({k, v});
-    if (v) m[k] = *v;
-    else m.erase(k);
-  }
-  return must(t.apply(root, edits));
+  return testing::random_batch(t, root, m, rng, space, size, key_of, value_of);
 }
 
 model random_model(std::mt19937_64& rng, int n, int space) {

@@ -7,25 +7,18 @@
 
 #include "tree/diff.h"
 #include "tree/merge.h"
+#include "tests/support/tree_model.h"
 
 using namespace magnetite;
 using namespace magnetite::tree;
 
 namespace {
 
-using model = std::map<std::string, std::string>;
+using model = testing::tree_model;
+using testing::must;
 const chunk_policy small{256, 64, 1024};
 
-hash128 must(result<hash128> r) {
-  REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
-  return *r;
-}
-
-hash128 build(prolly_tree& t, const model& m) {
-  std::vector<entry> es;
-  for (auto& [k, v] : m) es.push_back({k, v});
-  return must(t.build(es));
-}
+hash128 build(prolly_tree& t, const model& m) { return must(t.build(testing::entries_of(m))); }
 
 // Random edits of a model: about `n` keys put or deleted.
 model mutate(const model& base, std::mt19937_64& rng, int n, int space) {

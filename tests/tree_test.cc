@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 
+#include "tests/support/tree_model.h"
 #include "tree/prolly_tree.h"
 
 using namespace magnetite;
@@ -12,41 +13,15 @@ using namespace magnetite::tree;
 
 namespace {
 
-using model = std::map<std::string, std::string>;
+using model = testing::tree_model;
+using testing::entries_of;
+using testing::must;
+using testing::random_batch;
 
 // Small nodes, so a few thousand entries make trees several levels deep.
 const chunk_policy small{256, 64, 1024};
 
-std::string random_key(std::mt19937_64& rng, int space) { return fmt::format("k{:08}", rng() % space); }
-std::string random_value(std::mt19937_64& rng) { return std::string(rng() % 60, static_cast<char>('a' + rng() % 26)); }
-
-std::vector<entry> entries_of(const model& m) {
-  std::vector<entry> out;
-  for (auto& [k, v] : m) out.push_back({k, v});
-  return out;
-}
-
-hash128 must(result<hash128> r) {
-  REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
-  return *r;
-}
-
-// Applies a random batch to both the model and the tree.
-hash128 random_batch(prolly_tree& t, hash128 root, model& m, std::mt19937_64& rng, int space, int size) {
-  std::map<std::string, std::optional<std::string>> batch;
-  for (int i = 0; i < size; ++i) {
-    std::string k = random_key(rng, space);
-    if (rng() % 4 == 0) batch[k] = std::nullopt;
-    else batch[k] = random_value(rng);
-  }
-  std::vector<edit> edits;
-  for (auto& [k, v] : batch) {
-    edits.push_back({k, v});
-    if (v) m[k] = *v;
-    else m.erase(k);
-  }
-  return must(t.apply(root, edits));
-}
+std::string random_key(std::mt19937_64& rng, int space) { return testing::model_key(rng() % space); }
 
 void walk_nodes(node_source& src, const hash128& h, const std::function<void(const node&)>& fn) {
   auto n = src.read(h);
