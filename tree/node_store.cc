@@ -182,7 +182,7 @@ std::string describe_position(std::uint64_t p) {
 // What the cache charges for a decoded node: the memory the node holds and the
 // cache's own bookkeeping for it.
 std::size_t charge_of(const node& n) {
-  constexpr std::size_t bookkeeping = 128;  // list node, hash-map node, shared_ptr control block
+  constexpr std::size_t bookkeeping = 128;  // table slots (two per entry at most) and the control block
   return n.memory_bytes() + bookkeeping;
 }
 
