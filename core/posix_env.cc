@@ -32,6 +32,10 @@ class posix_file final : public file {
   ~posix_file() override { ::close(fd_); }
 
   status append(std::string_view data) override {
+    // The contract is "at the current end": after a truncate or a write_at past
+    // the end, the descriptor's offset is not there. (O_APPEND would make
+    // pwrite append too, on Linux.)
+    if (::lseek(fd_, 0, SEEK_END) < 0) return from_errno("lseek", path_, errno);
     while (!data.empty()) {
       ssize_t n = ::write(fd_, data.data(), data.size());
       if (n < 0) {
@@ -112,17 +116,10 @@ class posix_env final : public env {
       case open_mode::open_or_create: flags |= O_CREAT; break;
       case open_mode::create_truncate: flags |= O_CREAT | O_TRUNC; break;
     }
-    // O_APPEND is not used: append() writes at the descriptor's offset, which
-    // starts at the end below, and write_at() must be able to write anywhere.
     int fd;
     do fd = ::open(path.c_str(), flags, 0644);
     while (fd < 0 && errno == EINTR);
     if (fd < 0) return from_errno("open", path, errno);
-    if (::lseek(fd, 0, SEEK_END) < 0) {
-      int err = errno;
-      ::close(fd);
-      return from_errno("lseek", path, err);
-    }
     return std::unique_ptr<file>(new posix_file(fd, path));
   }
 

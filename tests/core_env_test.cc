@@ -64,6 +64,18 @@ void check_env_contract() {
   REQUIRE(t.is_ok());
   CHECK((*t)->size().value() == 0);
 
+  // append writes at the CURRENT end: after a truncate, and after a write_at
+  // that extended the file.
+  REQUIRE((*t)->append("abcdef").is_ok());
+  REQUIRE((*t)->truncate(2).is_ok());
+  REQUIRE((*t)->append("XY").is_ok());
+  CHECK(read_whole_file(e, a).value() == "abXY");
+  REQUIRE((*t)->write_at(6, "!").is_ok());
+  REQUIRE((*t)->append("Z").is_ok());
+  CHECK(read_whole_file(e, a).value() == std::string("abXY\0\0!Z", 8));
+  (*t).reset();
+  (*g).reset();
+
   REQUIRE(e.rename(a, b).is_ok());
   CHECK_FALSE(e.exists(a).value());
   CHECK(e.exists(b).value());

@@ -1275,3 +1275,38 @@ TEST_CASE("node_store: on the POSIX env, flush, reopen, gc and reopen again") {
   CHECK(s->recovery().bytes_scanned == 0);
   CHECK(s->recovery().packs_removed == 0);
 }
+
+TEST_CASE("node_store: on the POSIX env, writes after open cut an uncommitted tail land where the index says") {
+  // open() truncates the active pack; the next records must go to the new end
+  // (a descriptor offset left at the old end once wrote them past a zero hole).
+  testing::temp_dir dir("nodecut");
+  std::string path = dir / "nodes";
+  node_store_options o = small_options();
+  o.target_pack_bytes = 64 << 20;  // everything in one pack
+  std::mt19937_64 rng(91);
+  model ma = random_model(rng, 2000, 100'000), mb = ma, mc;
+  hash128 a, c;
+  std::uint64_t p1;
+  {
+    auto s = must_open(env::posix(), o, std::nullopt, path);
+    prolly_tree t(*s, small_nodes);
+    a = must(t.build(entries_of(ma)));
+    p1 = must(s->flush());
+    random_batch(t, a, mb, rng, 100'000, 500);
+    must(s->flush());  // flushed but never committed: cut at the next open
+  }
+  std::uint64_t p3;
+  {
+    auto s = must_open(env::posix(), o, p1, path);
+    CHECK(s->recovery().bytes_cut > 0);
+    prolly_tree t(*s, small_nodes);
+    mc = ma;
+    c = random_batch(t, a, mc, rng, 100'000, 500);
+    p3 = must(s->flush());
+    check_tree(*s, c, mc);
+  }
+  auto s = must_open(env::posix(), o, p3, path);
+  CHECK(s->recovery().bytes_cut == 0);
+  check_tree(*s, c, mc);
+  check_tree(*s, a, ma);
+}
