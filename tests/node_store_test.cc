@@ -773,6 +773,45 @@ TEST_CASE("node_store: the cache stays within its byte bound and counts hits and
   }
 }
 
+TEST_CASE("node_store: the cache's bound holds its slot table too, through small nodes then big ones") {
+  fault_env fe;
+  node_store_options o = small_options();
+  o.cache_bytes = 256 << 10;
+  std::mt19937_64 rng(8);
+  model small_m, big_m;
+  for (int i = 0; i < 20000; ++i) small_m.emplace(fmt::format("s{:08}", i), std::string(1, 'v'));
+  for (int i = 0; i < 40; ++i) big_m[fmt::format("b{:08}", i)] = std::string(20000, 'x');  // one a node
+  const chunk_policy big_nodes{8192, 2048, 16384};
+  hash128 small_root, big_root;
+  std::uint64_t position;
+  {
+    auto s = must_open(fe, o, std::nullopt);
+    small_root = must(prolly_tree(*s, small_nodes).build(entries_of(small_m)));
+    big_root = must(prolly_tree(*s, big_nodes).build(entries_of(big_m)));
+    position = must(s->flush());
+  }
+  auto s = must_open(fe, o, position);
+  std::uint64_t max_seen = 0;
+  int i = 0;
+  prolly_tree ts(*s, small_nodes), tb(*s, big_nodes);
+  for (const auto& [k, v] : small_m) {  // many small nodes: the table grows
+    CHECK(must(ts.get(small_root, k)) == v);
+    if (++i % 100 == 0) max_seen = std::max(max_seen, s->stats().cache_bytes);
+  }
+  std::uint64_t entries_small = s->stats().cache_entries;
+  for (const auto& [k, v] : big_m) {  // then few big ones: the table must shrink
+    CHECK(must(tb.get(big_root, k)) == v);
+    if (++i % 20 == 0) max_seen = std::max(max_seen, s->stats().cache_bytes);
+  }
+  max_seen = std::max(max_seen, s->stats().cache_bytes);
+  CHECK(max_seen <= o.cache_bytes);
+  auto st = s->stats();
+  CHECK(st.cache_entries < entries_small);
+  // The table shrank with the entries: at most 4 slots an entry, or its minimum.
+  CHECK(st.cache_table_bytes <= std::max<std::uint64_t>(64, 4 * st.cache_entries) * 64);
+  CHECK(st.cache_bytes > o.cache_bytes / 2);  // still used for the big nodes
+}
+
 TEST_CASE("node_store: concurrent readers with a small cache all read the right values") {
   fault_env fe;
   node_store_options o = small_options();

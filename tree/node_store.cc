@@ -182,7 +182,7 @@ std::string describe_position(std::uint64_t p) {
 // What the cache charges for a decoded node: the memory the node holds and the
 // cache's own bookkeeping for it.
 std::size_t charge_of(const node& n) {
-  constexpr std::size_t bookkeeping = 128;  // table slots (two per entry at most) and the control block
+  constexpr std::size_t bookkeeping = 32;  // the shared_ptr control block (slots are charged by the table)
   return n.memory_bytes() + bookkeeping;
 }
 
@@ -253,9 +253,22 @@ class node_store::node_cache {
     std::size_t charge = charge_of(*n);
     shard& s = shard_of(h);
     std::unique_lock lk(s.mu);
-    if (charge > s.capacity || s.find(h) != npos) return;
-    while (s.bytes + charge > s.capacity) s.evict_one();
+    if (s.find(h) != npos) return;
+    // The slot table is charged too: what the shard holds never exceeds its
+    // budget, whatever mix of node sizes went through it.
+    for (;;) {
+      std::size_t table = s.table_bytes_for(s.count + 1);
+      if (s.bytes + charge + table <= s.capacity) break;
+      if (s.count == 0) {
+        s.reset(0);
+        if (charge + s.table_bytes_for(1) > s.capacity) return;  // does not fit even alone
+        break;
+      }
+      s.evict_one();
+      s.shrink_if_sparse();
+    }
     s.insert(h, std::move(n), charge);
+    s.shrink_if_sparse();
   }
 
   void clear() {
@@ -265,11 +278,14 @@ class node_store::node_cache {
     }
   }
 
-  void usage(std::uint64_t& bytes, std::uint64_t& entries) const {
-    bytes = entries = 0;
+  // bytes: nodes and slot tables together (what the bound covers).
+  void usage(std::uint64_t& bytes, std::uint64_t& entries, std::uint64_t& table_bytes) const {
+    bytes = entries = table_bytes = 0;
     for (auto& s : shards_) {
       std::shared_lock lk(s->mu);
-      bytes += s->bytes;
+      std::uint64_t table = s->slots ? (s->mask + 1) * sizeof(slot) : 0;
+      bytes += s->bytes + table;
+      table_bytes += table;
       entries += s->count;
     }
   }
@@ -279,6 +295,7 @@ class node_store::node_cache {
 
  private:
   static constexpr std::size_t npos = ~std::size_t{0};
+  static constexpr std::size_t min_table = 64;
 
   struct slot {
     hash128 hash;
@@ -298,6 +315,32 @@ class node_store::node_cache {
     std::atomic<std::uint64_t> hits{0}, misses{0};
 
     std::size_t home(const hash128& h) const noexcept { return static_cast<std::size_t>(h.low) & mask; }
+
+    // Table bytes once `entries` are held: the table doubles when it would pass
+    // half full, and halves when it falls under a quarter (see shrink_if_sparse).
+    std::size_t table_bytes_for(std::size_t entries) const noexcept {
+      std::size_t size = slots ? mask + 1 : 0;
+      if (size == 0 || entries * 2 > size) size = size ? size * 2 : min_table;
+      return size * sizeof(slot);
+    }
+
+    void shrink_if_sparse() {
+      std::size_t size = slots ? mask + 1 : 0;
+      if (size <= min_table || count * 4 >= size) return;
+      std::size_t target = size;
+      while (target > min_table && count * 4 < target) target /= 2;
+      rehash(target);
+    }
+
+    void rehash(std::size_t size) {
+      std::size_t old_size = slots ? mask + 1 : 0;
+      std::unique_ptr<slot[]> old = std::move(slots);
+      std::size_t old_bytes = bytes;
+      reset(size);
+      for (std::size_t i = 0; i < old_size; ++i)
+        if (old[i].n) insert(old[i].hash, std::move(old[i].n), old[i].charge);
+      bytes = old_bytes;
+    }
 
     std::size_t find(const hash128& h) const noexcept {
       if (!slots) return npos;
@@ -326,15 +369,7 @@ class node_store::node_cache {
     }
 
     // Keeps the load at most one half: probes stay short.
-    void grow() {
-      std::size_t old_size = slots ? mask + 1 : 0;
-      std::unique_ptr<slot[]> old = std::move(slots);
-      std::size_t old_bytes = bytes;
-      reset(old_size ? old_size * 2 : 64);
-      for (std::size_t i = 0; i < old_size; ++i)
-        if (old[i].n) insert(old[i].hash, std::move(old[i].n), old[i].charge);
-      bytes = old_bytes;
-    }
+    void grow() { rehash(slots ? (mask + 1) * 2 : min_table); }
 
     void evict_one() {
       for (;;) {
@@ -918,7 +953,7 @@ node_store_stats node_store::stats() const {
   node_store_stats s;
   s.cache_hits = cache_->hits();
   s.cache_misses = cache_->misses();
-  cache_->usage(s.cache_bytes, s.cache_entries);
+  cache_->usage(s.cache_bytes, s.cache_entries, s.cache_table_bytes);
   s.nodes_written = nodes_written_;
   s.writes_deduplicated = writes_deduplicated_;
   s.pack_bytes_written = pack_bytes_written_;

@@ -149,7 +149,8 @@ struct gc_result {
 struct node_store_stats {
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
-  std::uint64_t cache_bytes = 0;    // charged now
+  std::uint64_t cache_bytes = 0;    // charged now: nodes and the cache's slot tables
+  std::uint64_t cache_table_bytes = 0;  // of which slot tables
   std::uint64_t cache_entries = 0;
   std::uint64_t nodes_written = 0;  // new records (deduplicated writes excluded)
   std::uint64_t writes_deduplicated = 0;
