@@ -1349,3 +1349,20 @@ TEST_CASE("node_store: on the POSIX env, writes after open cut an uncommitted ta
   check_tree(*s, c, mc);
   check_tree(*s, a, ma);
 }
+
+TEST_CASE("node_store: after gc drops a root, reading it is not_found, even on a thread that read it before") {
+  fault_env fe;
+  std::mt19937_64 rng(12);
+  model m1 = random_model(rng, 3000, 100'000), m2 = m1;
+  auto s = must_open(fe, small_options(), std::nullopt);
+  prolly_tree t(*s, small_nodes);
+  hash128 r1 = must(t.build(entries_of(m1)));
+  hash128 r2 = random_batch(t, r1, m2, rng, 100'000, 3000);
+  must(s->flush());
+  REQUIRE(t.depth(r1).value() >= 2);
+  CHECK(t.count(r1).value() == m1.size());  // its upper nodes are now cached by this thread
+  std::vector<hash128> keep{r2};
+  must(s->gc(keep));
+  CHECK(t.count(r1).error().code() == status_code::not_found);
+  check_tree(*s, r2, m2);
+}

@@ -300,3 +300,15 @@ TEST_CASE("node: lower_bound agrees with std::lower_bound on adversarial keys") 
     }
   }
 }
+
+TEST_CASE("tree: nodes one store holds are never served for another store") {
+  memory_nodes a, b;
+  prolly_tree ta(a, small), tb(b, small);
+  std::mt19937_64 rng(4);
+  model m;
+  hash128 root = random_batch(ta, must(ta.empty_root()), m, rng, 20000, 5000);
+  REQUIRE(ta.depth(root).value() >= 2);
+  REQUIRE(ta.count(root).value() == m.size());  // upper nodes now cached by this thread
+  CHECK(tb.count(root).error().code() == status_code::not_found);
+  CHECK(tb.get(root, m.begin()->first).error().code() == status_code::not_found);
+}

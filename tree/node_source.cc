@@ -2,6 +2,11 @@
 
 namespace magnetite::tree {
 
+node_source::node_source() {
+  static std::atomic<std::uint64_t> next{1};
+  id_ = next.fetch_add(1, std::memory_order_relaxed);
+}
+
 result<node_ptr> memory_nodes::read(const hash128& h) {
   ++reads_;
   std::lock_guard lk(mu_);

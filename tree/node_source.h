@@ -19,7 +19,23 @@ namespace magnetite::tree {
 class node_source {
  public:
   virtual ~node_source() = default;
+  node_source(const node_source&) = delete;
+  node_source& operator=(const node_source&) = delete;
+
   virtual result<node_ptr> read(const hash128& h) = 0;
+
+  // Readers that keep nodes of a source outside it (the tree's per-thread table
+  // of upper nodes) key them by this pair, so they never answer for a source
+  // that no longer holds a node: the id is unique to this object for the whole
+  // process, and the epoch changes whenever nodes may have been dropped (gc).
+  std::uint64_t source_id() const noexcept { return id_; }
+  virtual std::uint64_t epoch() const noexcept { return 0; }
+
+ protected:
+  node_source();
+
+ private:
+  std::uint64_t id_;
 };
 
 class node_sink : public node_source {

@@ -1108,6 +1108,7 @@ result<gc_result> node_store::gc(std::span<const hash128> roots_to_keep) {
   // Readers that looked a node up before the switch still hold its old pack
   // (open handles stay readable after the file is removed).
   cache_->clear();
+  epoch_.fetch_add(1, std::memory_order_release);  // nodes may have been dropped
   first_pack_ = first;
   gc_floor_ = position;
   active_ = outputs.back().p;

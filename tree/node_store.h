@@ -177,6 +177,8 @@ class node_store final : public node_sink {
 
   result<node_ptr> read(const hash128& h) override;
   result<hash128> write(const node& n) override;
+  // Changes with every gc (nodes may have been dropped).
+  std::uint64_t epoch() const noexcept override { return epoch_.load(std::memory_order_acquire); }
 
   // Writes what is pending, one fdatasync; the position covering every write.
   result<std::uint64_t> flush();
@@ -261,6 +263,7 @@ class node_store final : public node_sink {
   std::size_t pending_bytes_ = 0;
   void* cctx_ = nullptr;                         // ZSTD_CCtx
   std::atomic<bool> has_durable_{false};
+  std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::uint64_t> durable_position_{0};
 
   mutable std::mutex failure_mu_;

@@ -131,33 +131,33 @@ std::size_t lower_bound(const node& n, std::string_view key) { return n.lower_bo
 
 // Upper levels are few and read by every lookup: each thread keeps the last
 // internal nodes it read in a small direct-mapped table, so a point read asks
-// the store (and its shared, locked cache) only for the leaf. Content addressing
-// makes this always correct: a node with a given hash has that content whatever
-// store it came from. The table holds at most `upper_slots` nodes of at most a
-// node's maximum size each, so its memory is bounded per thread.
+// the store (and its shared, locked cache) only for the leaf. Entries are keyed
+// by the store's identity and epoch as well as the hash, so the table never
+// answers for a store that does not hold the node (another store, or one whose
+// gc dropped it). It holds at most `upper_slots` nodes per thread, each at most
+// a node's maximum size; they are released as they are replaced.
 namespace {
 constexpr std::size_t upper_slots = 1024;
 
-struct upper_cache {
-  std::array<node_ptr, upper_slots> slots;
-  std::array<hash128, upper_slots> hashes;
+struct upper_slot {
+  std::uint64_t source = 0;
+  std::uint64_t epoch = 0;
+  hash128 hash;
+  node_ptr n;
 };
 
-upper_cache& thread_upper_cache() {
-  thread_local upper_cache c;
+std::array<upper_slot, upper_slots>& thread_upper_cache() {
+  thread_local std::array<upper_slot, upper_slots> c;
   return c;
 }
 }  // namespace
 
 result<node_ptr> prolly_tree::load(const hash128& h) {
-  upper_cache& c = thread_upper_cache();
-  std::size_t slot = static_cast<std::size_t>(h.low) & (upper_slots - 1);
-  if (c.slots[slot] && c.hashes[slot] == h) return c.slots[slot];
+  upper_slot& u = thread_upper_cache()[static_cast<std::size_t>(h.low) & (upper_slots - 1)];
+  std::uint64_t source = store_.source_id(), epoch = store_.epoch();
+  if (u.n && u.hash == h && u.source == source && u.epoch == epoch) return u.n;
   auto n = store_.read(h);
-  if (n && !(*n)->is_leaf()) {
-    c.slots[slot] = *n;
-    c.hashes[slot] = h;
-  }
+  if (n && !(*n)->is_leaf()) u = {source, epoch, h, *n};
   return n;
 }
 
