@@ -1,0 +1,40 @@
+// envelope: how a value and its expiry are stored together.
+//
+//   byte 0      format: 0x00 = no expiry, 0x01 = expires
+//   bytes 1..8  (format 0x01 only) absolute expiry, u64 little-endian, in
+//               nanoseconds since the Unix epoch
+//   the rest    the user's value
+//
+// The ABSOLUTE expiry is fixed when a write is accepted and stored with the
+// value, so every replica stores the same bytes for one write (the reference
+// engine's replicas each computed now + ttl themselves and diverged). A reader
+// treats a value whose expiry is <= its clock's now as absent.
+//
+// Invariant: unwrap(wrap(v, e)) == {v, e} for every value and expiry; any other
+// input is corruption, never a guess.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace magnetite::ttl {
+
+inline constexpr std::size_t max_envelope_overhead = 9;
+
+std::string wrap(std::string_view value, std::optional<std::uint64_t> expires_at_ns);
+
+struct unwrapped {
+  std::string_view value;
+  std::optional<std::uint64_t> expires_at_ns;
+
+  bool expired(std::uint64_t now_ns) const noexcept { return expires_at_ns && *expires_at_ns <= now_ns; }
+};
+
+// Views into `stored`.
+result<unwrapped> unwrap(std::string_view stored);
+
+}  // namespace magnetite::ttl
