@@ -26,8 +26,7 @@ namespace {
 using model = std::map<std::string, std::string>;
 
 constexpr const char* store_dir = "/db/nodes";
-// Small nodes, so a few thousand entries make trees of hundreds of nodes.
-const chunk_policy small_nodes{256, 64, 1024};
+using testing::small_nodes;
 
 using testing::must;
 void must_ok(const status& s) { REQUIRE_MESSAGE(s.is_ok(), s.to_string()); }

@@ -16,7 +16,7 @@ namespace {
 
 using model = testing::tree_model;
 using testing::must;
-const chunk_policy small{256, 64, 1024};
+using testing::small_nodes;
 
 hash128 build(prolly_tree& t, const model& m) { return must(t.build(testing::entries_of(m))); }
 
@@ -47,7 +47,7 @@ TEST_CASE("diff: agrees with a model diff, and applied to a gives b") {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
     memory_nodes store;
-    prolly_tree t(store, small);
+    prolly_tree t(store, small_nodes);
     model a = mutate({}, rng, 1 + static_cast<int>(rng() % 3000), 5000);
     model b = mutate(a, rng, static_cast<int>(rng() % 200), 5000);
     hash128 ra = build(t, a), rb = build(t, b);
@@ -108,7 +108,7 @@ TEST_CASE("diff: two 1 000 000-entry trees that differ in 100 keys read at most 
 TEST_CASE("missing: exactly the nodes the other store lacks, children before parents") {
   std::mt19937_64 rng(3);
   memory_nodes src;
-  prolly_tree t(src, small);
+  prolly_tree t(src, small_nodes);
   model a = mutate({}, rng, 8000, 10000);
   model b = mutate(a, rng, 20, 10000);
   hash128 ra = build(t, a);
@@ -138,7 +138,7 @@ TEST_CASE("missing: exactly the nodes the other store lacks, children before par
   CHECK(sent <= static_cast<std::uint64_t>(2 * 20 * t.depth(rb).value()));
   CHECK(sent < before / 2);
   // Tree b reads back entirely from the receiver.
-  prolly_tree td(dst, small);
+  prolly_tree td(dst, small_nodes);
   for (auto& [k, v] : b) CHECK(td.get(rb, k).value() == v);
   CHECK(td.count(rb).value() == b.size());
 }
@@ -148,7 +148,7 @@ TEST_CASE("merge: agrees with a model three-way merge") {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
     memory_nodes store;
-    prolly_tree t(store, small);
+    prolly_tree t(store, small_nodes);
     model base = mutate({}, rng, 2000, 3000);
     model ours = mutate(base, rng, static_cast<int>(rng() % 300), 3000);
     model theirs = mutate(base, rng, static_cast<int>(rng() % 300), 3000);
@@ -190,7 +190,7 @@ TEST_CASE("merge: agrees with a model three-way merge") {
 
 TEST_CASE("merge: a resolver's error aborts the merge") {
   memory_nodes store;
-  prolly_tree t(store, small);
+  prolly_tree t(store, small_nodes);
   model base{{"a", "1"}}, ours{{"a", "2"}}, theirs{{"a", "3"}};
   auto r = merge(t, build(t, base), build(t, ours), build(t, theirs),
                  [](std::string_view k, auto&, auto&, auto&) -> result<std::optional<std::string>> {

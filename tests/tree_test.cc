@@ -18,8 +18,7 @@ using testing::entries_of;
 using testing::must;
 using testing::random_batch;
 
-// Small nodes, so a few thousand entries make trees several levels deep.
-const chunk_policy small{256, 64, 1024};
+using testing::small_nodes;
 
 std::string random_key(std::mt19937_64& rng, int space) { return testing::model_key(rng() % space); }
 
@@ -38,7 +37,7 @@ TEST_CASE("tree: any order and any batching of writes gives the bulk-built root 
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
     memory_nodes store;
-    prolly_tree t(store, small);
+    prolly_tree t(store, small_nodes);
     model m;
     hash128 root = must(t.empty_root());
     int space = 50 + static_cast<int>(rng() % 3000);
@@ -63,7 +62,7 @@ TEST_CASE("tree: any order and any batching of writes gives the bulk-built root 
 TEST_CASE("tree: deleting everything gives the empty root, and no-op edits keep the root") {
   std::mt19937_64 rng(11);
   memory_nodes store;
-  prolly_tree t(store, small);
+  prolly_tree t(store, small_nodes);
   model m;
   hash128 root = random_batch(t, must(t.empty_root()), m, rng, 5000, 3000);
   std::vector<edit> absent = {{"zz-not-there", std::nullopt}, {"zzz-nor-this", std::nullopt}};
@@ -72,6 +71,7 @@ TEST_CASE("tree: deleting everything gives the empty root, and no-op edits keep 
   for (auto& [k, v] : m) same.push_back({k, v});
   store.reset_counters();
   CHECK(must(t.apply(root, same)) == root);
+  CHECK(store.writes() == 0);  // re-chunked nodes come out identical: nothing new stored
   std::vector<edit> all;
   for (auto& [k, v] : m) all.push_back({k, std::nullopt});
   CHECK(must(t.apply(root, all)) == must(t.empty_root()));
@@ -82,7 +82,7 @@ TEST_CASE("tree: get, count, rank and ranges agree with the model") {
     CAPTURE(seed);
     std::mt19937_64 rng(seed);
     memory_nodes store;
-    prolly_tree t(store, seed % 2 ? small : chunk_policy{});
+    prolly_tree t(store, seed % 2 ? small_nodes : chunk_policy{});
     model m;
     hash128 root = must(t.empty_root());
     for (int b = 0; b < 4; ++b) root = random_batch(t, root, m, rng, 4000, 800);
@@ -114,7 +114,7 @@ TEST_CASE("tree: get, count, rank and ranges agree with the model") {
 TEST_CASE("tree: cursors walk forward and backward across leaves like the model") {
   std::mt19937_64 rng(5);
   memory_nodes store;
-  prolly_tree t(store, small);
+  prolly_tree t(store, small_nodes);
   model m;
   hash128 root = random_batch(t, must(t.empty_root()), m, rng, 20000, 6000);
   REQUIRE(t.depth(root).value() >= 3);
@@ -221,7 +221,7 @@ TEST_CASE("tree: an update rewrites only the affected leaves and their ancestors
 
 TEST_CASE("tree: invalid input is refused and nothing is written") {
   memory_nodes store;
-  prolly_tree t(store, small);
+  prolly_tree t(store, small_nodes);
   hash128 root = must(t.empty_root());
   auto before = store.size();
   std::vector<edit> unsorted = {{"b", "1"}, {"a", "2"}};
@@ -303,7 +303,7 @@ TEST_CASE("node: lower_bound agrees with std::lower_bound on adversarial keys") 
 
 TEST_CASE("tree: nodes one store holds are never served for another store") {
   memory_nodes a, b;
-  prolly_tree ta(a, small), tb(b, small);
+  prolly_tree ta(a, small_nodes), tb(b, small_nodes);
   std::mt19937_64 rng(4);
   model m;
   hash128 root = random_batch(ta, must(ta.empty_root()), m, rng, 20000, 5000);

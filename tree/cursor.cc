@@ -5,9 +5,6 @@
 namespace magnetite::tree {
 
 namespace {
-// First entry whose key is >= key.
-std::size_t lower_bound(const node& n, std::string_view key) { return n.lower_bound(key); }
-
 result<node_ptr> load_child(node_source& src, const node& parent, std::size_t i) {
   auto ref = child_ref::decode(parent.entries()[i].value);
   if (!ref) return ref.error();
@@ -25,13 +22,13 @@ result<cursor> cursor::seek(node_source& src, const node_ptr& root, std::uint8_t
   cursor c(src);
   c.path_.push_back({root, 0});
   while (c.node().level() > level) {
-    std::size_t i = std::min(lower_bound(c.node(), key), c.node().entries().size() - 1);
+    std::size_t i = std::min(c.node().lower_bound(key), c.node().entries().size() - 1);
     c.path_.back().i = i;
     auto child = load_child(src, c.node(), i);
     if (!child) return child.error();
     c.path_.push_back({std::move(*child), 0});
   }
-  c.path_.back().i = lower_bound(c.node(), key);
+  c.path_.back().i = c.node().lower_bound(key);
   c.settle();
   return c;
 }
@@ -71,32 +68,22 @@ bool cursor::at_last_node() const noexcept {
   return true;
 }
 
-result<bool> cursor::next_node() {
-  std::uint8_t level = node().level();
-  for (std::size_t d = path_.size() - 1; d-- > 0;) {
-    if (path_[d].i + 1 < path_[d].n->entries().size()) {
-      path_.resize(d + 1);
-      ++path_[d].i;
-      auto child = load_child(*src_, *path_[d].n, path_[d].i);
-      if (!child) return child.error();
-      path_.push_back({std::move(*child), 0});
-      MAGNETITE_TRY(descend(level, true));
-      return true;
-    }
-  }
-  return false;
-}
+result<bool> cursor::next_node() { return step_node(true); }
+result<bool> cursor::prev_node() { return step_node(false); }
 
-result<bool> cursor::prev_node() {
+// Up to the deepest ancestor that has a sibling that way, over to it, and down
+// its nearest edge to the level we were on.
+result<bool> cursor::step_node(bool forward) {
   std::uint8_t level = node().level();
   for (std::size_t d = path_.size() - 1; d-- > 0;) {
-    if (path_[d].i > 0) {
+    frame& f = path_[d];
+    if (forward ? f.i + 1 < f.n->entries().size() : f.i > 0) {
       path_.resize(d + 1);
-      --path_[d].i;
+      forward ? ++path_[d].i : --path_[d].i;
       auto child = load_child(*src_, *path_[d].n, path_[d].i);
       if (!child) return child.error();
       path_.push_back({std::move(*child), 0});
-      MAGNETITE_TRY(descend(level, false));
+      MAGNETITE_TRY(descend(level, forward));
       return true;
     }
   }

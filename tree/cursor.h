@@ -50,6 +50,7 @@ class cursor {
   };
   explicit cursor(node_source& src) : src_(&src) {}
   status descend(std::uint8_t level, bool leftmost);
+  result<bool> step_node(bool forward);
   std::size_t index() const noexcept { return path_.back().i; }
   void settle() noexcept { valid_ = !before_begin_ && path_.back().i < node().entries().size(); }
 

@@ -136,7 +136,10 @@ std::uint64_t node::count() const {
   return total;
 }
 
-result<node> node::decode(std::string_view bytes) {
+result<node> node::decode(std::string_view bytes) { return decode(std::string(bytes)); }
+
+result<node> node::decode(std::string&& owned) {
+  std::string_view bytes(owned);
   if (bytes.empty()) return status::corruption("tree node is empty");
   auto level = static_cast<std::uint8_t>(bytes[0]);
   if (level >= max_levels) return status::corruption(fmt::format("tree node has level {}", level));
@@ -160,7 +163,7 @@ result<node> node::decode(std::string_view bytes) {
   if (!in.empty()) return status::corruption("tree node has trailing bytes");
   node n;
   n.level_ = level;
-  n.bytes_.assign(bytes);
+  n.bytes_ = std::move(owned);
   n.index();
   return n;
 }

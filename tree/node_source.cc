@@ -16,7 +16,7 @@ result<node_ptr> memory_nodes::read(const hash128& h) {
 }
 
 result<hash128> memory_nodes::write(const node& n) {
-  std::string bytes = n.encode();
+  const std::string& bytes = n.encode();
   hash128 h = hash128::of(bytes);
   std::lock_guard lk(mu_);
   if (nodes_.emplace(h, std::make_shared<const node>(n)).second) {

@@ -923,7 +923,7 @@ result<node_ptr> node_store::read(const hash128& h) {
   }
   auto rec = read_record(h, *p, loc);
   if (!rec) return rec.error();
-  auto n = node::decode(rec->raw);
+  auto n = node::decode(std::move(rec->raw));
   if (!n)
     return status::corruption(fmt::format("node {}: pack {}, offset {}: matches its hash but does not decode: {}",
                                           h, p->path, loc.offset, n.error().message()));

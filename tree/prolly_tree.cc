@@ -105,27 +105,20 @@ status apply_level(node_sink& store, const chunk_policy& policy, const node_ptr&
   return status::ok();
 }
 
-status check_sorted_keys(std::span<const entry> entries) {
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    MAGNETITE_TRY(limits::check_key(entries[i].key));
-    MAGNETITE_TRY(limits::check_value(entries[i].value));
-    if (i > 0 && !(entries[i - 1].key < entries[i].key))
-      return status::invalid_argument(fmt::format("entries are not strictly sorted at index {}", i));
+const std::string* value_of(const entry& e) { return &e.value; }
+const std::string* value_of(const edit& e) { return e.value ? &*e.value : nullptr; }
+
+// Keys and values within the limits, keys strictly increasing.
+template <class T>
+status check_sorted(std::span<const T> items, std::string_view what) {
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    MAGNETITE_TRY(limits::check_key(items[i].key));
+    if (const std::string* v = value_of(items[i])) MAGNETITE_TRY(limits::check_value(*v));
+    if (i > 0 && !(items[i - 1].key < items[i].key))
+      return status::invalid_argument(fmt::format("{} are not strictly sorted at index {}", what, i));
   }
   return status::ok();
 }
-
-status check_sorted_edits(std::span<const edit> edits) {
-  for (std::size_t i = 0; i < edits.size(); ++i) {
-    MAGNETITE_TRY(limits::check_key(edits[i].key));
-    if (edits[i].value) MAGNETITE_TRY(limits::check_value(*edits[i].value));
-    if (i > 0 && !(edits[i - 1].key < edits[i].key))
-      return status::invalid_argument(fmt::format("edits are not strictly sorted at index {}", i));
-  }
-  return status::ok();
-}
-
-std::size_t lower_bound(const node& n, std::string_view key) { return n.lower_bound(key); }
 
 }  // namespace
 
@@ -189,14 +182,14 @@ result<hash128> prolly_tree::build_up(std::uint8_t level, std::vector<entry> ent
 
 result<hash128> prolly_tree::build(std::span<const entry> sorted) {
   MAGNETITE_TRY(policy_.validate());
-  MAGNETITE_TRY(check_sorted_keys(sorted));
+  MAGNETITE_TRY(check_sorted(sorted, "entries"));
   if (sorted.empty()) return empty_root();
   return build_up(0, std::vector<entry>(sorted.begin(), sorted.end()));
 }
 
 result<hash128> prolly_tree::apply(const hash128& root_hash, std::span<const edit> sorted_edits) {
   MAGNETITE_TRY(policy_.validate());
-  MAGNETITE_TRY(check_sorted_edits(sorted_edits));
+  MAGNETITE_TRY(check_sorted(sorted_edits, "edits"));
   if (sorted_edits.empty()) return root_hash;
   auto root = load(root_hash);
   if (!root) return root.error();
@@ -238,7 +231,7 @@ result<bool> prolly_tree::get(const hash128& root, std::string_view key, std::st
   node_ptr cur = std::move(*n);
   for (;;) {
     const auto& es = cur->entries();
-    std::size_t i = lower_bound(*cur, key);
+    std::size_t i = cur->lower_bound(key);
     if (i == es.size()) return false;
     if (cur->is_leaf()) {
       if (es[i].key != key) return false;
@@ -273,7 +266,7 @@ result<std::uint64_t> prolly_tree::rank(const hash128& root, std::string_view ke
   node_ptr cur = std::move(*n);
   std::uint64_t below = 0;
   while (!cur->is_leaf()) {
-    std::size_t i = lower_bound(*cur, key);
+    std::size_t i = cur->lower_bound(key);
     for (std::size_t j = 0; j < i; ++j) {
       auto ref = child_ref::decode(cur->entries()[j].value);
       if (!ref) return ref.error();
@@ -286,7 +279,7 @@ result<std::uint64_t> prolly_tree::rank(const hash128& root, std::string_view ke
     if (!child) return child.error();
     cur = std::move(*child);
   }
-  return below + lower_bound(*cur, key);
+  return below + cur->lower_bound(key);
 }
 
 result<std::uint64_t> prolly_tree::count_range(const hash128& root, std::string_view lo, std::string_view hi) {

@@ -68,8 +68,6 @@ status log_writer::fail(status s) {
   return s.with_category(status_category::ambiguous);
 }
 
-std::size_t log_writer::begin(record_type) { return begin_frame(pending_); }
-
 std::uint64_t log_writer::finish(std::size_t header_at, record_type type) {
   std::uint64_t seq = next_sequence_++;
   finish_frame(pending_, header_at, salt_, seq, type, next_follows_sync_ ? flag_follows_sync : 0);
@@ -82,7 +80,7 @@ result<std::uint64_t> log_writer::append_put(std::string_view key, std::string_v
   MAGNETITE_TRY(check_usable());
   MAGNETITE_TRY(limits::check_key(key));
   MAGNETITE_TRY(limits::check_value(value));
-  std::size_t at = begin(record_type::put);
+  std::size_t at = begin_frame(pending_);
   encode_put(pending_, key, value);
   return finish(at, record_type::put);
 }
@@ -90,7 +88,7 @@ result<std::uint64_t> log_writer::append_put(std::string_view key, std::string_v
 result<std::uint64_t> log_writer::append_delete(std::string_view key) {
   MAGNETITE_TRY(check_usable());
   MAGNETITE_TRY(limits::check_key(key));
-  std::size_t at = begin(record_type::del);
+  std::size_t at = begin_frame(pending_);
   encode_del(pending_, key);
   return finish(at, record_type::del);
 }
@@ -98,7 +96,7 @@ result<std::uint64_t> log_writer::append_delete(std::string_view key) {
 result<std::uint64_t> log_writer::append_batch(std::span<const mutation_view> batch) {
   MAGNETITE_TRY(check_usable());
   MAGNETITE_TRY(check_batch(batch));
-  std::size_t at = begin(record_type::batch);
+  std::size_t at = begin_frame(pending_);
   encode_batch(pending_, batch);
   return finish(at, record_type::batch);
 }
@@ -108,7 +106,7 @@ result<std::uint64_t> log_writer::append_replication_state(std::string_view payl
   if (payload.size() > limits::max_replication_state_bytes)
     return status::invalid_argument(fmt::format("replication state of {} bytes exceeds the limit of {} bytes",
                                                 payload.size(), limits::max_replication_state_bytes));
-  std::size_t at = begin(record_type::replication_state);
+  std::size_t at = begin_frame(pending_);
   pending_.append(payload);
   replication_state_ = std::string(payload);
   return finish(at, record_type::replication_state);

@@ -92,7 +92,6 @@ class log_writer {
   log_writer(env& e, std::string dir, writer_options options);
 
   status check_usable() const;
-  std::size_t begin(record_type type);
   std::uint64_t finish(std::size_t header_at, record_type type);
   status write_pending();
   status fdatasync();

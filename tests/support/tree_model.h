@@ -16,6 +16,9 @@ namespace magnetite::testing {
 
 using tree_model = std::map<std::string, std::string>;
 
+// Small nodes, so a few thousand entries make trees several levels deep.
+inline const tree::chunk_policy small_nodes{256, 64, 1024};
+
 template <class T>
 T must(result<T> r) {
   REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
