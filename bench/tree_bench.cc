@@ -6,7 +6,8 @@
 // Cases (16-byte keys, 100-byte values, default 1 000 000 entries):
 //   build      bulk build of N sorted entries: entries/s
 //   get        point reads of random existing keys, single thread, warm: gets/s
-//              (target >= 1 000 000)
+//              (target >= 1 000 000), and beside it this machine's latency of one
+//              dependent random read from memory, the unit a cold get is paid in
 //   apply      random batches of 1 000 writes (puts of new values to existing
 //              keys and inserts): nodes and bytes written per batch, beside the
 //              bound depth x changed leaves
@@ -21,6 +22,7 @@
 // Nodes live in the node store (a cache big enough to be warm) under --dir
 // (default ./bench-data/tree, removed at the end); --memory keeps them in memory
 // instead, to see the tree's own cost without the store's.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -79,6 +81,28 @@ query_keys make_queries(const std::vector<entry>& es, std::size_t count) {
   std::mt19937_64 rng(1);
   for (std::size_t i = 0; i < count; ++i) q.bytes += es[rng() % es.size()].key;
   return q;
+}
+
+// Nanoseconds one dependent random read of memory takes here: a pointer chase
+// through a random cycle over 256 MiB (64-byte cells, ordinary 4 KiB pages), so
+// every step misses the caches and mostly the TLB, as a cold get does.
+double memory_latency_ns() {
+  struct alignas(64) cell {
+    std::size_t next;
+  };
+  const std::size_t cells = (256u << 20) / sizeof(cell);
+  std::vector<cell> a(cells);
+  std::vector<std::size_t> order(cells);
+  for (std::size_t i = 0; i < cells; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(7));
+  for (std::size_t i = 0; i < cells; ++i) a[order[i]].next = order[(i + 1) % cells];
+  const std::size_t steps = 5'000'000;
+  std::size_t at = order[0];
+  auto t0 = clock_type::now();
+  for (std::size_t i = 0; i < steps; ++i) at = a[at].next;
+  double ns = since(t0) * 1e9 / steps;
+  if (at == cells) std::abort();  // keeps the chase from being optimised away
+  return ns;
 }
 
 std::uint64_t dir_bytes(const std::string& dir, std::string_view suffix) {
@@ -214,6 +238,10 @@ int main(int argc, char** argv) {
   double get_rate = gets / since(t0);
   fmt::print("get     {:>10.0f} gets/s (1 thread, warm)   target >= 1000000: {}\n", get_rate,
              get_rate >= 1e6 ? "PASS" : "MISS");
+  double miss_ns = memory_latency_ns();
+  fmt::print("memory  {:>10.0f} ns a dependent random read (256 MiB, 4 KiB pages): a get takes {:.0f} ns = {:.1f} "
+             "such reads\n",
+             miss_ns, 1e9 / get_rate, 1e9 / get_rate / miss_ns);
 
   std::uint64_t scanned = 0;
   t0 = clock_type::now();

@@ -431,7 +431,7 @@ TEST_CASE("node_store: a flipped byte of an index file costs a rescan, never a w
     for (int i = 0; i < 8; ++i) {
       node n = leaf_of({{fmt::format("k{}", i), std::string(50 + i, 'x')}});
       hashes.push_back(must(s->write(n)));
-      encodings.push_back(n.encode());
+      encodings.emplace_back(n.encode());
     }
     position = must(s->flush());
   }

@@ -241,7 +241,7 @@ TEST_CASE("tree: invalid input is refused and nothing is written") {
 TEST_CASE("node: encoding round trips, survives copies and moves, and rejects damage") {
   std::vector<entry> es = {{"a", "1"}, {"b", ""}, {"c", std::string(300, 'z')}};
   node n(0, es);
-  std::string bytes = n.encode();
+  std::string bytes(n.encode());
   auto back = node::decode(bytes);
   REQUIRE(back.is_ok());
   REQUIRE(back->entries().size() == es.size());
@@ -297,8 +297,40 @@ TEST_CASE("node: lower_bound agrees with std::lower_bound on adversarial keys") 
       for (std::size_t i = 0, len = rng() % 14; i < len; ++i) probe.push_back(alphabet[rng() % 3]);
       auto want = static_cast<std::size_t>(std::distance(keys.begin(), keys.lower_bound(probe)));
       CHECK(nd.lower_bound(probe) == want);
+      std::string value = "left alone when absent";
+      bool present = keys.count(probe) != 0;
+      CHECK(must(search_leaf(nd.search_index(), hash128::of(nd.encode()), probe, value)) == present);
+      CHECK(value == (present ? "v" : "left alone when absent"));
+    }
+    // The index alone (what caches keep) describes the node.
+    node_index ix = nd.search_index();
+    REQUIRE(ix.size() == nd.entries().size());
+    CHECK(ix.level() == 0);
+    for (std::size_t i = 0; i < ix.size(); ++i) {
+      CHECK(ix.entry(i).key == nd.entries()[i].key);
+      CHECK(ix.entry(i).value == nd.entries()[i].value);
     }
   }
+}
+
+TEST_CASE("tree: a get through a node at the wrong level is corruption, never a wrong answer") {
+  memory_nodes store;
+  std::vector<entry> leaf_es = {{"a", "1"}, {"b", "2"}};
+  hash128 leaf = must(store.write(node(0, leaf_es)));
+  // A level-2 node whose child is a leaf: a level is missing below it.
+  std::vector<entry> skip = {{"b", child_ref{leaf, 2}.encode()}};
+  hash128 bad_root = must(store.write(node(2, skip)));
+  prolly_tree t(store, small_nodes);
+  CHECK(t.get(bad_root, "a").error().code() == status_code::corruption);
+  // A level-1 node whose child is not a leaf.
+  std::vector<entry> over = {{"b", child_ref{bad_root, 2}.encode()}};
+  hash128 bad_parent = must(store.write(node(1, over)));
+  auto r = t.get(bad_parent, "a");
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.error().code() == status_code::corruption);
+  CHECK(r.error().message().find("leaf was expected") != std::string::npos);
+  // The sound leaf answers.
+  CHECK(must(t.get(leaf, "b")) == std::optional<std::string>("2"));
 }
 
 TEST_CASE("tree: nodes one store holds are never served for another store") {

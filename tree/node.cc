@@ -1,6 +1,7 @@
 #include "tree/node.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/coding.h"
 #include "core/limits.h"
@@ -35,52 +36,74 @@ std::size_t encoded_size(std::string_view key, std::string_view value) noexcept 
 node::node(std::uint8_t level, std::span<const entry> entries) : level_(level) {
   std::size_t bytes = 1 + max_varint64_bytes;
   for (const auto& e : entries) bytes += encoded_size(e);
-  bytes_.reserve(bytes);
-  bytes_.push_back(static_cast<char>(level));
-  put_varint64(bytes_, entries.size());
+  std::string encoding;
+  encoding.reserve(bytes);
+  encoding.push_back(static_cast<char>(level));
+  put_varint64(encoding, entries.size());
   for (const auto& e : entries) {
-    put_length_prefixed(bytes_, e.key);
-    put_length_prefixed(bytes_, e.value);
+    put_length_prefixed(encoding, e.key);
+    put_length_prefixed(encoding, e.value);
   }
-  index();
+  index(encoding);
 }
 
-node::node(const node& other) : level_(other.level_), bytes_(other.bytes_) { index(); }
+node::node(const node& other)
+    : level_(other.level_),
+      bytes_(other.bytes_),
+      encoding_at_(other.encoding_at_),
+      encoded_size_(other.encoded_size_) {
+  reindex_views();
+}
 
 node& node::operator=(const node& other) {
   if (this != &other) {
     level_ = other.level_;
     bytes_ = other.bytes_;
-    index();
+    encoded_size_ = other.encoded_size_;
+    encoding_at_ = other.encoding_at_;
+    reindex_views();
   }
   return *this;
 }
 
 // A short string lives inside the object (small-string optimisation) and
-// moves by copy: then the views must be rebuilt.
-node::node(node&& other) noexcept : level_(other.level_) {
+// moves by copy: then the views must be rebuilt. (With the index appended a
+// node's buffer is never that short, but nothing here relies on it.)
+node::node(node&& other) noexcept
+    : level_(other.level_), encoding_at_(other.encoding_at_), encoded_size_(other.encoded_size_) {
   const char* old = other.bytes_.data();
   bytes_ = std::move(other.bytes_);
   entries_ = std::move(other.entries_);
-  shared_ = other.shared_;
-  prefixes_ = std::move(other.prefixes_);
-  if (bytes_.data() != old) index();
+  if (bytes_.data() != old) reindex_views();
 }
 
 node& node::operator=(node&& other) noexcept {
   if (this != &other) {
     const char* old = other.bytes_.data();
     level_ = other.level_;
+    encoded_size_ = other.encoded_size_;
+    encoding_at_ = other.encoding_at_;
     bytes_ = std::move(other.bytes_);
     entries_ = std::move(other.entries_);
-    shared_ = other.shared_;
-    prefixes_ = std::move(other.prefixes_);
-    if (bytes_.data() != old) index();
+    if (bytes_.data() != old) reindex_views();
   }
   return *this;
 }
 
+// ---- the search index ----------------------------------------------------------------
+//
+// Layout (little-endian, at the start of the node's buffer):
+//   u32 count | u32 shared | u32 encoding_at | u8 level | 3 zero bytes
+//   u64 prefix[count]        the 8 key bytes after the shared prefix, read as a
+//                            big-endian number (zero-padded), in native order
+//   u32 offset[count]        where the entry (its key length) starts in the encoding
+//   shared bytes             the prefix every key of the node starts with
+//   zero bytes up to encoding_at (a multiple of 8), then the encoding
+// In memory only: it is rebuilt whenever a node is decoded, never stored.
+
 namespace {
+constexpr std::size_t index_header = 16;
+
 std::uint64_t prefix_of(std::string_view key, std::size_t skip) noexcept {
   std::uint64_t p = 0;
   for (std::size_t i = 0; i < 8; ++i) {
@@ -89,43 +112,135 @@ std::uint64_t prefix_of(std::string_view key, std::size_t skip) noexcept {
   }
   return p;
 }
+
+std::uint32_t index_u32(const char* p, std::size_t at) noexcept {
+  return decode_fixed32_le(reinterpret_cast<const std::uint8_t*>(p + at));
+}
+
+// A varint of an encoding that was checked when the node was decoded or built.
+std::uint64_t trusted_varint(const char*& p) noexcept {
+  std::uint64_t v = 0;
+  for (int shift = 0;; shift += 7) {
+    auto b = static_cast<std::uint8_t>(*p++);
+    v |= std::uint64_t{b & 0x7fu} << shift;
+    if (b < 0x80) return v;
+  }
+}
 }  // namespace
 
-std::size_t node::lower_bound(std::string_view key) const noexcept {
-  std::size_t n = entries_.size();
+std::uint8_t node_index::level() const noexcept { return static_cast<std::uint8_t>(p_[12]); }
+
+std::size_t node_index::size() const noexcept { return index_u32(p_, 0); }
+
+entry_view node_index::entry(std::size_t i) const noexcept {
+  std::size_t n = size();
+  const char* base = p_ + index_u32(p_, 8);
+  const char* at = base + index_u32(p_, index_header + 8 * n + 4 * i);
+  entry_view e;
+  std::size_t klen = trusted_varint(at);
+  e.key = std::string_view(at, klen);
+  at += klen;
+  std::size_t vlen = trusted_varint(at);
+  e.value = std::string_view(at, vlen);
+  return e;
+}
+
+std::size_t node_index::lower_bound(std::string_view key) const noexcept {
+  std::size_t n = size();
   if (n == 0) return 0;
+  std::size_t shared_len = index_u32(p_, 4);
+  // Every probe below lands in the index: ask for all of it (up to 16 lines) at
+  // once, so its misses overlap instead of following one another.
+  std::size_t index_bytes = index_header + 12 * n + shared_len;
+  for (std::size_t off = 64; off < std::min<std::size_t>(index_bytes, 16 * 64); off += 64)
+    __builtin_prefetch(p_ + off);
   // Against the shared bytes first: outside them the answer is an end.
-  std::string_view shared = entries_.front().key.substr(0, shared_);
-  int c = key.substr(0, shared_).compare(shared);
+  std::string_view shared(p_ + index_header + 12 * n, shared_len);
+  int c = key.substr(0, shared_len).compare(shared);
   if (c < 0) return 0;
   if (c > 0) return n;
-  std::uint64_t p = prefix_of(key, shared_);
-  std::size_t lo = static_cast<std::size_t>(std::lower_bound(prefixes_.begin(), prefixes_.end(), p) - prefixes_.begin());
+  const char* prefixes = p_ + index_header;
+  auto prefix_at = [&](std::size_t i) {
+    std::uint64_t v;
+    std::memcpy(&v, prefixes + 8 * i, 8);
+    return v;
+  };
+  std::uint64_t p = prefix_of(key, shared_len);
+  std::size_t lo = 0, len = n;
+  while (len > 0) {
+    std::size_t half = len / 2;
+    if (prefix_at(lo + half) < p) {
+      lo += half + 1;
+      len -= half + 1;
+    } else {
+      len = half;
+    }
+  }
   // Equal prefixes need the full keys.
-  while (lo < n && prefixes_[lo] == p && entries_[lo].key < key) ++lo;
+  while (lo < n && prefix_at(lo) == p && entry(lo).key < key) ++lo;
   return lo;
 }
 
-void node::index() {
-  entries_.clear();
-  prefixes_.clear();
-  byte_reader in(std::string_view(bytes_).substr(1));
+result<bool> search_leaf(node_index ix, const hash128& h, std::string_view key, std::string& value) {
+  if (ix.level() != 0)
+    return status::corruption(fmt::format("tree node {} is at level {} where a leaf was expected", h, ix.level()));
+  std::size_t i = ix.lower_bound(key);
+  if (i == ix.size()) return false;
+  entry_view e = ix.entry(i);
+  if (e.key != key) return false;
+  value.assign(e.value);
+  return true;
+}
+
+void node::index(std::string_view encoding) {
+  byte_reader in(encoding.substr(1));
   std::uint64_t count = 0;
   (void)in.get_varint64(count);
-  entries_.reserve(static_cast<std::size_t>(count));
-  for (std::uint64_t i = 0; i < count; ++i) {
-    entry_view e;
-    (void)in.get_length_prefixed(e.key);
-    (void)in.get_length_prefixed(e.value);
-    entries_.push_back(e);
+  // First pass: the shared prefix, from the first and the last key.
+  std::string_view first, last;
+  {
+    byte_reader scan = in;
+    for (std::uint64_t i = 0; i < count; ++i) {
+      std::string_view k, v;
+      (void)scan.get_length_prefixed(k);
+      (void)scan.get_length_prefixed(v);
+      if (i == 0) first = k;
+      last = k;
+    }
   }
-  shared_ = 0;
-  if (!entries_.empty()) {
-    std::string_view a = entries_.front().key, b = entries_.back().key;
-    while (shared_ < a.size() && shared_ < b.size() && a[shared_] == b[shared_]) ++shared_;
+  std::size_t shared = 0;
+  while (shared < first.size() && shared < last.size() && first[shared] == last[shared]) ++shared;
+
+  auto n = static_cast<std::size_t>(count);
+  level_ = static_cast<std::uint8_t>(encoding[0]);
+  encoding_at_ = (index_header + 12 * n + shared + 7) & ~std::size_t{7};
+  encoded_size_ = encoding.size();
+  std::string buf(encoding_at_ + encoded_size_, '\0');
+  auto* u = reinterpret_cast<std::uint8_t*>(buf.data());
+  encode_fixed32_le(u, static_cast<std::uint32_t>(n));
+  encode_fixed32_le(u + 4, static_cast<std::uint32_t>(shared));
+  encode_fixed32_le(u + 8, static_cast<std::uint32_t>(encoding_at_));
+  u[12] = level_;
+  if (shared > 0) std::memcpy(buf.data() + index_header + 12 * n, first.data(), shared);
+  std::memcpy(buf.data() + encoding_at_, encoding.data(), encoded_size_);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::size_t at = encoding.size() - in.rest().size();
+    std::string_view k, v;
+    (void)in.get_length_prefixed(k);
+    (void)in.get_length_prefixed(v);
+    std::uint64_t p = prefix_of(k, shared);
+    std::memcpy(buf.data() + index_header + 8 * i, &p, 8);
+    encode_fixed32_le(u + index_header + 8 * n + 4 * i, static_cast<std::uint32_t>(at));
   }
-  prefixes_.reserve(entries_.size());
-  for (const auto& e : entries_) prefixes_.push_back(prefix_of(e.key, shared_));
+  bytes_ = std::move(buf);
+  reindex_views();
+}
+
+void node::reindex_views() {
+  node_index ix = search_index();
+  entries_.clear();
+  entries_.reserve(ix.size());
+  for (std::size_t i = 0; i < ix.size(); ++i) entries_.push_back(ix.entry(i));
 }
 
 std::uint64_t node::count() const {
@@ -136,10 +251,7 @@ std::uint64_t node::count() const {
   return total;
 }
 
-result<node> node::decode(std::string_view bytes) { return decode(std::string(bytes)); }
-
-result<node> node::decode(std::string&& owned) {
-  std::string_view bytes(owned);
+result<node> node::decode(std::string_view bytes) {
   if (bytes.empty()) return status::corruption("tree node is empty");
   auto level = static_cast<std::uint8_t>(bytes[0]);
   if (level >= max_levels) return status::corruption(fmt::format("tree node has level {}", level));
@@ -161,10 +273,8 @@ result<node> node::decode(std::string&& owned) {
     prev = k;
   }
   if (!in.empty()) return status::corruption("tree node has trailing bytes");
-  node n;
-  n.level_ = level;
-  n.bytes_ = std::move(owned);
-  n.index();
+  node n(unindexed{});
+  n.index(bytes);
   return n;
 }
 

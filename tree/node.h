@@ -44,9 +44,36 @@ struct child_ref {
   static result<child_ref> decode(std::string_view bytes);
 };
 
-// A node holds its canonical encoding in one buffer and views of its entries
-// into it: one allocation for the bytes, one for the views, and a binary search
-// that stays within the node's own memory.
+// A read-only view of a node's search index, valid while its node lives. The
+// index sits at the start of the node's buffer, before the encoding (so that a
+// lookup's index and entry often share a page): a header, then for
+// each key the 8 bytes after the prefix all keys share, as a big-endian number
+// (zero-padded), then each entry's offset in the encoding, then the shared
+// prefix. A binary search compares numbers in that one small array and touches
+// the encoding only for the entry it lands on, so a lookup in a cold node costs
+// about two memory misses. Caches keep this view beside the node (see
+// node_store) so a hit reads the index without the node object.
+class node_index {
+ public:
+  node_index() = default;
+  explicit node_index(const char* index) noexcept : p_(index) {}
+
+  std::uint8_t level() const noexcept;
+  std::size_t size() const noexcept;
+  // Index of the first entry whose key is >= key (size() if none).
+  std::size_t lower_bound(std::string_view key) const noexcept;
+  entry_view entry(std::size_t i) const noexcept;
+
+ private:
+  const char* p_ = nullptr;
+};
+
+// Looks key up in the leaf whose index is ix and whose hash is h (named in the
+// error when the node is not a leaf): true with the value copied out if found.
+result<bool> search_leaf(node_index ix, const hash128& h, std::string_view key, std::string& value);
+
+// A node holds its canonical encoding and its search index in one buffer, and
+// views of its entries into it.
 class node {
  public:
   node() : node(0, {}) {}  // the empty leaf
@@ -57,37 +84,38 @@ class node {
   node& operator=(node&& other) noexcept;
 
   static result<node> decode(std::string_view bytes);
-  // The same, taking the buffer over instead of copying it (a cache miss path).
-  static result<node> decode(std::string&& bytes);
 
   std::uint8_t level() const noexcept { return level_; }
   bool is_leaf() const noexcept { return level_ == 0; }
   const std::vector<entry_view>& entries() const noexcept { return entries_; }
+  node_index search_index() const noexcept { return node_index(bytes_.data()); }
   // Index of the first entry whose key is >= key (entries().size() if none).
-  std::size_t lower_bound(std::string_view key) const noexcept;
+  std::size_t lower_bound(std::string_view key) const noexcept { return search_index().lower_bound(key); }
   std::string_view last_key() const { return entries_.back().key; }
   // Leaf entries in this subtree (decodes the child refs of an internal node).
   std::uint64_t count() const;
   // The canonical bytes; their XXH3-128 hash is the node's identity.
-  const std::string& encode() const noexcept { return bytes_; }
+  std::string_view encode() const noexcept { return std::string_view(bytes_.data() + encoding_at_, encoded_size_); }
   // Memory this node holds (for byte-bounded caches).
   std::size_t memory_bytes() const noexcept {
-    return sizeof(node) + bytes_.capacity() + entries_.capacity() * sizeof(entry_view) +
-           prefixes_.capacity() * sizeof(std::uint64_t);
+    return sizeof(node) + bytes_.capacity() + entries_.capacity() * sizeof(entry_view);
   }
 
  private:
-  // Rebuilds the views after the bytes moved (bytes_ must be well-formed).
-  void index();
+  struct unindexed {};
+  explicit node(unindexed) noexcept {}  // for decode, which indexes it at once
+
+  // Lays out bytes_ as the search index then `encoding` (well-formed), and
+  // builds the entry views.
+  void index(std::string_view encoding);
+  // Rebuilds the views after the bytes moved.
+  void reindex_views();
 
   std::uint8_t level_ = 0;
-  std::string bytes_;
+  std::string bytes_;  // the search index, then (at encoding_at_) the encoding
+  std::size_t encoding_at_ = 0;
+  std::size_t encoded_size_ = 0;
   std::vector<entry_view> entries_;
-  // Search aids: the bytes every key of the node starts with, and for each key
-  // the next 8 bytes as a big-endian number (zero-padded). Comparing numbers in
-  // one small array resolves most of a binary search without touching the keys.
-  std::size_t shared_ = 0;
-  std::vector<std::uint64_t> prefixes_;
 };
 
 // Bytes an entry takes in its node's encoding: what the chunker weighs.

@@ -7,6 +7,12 @@ node_source::node_source() {
   id_ = next.fetch_add(1, std::memory_order_relaxed);
 }
 
+result<bool> node_source::leaf_get(const hash128& leaf, std::string_view key, std::string& value) {
+  auto n = read(leaf);
+  if (!n) return n.error();
+  return search_leaf((*n)->search_index(), leaf, key, value);
+}
+
 result<node_ptr> memory_nodes::read(const hash128& h) {
   ++reads_;
   std::lock_guard lk(mu_);
@@ -16,7 +22,7 @@ result<node_ptr> memory_nodes::read(const hash128& h) {
 }
 
 result<hash128> memory_nodes::write(const node& n) {
-  const std::string& bytes = n.encode();
+  std::string_view bytes = n.encode();
   hash128 h = hash128::of(bytes);
   std::lock_guard lk(mu_);
   if (nodes_.emplace(h, std::make_shared<const node>(n)).second) {

@@ -24,6 +24,11 @@ class node_source {
 
   virtual result<node_ptr> read(const hash128& h) = 0;
 
+  // Looks key up in the leaf h: true with the value copied out when the leaf
+  // holds it. The same as searching read(h), which is what this default does; a
+  // store with a cache answers a hit without taking a reference to the node.
+  virtual result<bool> leaf_get(const hash128& leaf, std::string_view key, std::string& value);
+
   // Readers that keep nodes of a source outside it (the tree's per-thread table
   // of upper nodes) key them by this pair, so they never answer for a source
   // that no longer holds a node: the id is unique to this object for the whole

@@ -244,9 +244,27 @@ class node_store::node_cache {
       s.misses.fetch_add(1, std::memory_order_relaxed);
       return nullptr;
     }
-    s.slots[i].referenced.store(true, std::memory_order_relaxed);
+    s.slots[i].mark_referenced();
     s.hits.fetch_add(1, std::memory_order_relaxed);
     return s.slots[i].n;
+  }
+
+  // A hit searches the leaf under the shard's shared lock (eviction needs it
+  // exclusively, so the node outlives the search) through the index view kept in
+  // the slot: no reference count is touched and the node object is not read.
+  // False on a miss.
+  bool leaf_get(const hash128& h, std::string_view key, std::string& value, result<bool>& out) {
+    shard& s = shard_of(h);
+    std::shared_lock lk(s.mu);
+    std::size_t i = s.find(h);
+    if (i == npos) {
+      s.misses.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    s.slots[i].mark_referenced();
+    s.hits.fetch_add(1, std::memory_order_relaxed);
+    out = search_leaf(s.slots[i].ix, h, key, value);
+    return true;
   }
 
   void put(const hash128& h, node_ptr n) {
@@ -300,8 +318,14 @@ class node_store::node_cache {
   struct slot {
     hash128 hash;
     node_ptr n;  // null: the slot is free
+    node_index ix;  // n's, kept here so a lookup need not read the node object
     std::size_t charge = 0;
     std::atomic<bool> referenced{false};
+    // A hit leaves the line clean when the bit is already set: concurrent
+    // readers of a hot node do not bounce its slot between cores.
+    void mark_referenced() noexcept {
+      if (!referenced.load(std::memory_order_relaxed)) referenced.store(true, std::memory_order_relaxed);
+    }
   };
 
   struct shard {
@@ -361,6 +385,7 @@ class node_store::node_cache {
       std::size_t i = home(h);
       while (slots[i].n) i = (i + 1) & mask;
       slots[i].hash = h;
+      slots[i].ix = n->search_index();
       slots[i].n = std::move(n);
       slots[i].charge = charge;
       slots[i].referenced.store(false, std::memory_order_relaxed);
@@ -394,6 +419,7 @@ class node_store::node_cache {
         if (movable) {
           slots[i].hash = slots[j].hash;
           slots[i].n = std::move(slots[j].n);
+          slots[i].ix = slots[j].ix;
           slots[i].charge = slots[j].charge;
           slots[i].referenced.store(slots[j].referenced.load(std::memory_order_relaxed),
                                     std::memory_order_relaxed);
@@ -745,7 +771,7 @@ status node_store::do_open(std::optional<std::uint64_t> committed) {
 // ---- writing -------------------------------------------------------------------------
 
 result<hash128> node_store::write(const node& n) {
-  const std::string& bytes = n.encode();
+  std::string_view bytes = n.encode();
   if (bytes.size() > max_node_bytes)
     return status::invalid_argument(
         fmt::format("tree node of {} bytes exceeds the node store's limit of {} bytes", bytes.size(), max_node_bytes));
@@ -923,13 +949,19 @@ result<node_ptr> node_store::read(const hash128& h) {
   }
   auto rec = read_record(h, *p, loc);
   if (!rec) return rec.error();
-  auto n = node::decode(std::move(rec->raw));
+  auto n = node::decode(rec->raw);
   if (!n)
     return status::corruption(fmt::format("node {}: pack {}, offset {}: matches its hash but does not decode: {}",
                                           h, p->path, loc.offset, n.error().message()));
   node_ptr out = std::make_shared<const node>(std::move(*n));
   cache_->put(h, out);
   return out;
+}
+
+result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std::string& value) {
+  result<bool> out = false;
+  if (cache_->leaf_get(leaf, key, value, out)) return out;
+  return node_source::leaf_get(leaf, key, value);
 }
 
 bool node_store::contains(const hash128& h) const {
@@ -971,7 +1003,7 @@ result<node_store::stored_record> node_store::load_for_gc(const hash128& h) {
   // The writer's own view: state changes only under write_mu_, which gc holds.
   if (auto it = pending_at_.find(h); it != pending_at_.end()) {
     const pending_record& r = pending_[it->second];
-    return stored_record{r.decoded->encode(), r.flags, r.payload};
+    return stored_record{std::string(r.decoded->encode()), r.flags, r.payload};
   }
   auto it = index_.find(h);
   if (it == index_.end())

@@ -176,6 +176,7 @@ class node_store final : public node_sink {
   node_store& operator=(const node_store&) = delete;
 
   result<node_ptr> read(const hash128& h) override;
+  result<bool> leaf_get(const hash128& leaf, std::string_view key, std::string& value) override;
   result<hash128> write(const node& n) override;
   // Changes with every gc (nodes may have been dropped).
   std::uint64_t epoch() const noexcept override { return epoch_.load(std::memory_order_acquire); }

@@ -137,6 +137,7 @@ struct upper_slot {
   std::uint64_t epoch = 0;
   hash128 hash;
   node_ptr n;
+  node_index ix;  // n's: a lookup reads the index without the node object
 };
 
 std::array<upper_slot, upper_slots>& thread_upper_cache() {
@@ -150,8 +151,20 @@ result<node_ptr> prolly_tree::load(const hash128& h) {
   std::uint64_t source = store_.source_id(), epoch = store_.epoch();
   if (u.n && u.hash == h && u.source == source && u.epoch == epoch) return u.n;
   auto n = store_.read(h);
-  if (n && !(*n)->is_leaf()) u = {source, epoch, h, *n};
+  if (n && !(*n)->is_leaf()) u = {source, epoch, h, *n, (*n)->search_index()};
   return n;
+}
+
+// The index of node h, taken from this thread's table of upper nodes when it is
+// there (no reference count touched). The view stays valid until the next call
+// on this thread: `hold` keeps a node that the table does not (a leaf).
+result<node_index> prolly_tree::load_index(const hash128& h, node_ptr& hold) {
+  upper_slot& u = thread_upper_cache()[static_cast<std::size_t>(h.low) & (upper_slots - 1)];
+  if (u.n && u.hash == h && u.source == store_.source_id() && u.epoch == store_.epoch()) return u.ix;
+  auto n = load(h);
+  if (!n) return n.error();
+  hold = std::move(*n);
+  return hold->search_index();
 }
 
 result<hash128> prolly_tree::empty_root() { return store_.write(node{}); }
@@ -226,23 +239,23 @@ result<hash128> prolly_tree::apply(const hash128& root_hash, std::span<const edi
 }
 
 result<bool> prolly_tree::get(const hash128& root, std::string_view key, std::string& value) {
-  auto n = load(root);
-  if (!n) return n.error();
-  node_ptr cur = std::move(*n);
+  node_ptr hold;
+  auto ix = load_index(root, hold);
+  if (!ix) return ix.error();
+  if (ix->level() == 0) return search_leaf(*ix, root, key, value);
   for (;;) {
-    const auto& es = cur->entries();
-    std::size_t i = cur->lower_bound(key);
-    if (i == es.size()) return false;
-    if (cur->is_leaf()) {
-      if (es[i].key != key) return false;
-      value.assign(es[i].value);
-      return true;
-    }
+    std::size_t i = ix->lower_bound(key);
+    if (i == ix->size()) return false;
     // Only the hash is needed: decode() validated the reference when the node
     // was read.
-    auto child = load(hash128::from_bytes(reinterpret_cast<const std::uint8_t*>(es[i].value.data())));
-    if (!child) return child.error();
-    cur = std::move(*child);
+    hash128 child = hash128::from_bytes(reinterpret_cast<const std::uint8_t*>(ix->entry(i).value.data()));
+    std::uint8_t level = ix->level();
+    if (level == 1) return store_.leaf_get(child, key, value);
+    ix = load_index(child, hold);
+    if (!ix) return ix.error();
+    if (ix->level() != level - 1)
+      return status::corruption(
+          fmt::format("tree node {} is at level {} below a node at level {}", child, ix->level(), level));
   }
 }
 

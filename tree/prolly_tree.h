@@ -70,6 +70,7 @@ class prolly_tree {
 
  private:
   result<node_ptr> load(const hash128& h);
+  result<node_index> load_index(const hash128& h, node_ptr& hold);
   // Chunks a run of entries at `level` into nodes, writes them, and returns the
   // parent entries (last key -> child_ref) of the nodes made.
   result<std::vector<entry>> build_level(std::uint8_t level, std::span<const entry> entries);
