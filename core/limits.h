@@ -22,9 +22,17 @@ inline constexpr std::size_t max_batch_mutations = 1 << 20;
 // Opaque replication-state payloads (promise records) are small by nature.
 inline constexpr std::size_t max_replication_state_bytes = 1024 * 1024;
 
+// The database frames what it stores (a keyspace byte and a deadline before a
+// key, a TTL envelope around a value), so the limits a host sees are this much
+// under the ones the log and the tree enforce.
+inline constexpr std::size_t framing_bytes = 16;
+inline constexpr std::size_t max_user_key_bytes = max_key_bytes - framing_bytes;
+inline constexpr std::size_t max_user_value_bytes = max_value_bytes - framing_bytes;
 // Empty keys are refused: they cannot be told apart from "no key" in several
 // user-facing APIs (scan bounds, cursors).
 status check_key(std::string_view key);
 status check_value(std::string_view value);
+status check_user_key(std::string_view key);
+status check_user_value(std::string_view value);
 
 }  // namespace magnetite::limits

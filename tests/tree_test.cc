@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 
+#include "core/limits.h"
 #include "tests/support/tree_model.h"
 #include "tree/prolly_tree.h"
 
@@ -193,6 +194,38 @@ TEST_CASE("tree: every node respects the size bounds, and an oversized entry sta
   MESSAGE(fmt::format("{} nodes, mean leaf {:.0f} bytes (target {})", nodes, mean, p.target));
   CHECK(mean > p.target * 0.6);
   CHECK(mean < p.target * 1.5);
+}
+
+TEST_CASE("tree: keys as big as a node still give a tree: internal nodes take at least two children") {
+  // Under the small policy every internal entry (a 4 KiB key) is bigger than a
+  // node's maximum: without the two-children rule the levels never shrink.
+  memory_nodes store;
+  prolly_tree t(store, small_nodes);
+  std::mt19937_64 rng(21);
+  model m;
+  for (int i = 0; i < 300; ++i) m[fmt::format("{:04}", i) + std::string(limits::max_key_bytes - 4, 'k')] = "v";
+  hash128 root = must(t.build(entries_of(m)));
+  // Written in random batches it is the same tree.
+  model m2;
+  hash128 r2 = must(t.empty_root());
+  std::vector<std::string> keys;
+  for (auto& [k, v] : m) keys.push_back(k);
+  std::shuffle(keys.begin(), keys.end(), rng);
+  for (std::size_t i = 0; i < keys.size(); i += 37) {
+    std::vector<edit> b;
+    for (std::size_t j = i; j < std::min(keys.size(), i + 37); ++j) b.push_back({keys[j], std::string("v")});
+    std::sort(b.begin(), b.end(), [](const edit& x, const edit& y) { return x.key < y.key; });
+    r2 = must(t.apply(r2, b));
+  }
+  CHECK(r2 == root);
+  int depth = must(t.depth(root));
+  CHECK(depth <= 10);  // 300 leaves: at most log2(300) + 1 internal levels
+  int lone = 0;  // internal nodes with one child: only the last of a level may be one
+  walk_nodes(store, root, [&](const node& n) {
+    if (!n.is_leaf() && n.entries().size() < 2) ++lone;
+  });
+  CHECK(lone < depth);
+  for (auto& [k, v] : m) CHECK(must(t.get(root, k)) == std::optional<std::string>(v));
 }
 
 TEST_CASE("tree: an update rewrites only the affected leaves and their ancestors") {

@@ -45,7 +45,8 @@ TEST_CASE("expiry_index: agrees with a model under random sets, erases and sweep
           auto got = idx.take_expired(now, limit);
           REQUIRE(got.size() == due.size());
           for (std::size_t i = 0; i < got.size(); ++i) {
-            CHECK(got[i] == due[i].second);
+            CHECK(got[i].key == due[i].second);
+            CHECK(got[i].deadline_ns == due[i].first);
             model.erase(due[i].second);
           }
           break;

@@ -13,6 +13,8 @@ status chunk_policy::validate() const {
 
 bool chunker::add(std::string_view key, std::size_t bytes) noexcept {
   size_ += bytes;
+  ++count_;
+  if (needs_second()) return false;
   if (bytes > p_.max || size_ >= p_.max) return true;
   if (size_ < p_.min) return false;
   // Boundary with probability bytes / (target - min): byte-weighted, so the mean

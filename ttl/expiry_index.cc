@@ -33,12 +33,12 @@ std::optional<std::uint64_t> expiry_index::earliest() const {
   return by_deadline_.begin()->first;
 }
 
-std::vector<std::string> expiry_index::take_expired(std::uint64_t now_ns, std::size_t limit) {
-  std::vector<std::string> out;
+std::vector<expired_key> expiry_index::take_expired(std::uint64_t now_ns, std::size_t limit) {
+  std::vector<expired_key> out;
   while (!by_deadline_.empty() && out.size() < limit && by_deadline_.begin()->first <= now_ns) {
     auto node = by_deadline_.extract(by_deadline_.begin());
     by_key_.erase(node.value().second);
-    out.push_back(std::move(node.value().second));
+    out.push_back({std::move(node.value().second), node.value().first});
   }
   return out;
 }

@@ -2,7 +2,8 @@
 //
 // A shard arms ONE timer for earliest() and, when it fires, deletes what
 // take_expired() returns (through the WAL, in one group) and re-arms for the
-// new earliest(). The index is rebuilt on recovery from the values' envelopes.
+// new earliest(). The index is rebuilt on recovery from the durable copy the
+// shard keeps in its tree (see actors/keyspace.h) and the log's replayed writes.
 //
 // Invariants: each key has at most one deadline (set() replaces it); earliest()
 // is the smallest deadline held; take_expired(now) removes and returns exactly
@@ -22,6 +23,11 @@
 
 namespace magnetite::ttl {
 
+struct expired_key {
+  std::string key;
+  std::uint64_t deadline_ns = 0;
+};
+
 class expiry_index {
  public:
   // Sets (or moves) the key's deadline.
@@ -31,7 +37,7 @@ class expiry_index {
 
   std::optional<std::uint64_t> deadline(std::string_view key) const;
   std::optional<std::uint64_t> earliest() const;
-  std::vector<std::string> take_expired(std::uint64_t now_ns, std::size_t limit);
+  std::vector<expired_key> take_expired(std::uint64_t now_ns, std::size_t limit);
 
   std::size_t size() const noexcept { return by_key_.size(); }
   bool empty() const noexcept { return by_key_.empty(); }

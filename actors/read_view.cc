@@ -1,0 +1,117 @@
+#include "actors/read_view.h"
+
+#include <algorithm>
+
+#include "actors/keyspace.h"
+#include "tree/prolly_tree.h"
+#include "ttl/envelope.h"
+
+namespace magnetite {
+
+const layer_entry* layer::find(std::string_view key) const noexcept {
+  auto it = std::lower_bound(entries.begin(), entries.end(), key,
+                             [](const layer_entry& e, std::string_view k) { return e.key < k; });
+  return it != entries.end() && it->key == key ? &*it : nullptr;
+}
+
+namespace {
+std::size_t entry_bytes(const layer_entry& e) { return e.key.size() + (e.value ? e.value->size() : 0); }
+}  // namespace
+
+layer layer::merge(const layer& newer, const layer& older) {
+  layer out;
+  out.entries.reserve(newer.entries.size() + older.entries.size());
+  auto a = newer.entries.begin(), b = older.entries.begin();
+  while (a != newer.entries.end() || b != older.entries.end()) {
+    if (b == older.entries.end() || (a != newer.entries.end() && a->key <= b->key)) {
+      if (b != older.entries.end() && b->key == a->key) ++b;
+      out.entries.push_back(*a++);
+    } else {
+      out.entries.push_back(*b++);
+    }
+    out.bytes += entry_bytes(out.entries.back());
+  }
+  return out;
+}
+
+read_view::read_view(std::shared_ptr<tree::node_store> store, tree::chunk_policy policy, hash128 root,
+                     std::vector<std::shared_ptr<const layer>> layers, std::uint64_t sequence)
+    : store_(std::move(store)), policy_(policy), root_(root), layers_(std::move(layers)), sequence_(sequence) {}
+
+std::size_t read_view::layer_bytes() const noexcept {
+  std::size_t total = 0;
+  for (const auto& l : layers_) total += l->bytes;
+  return total;
+}
+
+result<bool> read_view::find(std::string_view tree_key, std::string& out) const {
+  for (const auto& l : layers_) {
+    if (const layer_entry* e = l->find(tree_key)) {
+      if (!e->value) return false;
+      out = *e->value;
+      return true;
+    }
+  }
+  return tree::prolly_tree(*store_, policy_).get(root_, tree_key, out);
+}
+
+result<std::optional<std::string>> read_view::get(std::string_view user_key, std::uint64_t now_ns) const {
+  std::string stored;
+  auto found = find(keyspace::data_key(user_key), stored);
+  if (!found) return found.error();
+  if (!*found) return std::optional<std::string>();
+  auto u = ttl::unwrap(stored);
+  if (!u) return u.error();
+  if (u->expired(now_ns)) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(u->value));
+}
+
+status read_view::scan(std::string_view from, std::string_view to,
+                       const std::function<bool(std::string_view, std::string_view)>& fn) const {
+  // A k-way merge: one position in each layer and a cursor in the tree; at each
+  // step the smallest key wins, and among equal keys the newest source.
+  struct position {
+    const layer* l;
+    std::size_t i;
+  };
+  std::vector<position> pos;
+  for (const auto& l : layers_) {
+    auto it = std::lower_bound(l->entries.begin(), l->entries.end(), from,
+                               [](const layer_entry& e, std::string_view k) { return e.key < k; });
+    pos.push_back({l.get(), static_cast<std::size_t>(it - l->entries.begin())});
+  }
+  tree::prolly_tree t(*store_, policy_);
+  auto c = t.seek(root_, from);
+  if (!c) return c.error();
+  auto in_range = [&](std::string_view k) { return to.empty() || k < to; };
+  for (;;) {
+    std::optional<std::string_view> key;
+    for (const auto& p : pos)
+      if (p.i < p.l->entries.size()) {
+        std::string_view k = p.l->entries[p.i].key;
+        if (!key || k < *key) key = k;
+      }
+    if (c->valid() && (!key || c->current().key < *key)) key = c->current().key;
+    if (!key || !in_range(*key)) return status::ok();
+    // The newest source holding the key decides; every source steps past it.
+    std::optional<std::optional<std::string_view>> decided;
+    for (auto& p : pos)
+      if (p.i < p.l->entries.size() && p.l->entries[p.i].key == *key) {
+        if (!decided) {
+          const auto& v = p.l->entries[p.i].value;
+          decided = v ? std::optional<std::string_view>(*v) : std::nullopt;
+        }
+      }
+    if (!decided && c->valid() && c->current().key == *key) decided = c->current().value;
+    // Copy the key: stepping the sources below may move what it views.
+    std::string k(*key);
+    bool go_on = true;
+    if (decided && *decided) go_on = fn(k, **decided);
+    if (!go_on) return status::ok();
+    for (auto& p : pos)
+      if (p.i < p.l->entries.size() && p.l->entries[p.i].key == k) ++p.i;
+    if (c->valid() && c->current().key == k) MAGNETITE_TRY(c->next());
+  }
+}
+
+}  // namespace magnetite

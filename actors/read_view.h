@@ -1,0 +1,74 @@
+// read_view: an immutable snapshot of one shard, readable from any thread.
+//
+// A view is the shard's committed tree (a root in its node store) plus the
+// layers of durable writes made since that checkpoint, newest first. The shard
+// actor publishes a new view after each group of writes is durable and BEFORE
+// it acknowledges them, so a host thread that saw an acknowledgement and then
+// reads the shard's current view sees that write (read-your-writes), and a view
+// never holds a write that is not yet durable under the `always` fsync policy.
+// A view never changes: readers need no lock and never talk to the actor.
+//
+// Invariants: each layer's entries are sorted by tree key and unique; a newer
+// layer's entry hides the same key in older layers and in the tree; a layer
+// entry without a value is a deletion.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/hash128.h"
+#include "core/status.h"
+#include "tree/chunker.h"
+#include "tree/node_store.h"
+
+namespace magnetite {
+
+struct layer_entry {
+  std::string key;                   // tree key (see keyspace.h)
+  std::optional<std::string> value;  // stored bytes, or nullopt for a deletion
+};
+
+struct layer {
+  std::vector<layer_entry> entries;  // sorted by key, unique
+  std::size_t bytes = 0;             // keys and values held
+
+  const layer_entry* find(std::string_view key) const noexcept;
+  // Newer entries win; the result is sorted and unique.
+  static layer merge(const layer& newer, const layer& older);
+};
+
+class read_view {
+ public:
+  read_view(std::shared_ptr<tree::node_store> store, tree::chunk_policy policy, hash128 root,
+            std::vector<std::shared_ptr<const layer>> layers, std::uint64_t sequence);
+
+  // The stored bytes under a tree key: true and `out` set, or false if absent.
+  result<bool> find(std::string_view tree_key, std::string& out) const;
+  // The value of a user key at time now_ns: nullopt if absent or expired.
+  result<std::optional<std::string>> get(std::string_view user_key, std::uint64_t now_ns) const;
+  // Visits the tree keys in [from, to) in order (to empty: no upper bound) with
+  // their stored bytes, layers merged over the tree, deletions hidden; stops
+  // when fn returns false.
+  status scan(std::string_view from, std::string_view to,
+              const std::function<bool(std::string_view key, std::string_view stored)>& fn) const;
+
+  const hash128& root() const noexcept { return root_; }
+  const std::vector<std::shared_ptr<const layer>>& layers() const noexcept { return layers_; }
+  std::size_t layer_bytes() const noexcept;
+  // The last log sequence whose write this view holds.
+  std::uint64_t sequence() const noexcept { return sequence_; }
+
+ private:
+  std::shared_ptr<tree::node_store> store_;
+  tree::chunk_policy policy_;
+  hash128 root_;
+  std::vector<std::shared_ptr<const layer>> layers_;
+  std::uint64_t sequence_;
+};
+
+}  // namespace magnetite

@@ -1,0 +1,302 @@
+#include "actors/shard.h"
+
+#include "actors/keyspace.h"
+#include "core/limits.h"
+#include "tree/prolly_tree.h"
+#include "ttl/envelope.h"
+
+namespace magnetite {
+
+std::uint64_t system_now_ns() {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count());
+}
+
+status shard_options::validate() const {
+  if (cache_bytes == 0) return status::invalid_argument("shard option cache_bytes must be > 0");
+  if (checkpoint_bytes == 0) return status::invalid_argument("shard option checkpoint_bytes must be > 0");
+  if (fsync == wal::fsync_policy::interval && fsync_interval.count() <= 0)
+    return status::invalid_argument("shard option fsync_interval must be > 0 with the interval policy");
+  if (!clock) return status::invalid_argument("shard option clock is empty");
+  return chunking.validate();
+}
+
+shard::shard(env& e, std::string dir, shard_options options)
+    : env_(e), dir_(std::move(dir)), options_(std::move(options)) {}
+
+shard::~shard() = default;
+
+result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_options options) {
+  MAGNETITE_TRY(options.validate());
+  std::unique_ptr<shard> s(new shard(e, std::move(dir), std::move(options)));
+  MAGNETITE_TRY(e.create_dir(s->dir_));
+  MAGNETITE_TRY(e.create_dir(s->dir_ + "/wal"));
+  MAGNETITE_TRY(e.create_dir(s->dir_ + "/nodes"));
+  MAGNETITE_TRY(e.sync_dir(s->dir_));
+
+  auto recovered = wal::recover(e, s->dir_ + "/wal");
+  if (!recovered) return recovered.error();
+  std::optional<std::uint64_t> committed;
+  if (recovered->last_commit) committed = recovered->last_commit->node_store_length;
+  tree::node_store_options so;
+  so.cache_bytes = s->options_.cache_bytes;
+  auto store = tree::node_store::open(e, s->dir_ + "/nodes", so, committed);
+  if (!store) return store.error();
+  s->store_ = std::shared_ptr<tree::node_store>(std::move(*store));
+
+  tree::prolly_tree t(*s->store_, s->options_.chunking);
+  hash128 root;
+  if (recovered->last_commit) {
+    root = recovered->last_commit->root;
+  } else {
+    auto empty = t.empty_root();
+    if (!empty) return empty.error();
+    root = *empty;
+  }
+
+  wal::writer_options wo;
+  wo.policy = s->options_.fsync;
+  wo.interval = s->options_.fsync_interval;
+  auto log = wal::log_writer::open(e, s->dir_ + "/wal", wo, *recovered);
+  if (!log) return log.error();
+  s->log_ = std::move(*log);
+
+  // The expiry index: the durable entries of the committed tree first, then
+  // the replayed writes move them as they did the first time.
+  std::string corrupt;
+  MAGNETITE_TRY(t.scan(root, std::string(1, keyspace::expiry_tag), keyspace::expiry_end(), false,
+                       [&](const tree::entry_view& e) {
+                         std::uint64_t deadline = 0;
+                         std::string_view key;
+                         if (!keyspace::parse_expiry_key(e.key, deadline, key)) {
+                           corrupt = fmt::format("shard {}: malformed expiry entry of {} bytes", s->dir_, e.key.size());
+                           return false;
+                         }
+                         s->expiry_.set(key, deadline);
+                         return true;
+                       }));
+  if (!corrupt.empty()) return status::corruption(corrupt);
+  s->publish(root, {});
+  for (const auto& r : recovered->tail) {
+    for (const auto& m : r.mutations) {
+      std::optional<std::string> stored;
+      if (m.kind == wal::mutation_kind::put) stored = m.value;
+      MAGNETITE_TRY(s->stage(m.key, std::move(stored)));
+    }
+    ++s->stats_.replayed_records;
+  }
+  // What was replayed is durable already (recovery repaired the log).
+  if (!s->staged_.empty()) {
+    auto l = std::make_shared<layer>();
+    for (auto& [k, v] : s->staged_) {
+      l->bytes += k.size() + (v ? v->size() : 0);
+      l->entries.push_back({k, std::move(v)});
+    }
+    s->staged_.clear();
+    s->staged_writes_ = 0;
+    s->publish(root, {std::move(l)});
+  }
+  return s;
+}
+
+status shard::check_usable() const {
+  if (failure_.is_ok()) return status::ok();
+  return status::failed(fmt::format("shard {} stopped after an earlier error ({}); it must be reopened", dir_,
+                                    failure_.message()));
+}
+
+status shard::fail(status s) {
+  if (failure_.is_ok()) failure_ = s;
+  return s;
+}
+
+void shard::publish(hash128 root, std::vector<std::shared_ptr<const layer>> layers) {
+  view_ = std::make_shared<const read_view>(store_, options_.chunking, root, std::move(layers),
+                                            log_ ? log_->last_sequence() : 0);
+}
+
+result<std::string> shard::envelope_for(std::string_view value, std::optional<std::chrono::nanoseconds> ttl) const {
+  MAGNETITE_TRY(limits::check_user_value(value));
+  if (!ttl) return ttl::wrap(value, std::nullopt);
+  if (ttl->count() <= 0) return status::invalid_argument(fmt::format("ttl of {} ns: must be > 0", ttl->count()));
+  std::uint64_t now = options_.clock();
+  auto add = static_cast<std::uint64_t>(ttl->count());
+  if (add > UINT64_MAX - now) return status::invalid_argument("ttl reaches past the clock's range");
+  return ttl::wrap(value, now + add);
+}
+
+result<bool> shard::find_latest(std::string_view tree_key, std::string& out) const {
+  if (auto it = staged_.find(tree_key); it != staged_.end()) {
+    if (!it->second) return false;
+    out = *it->second;
+    return true;
+  }
+  return view_->find(tree_key, out);
+}
+
+result<std::optional<std::string>> shard::latest_value(std::string_view key) const {
+  std::string stored;
+  auto found = find_latest(keyspace::data_key(key), stored);
+  if (!found) return found.error();
+  if (!*found) return std::optional<std::string>();
+  auto u = ttl::unwrap(stored);
+  if (!u) return u.error();
+  if (u->expired(options_.clock())) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(u->value));
+}
+
+status shard::stage(std::string_view key, std::optional<std::string> stored) {
+  std::optional<std::uint64_t> deadline;
+  if (stored) {
+    auto u = ttl::unwrap(*stored);
+    if (!u) return u.error();
+    deadline = u->expires_at_ns;
+  }
+  if (auto old = expiry_.deadline(key)) {
+    staged_[keyspace::expiry_key(*old, key)] = std::nullopt;
+    expiry_.erase(key);
+  }
+  if (deadline) {
+    staged_[keyspace::expiry_key(*deadline, key)] = std::string();
+    expiry_.set(key, *deadline);
+  }
+  staged_[keyspace::data_key(key)] = std::move(stored);
+  ++staged_writes_;
+  ++stats_.writes;
+  return status::ok();
+}
+
+status shard::put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl) {
+  MAGNETITE_TRY(check_usable());
+  MAGNETITE_TRY(limits::check_user_key(key));
+  auto stored = envelope_for(value, ttl);
+  if (!stored) return stored.error();
+  auto seq = log_->append_put(key, *stored);
+  if (!seq) return fail(seq.error());
+  return stage(key, std::move(*stored));
+}
+
+status shard::del(std::string_view key) {
+  MAGNETITE_TRY(check_usable());
+  MAGNETITE_TRY(limits::check_user_key(key));
+  auto seq = log_->append_delete(key);
+  if (!seq) return fail(seq.error());
+  return stage(key, std::nullopt);
+}
+
+result<cas_outcome> shard::cas(std::string_view key, std::optional<std::string_view> expected,
+                               std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl) {
+  MAGNETITE_TRY(check_usable());
+  MAGNETITE_TRY(limits::check_user_key(key));
+  std::optional<std::string> stored;
+  if (desired) {
+    auto s = envelope_for(*desired, ttl);
+    if (!s) return s.error();
+    stored = std::move(*s);
+  }
+  auto current = latest_value(key);
+  if (!current) return fail(current.error());
+  if (current->has_value() != expected.has_value() || (expected && **current != *expected))
+    return cas_outcome{false, std::move(*current)};
+  auto seq = stored ? log_->append_put(key, *stored) : log_->append_delete(key);
+  if (!seq) return fail(seq.error());
+  MAGNETITE_TRY(stage(key, std::move(stored)));
+  return cas_outcome{true, std::nullopt};
+}
+
+status shard::batch(std::span<const batch_write> writes) {
+  MAGNETITE_TRY(check_usable());
+  if (writes.empty()) return status::invalid_argument("batch is empty");
+  std::vector<std::optional<std::string>> stored(writes.size());
+  std::vector<wal::mutation_view> views(writes.size());
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    MAGNETITE_TRY(limits::check_user_key(writes[i].key));
+    if (writes[i].value) {
+      auto s = envelope_for(*writes[i].value, writes[i].ttl);
+      if (!s) return s.error();
+      stored[i] = std::move(*s);
+      views[i] = {wal::mutation_kind::put, writes[i].key, *stored[i]};
+    } else {
+      views[i] = {wal::mutation_kind::del, writes[i].key, {}};
+    }
+  }
+  // The log checks the batch's own limits (count, bytes) before taking it.
+  auto seq = log_->append_batch(views);
+  if (!seq) return seq.error().code() == status_code::invalid_argument ? seq.error() : fail(seq.error());
+  for (std::size_t i = 0; i < writes.size(); ++i) MAGNETITE_TRY(stage(writes[i].key, std::move(stored[i])));
+  return status::ok();
+}
+
+result<std::size_t> shard::stage_expired(std::size_t limit) {
+  MAGNETITE_TRY(check_usable());
+  auto due = expiry_.take_expired(options_.clock(), limit);
+  for (const auto& d : due) {
+    // take_expired dropped the index entry: retire its durable twin here, then
+    // delete the value like any delete.
+    staged_[keyspace::expiry_key(d.deadline_ns, d.key)] = std::nullopt;
+    auto seq = log_->append_delete(d.key);
+    if (!seq) return fail(seq.error());
+    MAGNETITE_TRY(stage(d.key, std::nullopt));
+    ++stats_.expired;
+  }
+  return due.size();
+}
+
+status shard::commit_group() {
+  MAGNETITE_TRY(check_usable());
+  if (staged_.empty()) return status::ok();
+  status s = log_->sync();
+  stats_.log_fsyncs = log_->stats().fsyncs;
+  if (!s) return fail(s);
+  auto l = std::make_shared<layer>();
+  l->entries.reserve(staged_.size());
+  for (auto& [k, v] : staged_) {
+    l->bytes += k.size() + (v ? v->size() : 0);
+    l->entries.push_back({k, std::move(v)});
+  }
+  staged_.clear();
+  staged_writes_ = 0;
+  ++stats_.groups;
+  // Layers stay few: the newest merges into the one below while it is at least
+  // half that one's size, so sizes grow geometrically (like a binary counter)
+  // and a read probes O(log n) layers.
+  std::vector<std::shared_ptr<const layer>> layers = view_->layers();
+  std::shared_ptr<const layer> top = std::move(l);
+  while (!layers.empty() && top->entries.size() * 2 >= layers.front()->entries.size()) {
+    top = std::make_shared<const layer>(layer::merge(*top, *layers.front()));
+    layers.erase(layers.begin());
+  }
+  layers.insert(layers.begin(), std::move(top));
+  publish(view_->root(), std::move(layers));
+  return status::ok();
+}
+
+result<std::optional<std::string>> shard::get(std::string_view key) const {
+  MAGNETITE_TRY(limits::check_user_key(key));
+  return view_->get(key, options_.clock());
+}
+
+result<hash128> shard::checkpoint() {
+  MAGNETITE_TRY(commit_group());
+  const auto& layers = view_->layers();
+  if (layers.empty()) return view_->root();
+  layer all = *layers.front();
+  for (std::size_t i = 1; i < layers.size(); ++i) all = layer::merge(all, *layers[i]);
+  std::vector<tree::edit> edits;
+  edits.reserve(all.entries.size());
+  for (auto& e : all.entries) edits.push_back({std::move(e.key), std::move(e.value)});
+  tree::prolly_tree t(*store_, options_.chunking);
+  auto root = t.apply(view_->root(), edits);
+  if (!root) return fail(root.error());
+  auto position = store_->flush();
+  if (!position) return fail(position.error());
+  status s = log_->commit({*root, *position});
+  stats_.log_fsyncs = log_->stats().fsyncs;
+  if (!s) return fail(s);
+  ++stats_.checkpoints;
+  publish(*root, {});
+  return *root;
+}
+
+}  // namespace magnetite

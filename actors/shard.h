@@ -1,0 +1,152 @@
+// shard: one shard's data (its write-ahead log, the layers of durable writes
+// since the last checkpoint, and its tree in a node store), with no actor in
+// it. The shard actor drives one; tests drive one directly on a fault_env.
+//
+// Write path (write-ahead before buffer): put / del / cas / batch check their
+// input, append to the log's in-memory group and stage the change; nothing
+// staged is visible to readers. commit_group() makes every staged write durable
+// with ONE log sync, then turns them into a new layer and publishes a new
+// read_view; only then may the owner acknowledge them. A CAS is checked
+// against everything before it, staged writes included, and fails alone.
+//
+// Checkpoint: the layers are applied to the tree, the node store is flushed
+// (made durable), and then the commit marker (root + node-store position) goes
+// into the log, which starts a new segment. Recovery (open) replays the log
+// after the last marker on top of the marker's root.
+//
+// TTL: a write with a time to live stores its ABSOLUTE expiry (clock + ttl,
+// fixed here, once) in the value's envelope and a durable expiry entry in the
+// tree; reads treat an expired value as absent; stage_expired() deletes due
+// keys through the log like any delete. The in-memory expiry index is rebuilt
+// at open from the tree's expiry entries and the replayed writes.
+//
+// Fail-stop: after any failed log or node-store operation every call returns
+// the `failed` error; the owner must drop the shard and open it again (which
+// replays). A failed sync is never retried as if it could succeed. Bad input
+// gets invalid_argument and changes nothing. Not thread-safe (one owner); the
+// published views are, and may outlive the shard.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "actors/read_view.h"
+#include "core/env.h"
+#include "tree/node_store.h"
+#include "ttl/expiry_index.h"
+#include "wal/log_writer.h"
+
+namespace magnetite {
+
+// Nanoseconds since the Unix epoch: the clock TTL deadlines are kept in.
+using wall_clock_ns = std::function<std::uint64_t()>;
+std::uint64_t system_now_ns();
+
+struct shard_options {
+  wal::fsync_policy fsync = wal::fsync_policy::always;
+  std::chrono::milliseconds fsync_interval{100};
+  std::size_t cache_bytes = std::size_t{64} << 20;
+  // A checkpoint is due when the layers hold this many bytes.
+  std::size_t checkpoint_bytes = std::size_t{32} << 20;
+  tree::chunk_policy chunking{};
+  wall_clock_ns clock = system_now_ns;
+
+  status validate() const;
+};
+
+// One write of an atomic batch.
+struct batch_write {
+  std::string key;
+  std::optional<std::string> value;  // nullopt: delete
+  std::optional<std::chrono::nanoseconds> ttl;
+};
+
+struct cas_outcome {
+  bool swapped = false;
+  std::optional<std::string> current;  // the value found when the CAS failed
+};
+
+struct shard_stats {
+  std::uint64_t writes = 0;             // staged (put, del, cas that swapped, batch)
+  std::uint64_t groups = 0;             // commit_group calls that made writes durable
+  std::uint64_t checkpoints = 0;
+  std::uint64_t replayed_records = 0;   // at open
+  std::uint64_t expired = 0;            // keys deleted by stage_expired
+  std::uint64_t log_fsyncs = 0;
+};
+
+class shard {
+ public:
+  // Opens (creating if needed) the shard in `dir`: `dir`/wal and `dir`/nodes.
+  // The caller holds the data directory's lock.
+  static result<std::unique_ptr<shard>> open(env& e, std::string dir, shard_options options);
+  ~shard();
+  shard(const shard&) = delete;
+  shard& operator=(const shard&) = delete;
+
+  // ---- staging (durable and visible after commit_group) ----
+  status put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl = {});
+  status del(std::string_view key);
+  // Swaps in `desired` (nullopt: delete) if the key's value is `expected`
+  // (nullopt: absent or expired); otherwise changes nothing and reports the value.
+  result<cas_outcome> cas(std::string_view key, std::optional<std::string_view> expected,
+                          std::optional<std::string_view> desired,
+                          std::optional<std::chrono::nanoseconds> ttl = {});
+  status batch(std::span<const batch_write> writes);  // all or nothing
+  // Deletes (stages) up to `limit` keys whose deadline has passed; how many.
+  result<std::size_t> stage_expired(std::size_t limit);
+
+  std::size_t staged() const noexcept { return staged_writes_; }
+  // One log sync for everything staged, then a new published view.
+  status commit_group();
+
+  // ---- reading (the published view: durable writes only) ----
+  std::shared_ptr<const read_view> view() const noexcept { return view_; }
+  result<std::optional<std::string>> get(std::string_view key) const;
+
+  // ---- checkpoint and TTL ----
+  bool checkpoint_due() const noexcept { return view_->layer_bytes() >= options_.checkpoint_bytes; }
+  // Commits staged writes first. Returns the new root.
+  result<hash128> checkpoint();
+  std::optional<std::uint64_t> next_deadline() const { return expiry_.earliest(); }
+  std::uint64_t now_ns() const { return options_.clock(); }
+
+  const shard_stats& stats() const noexcept { return stats_; }
+  // ok, or the error that stopped the shard.
+  const status& failure() const noexcept { return failure_; }
+
+ private:
+  shard(env& e, std::string dir, shard_options options);
+  status check_usable() const;
+  status fail(status s);
+  result<std::string> envelope_for(std::string_view value, std::optional<std::chrono::nanoseconds> ttl) const;
+  // The stored bytes of a tree key as the next write sees them (staged first).
+  result<bool> find_latest(std::string_view tree_key, std::string& out) const;
+  // The user value as the next write sees it (nullopt: absent or expired).
+  result<std::optional<std::string>> latest_value(std::string_view key) const;
+  // Stages a logged change of a user key (stored bytes or a deletion), keeping
+  // the expiry entries and the index in step.
+  status stage(std::string_view key, std::optional<std::string> stored);
+  void publish(hash128 root, std::vector<std::shared_ptr<const layer>> layers);
+
+  env& env_;
+  std::string dir_;
+  shard_options options_;
+  std::shared_ptr<tree::node_store> store_;
+  std::unique_ptr<wal::log_writer> log_;
+  std::map<std::string, std::optional<std::string>, std::less<>> staged_;  // tree keys
+  std::size_t staged_writes_ = 0;
+  ttl::expiry_index expiry_;
+  std::shared_ptr<const read_view> view_;
+  shard_stats stats_;
+  status failure_;
+};
+
+}  // namespace magnetite

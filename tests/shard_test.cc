@@ -1,0 +1,327 @@
+// The shard without its actor: staging, group commit, visibility, CAS, batches,
+// checkpoints, TTL and recovery, on fault_env (crashes, failed fsyncs) against
+// a std::map model.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <random>
+
+#include "actors/keyspace.h"
+#include "actors/shard.h"
+#include "core/fault_env.h"
+#include "tests/support/tree_model.h"
+#include "tree/prolly_tree.h"
+#include "ttl/envelope.h"
+
+using namespace magnetite;
+using magnetite::testing::must;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string dir = "/db/shard-0";
+
+// A wall clock the test moves by hand.
+struct manual_clock {
+  std::shared_ptr<std::uint64_t> now = std::make_shared<std::uint64_t>(1'000'000'000'000);
+  wall_clock_ns fn() const {
+    auto p = now;
+    return [p] { return *p; };
+  }
+  void advance(std::chrono::nanoseconds d) { *now += static_cast<std::uint64_t>(d.count()); }
+};
+
+shard_options small_options(const manual_clock& c) {
+  shard_options o;
+  o.clock = c.fn();
+  o.chunking = {256, 64, 1024};
+  o.cache_bytes = 1 << 20;
+  return o;
+}
+
+std::unique_ptr<shard> must_open(env& e, const shard_options& o) { return must(shard::open(e, dir, o)); }
+
+std::optional<std::string> get(shard& s, std::string_view k) { return must(s.get(k)); }
+
+std::map<std::string, std::string> contents(const shard& s) {
+  std::map<std::string, std::string> out;
+  std::string bad;
+  auto st = s.view()->scan(std::string(1, keyspace::data_tag), keyspace::data_end(),
+                           [&](std::string_view k, std::string_view v) {
+                             out[std::string(keyspace::user_key_of(k))] = std::string(v.substr(1));  // plain envelope
+                             return true;
+                           });
+  REQUIRE(st.is_ok());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("shard: staged writes are invisible until their group is durable; then they survive a power cut") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must_open(fe, small_options(clock));
+  REQUIRE(s->put("a", "1").is_ok());
+  REQUIRE(s->put("b", "2").is_ok());
+  CHECK(s->staged() == 2);
+  CHECK_FALSE(get(*s, "a").has_value());  // not durable: not visible
+  auto syncs = fe.stats().file_syncs;
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(fe.stats().file_syncs == syncs + 1);  // one fsync for the group
+  CHECK(get(*s, "a") == "1");
+  CHECK(get(*s, "b") == "2");
+  // Staged but never committed: may be lost, must not be half-applied.
+  REQUIRE(s->put("c", "3").is_ok());
+  s.reset();
+  fe.crash(fault_env::unsynced::lose);
+  s = must_open(fe, small_options(clock));
+  CHECK(get(*s, "a") == "1");
+  CHECK(get(*s, "b") == "2");
+  CHECK_FALSE(get(*s, "c").has_value());
+  CHECK(s->stats().replayed_records == 2);
+}
+
+TEST_CASE("shard: a group of many writes costs one fsync, and a CAS inside it fails alone") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must_open(fe, small_options(clock));
+  REQUIRE(s->put("k", "v0").is_ok());
+  REQUIRE(s->commit_group().is_ok());
+  auto syncs = fe.stats().file_syncs;
+  for (int i = 0; i < 100; ++i) REQUIRE(s->put(fmt::format("w{:03}", i), "x").is_ok());
+  REQUIRE(s->put("k", "v1").is_ok());
+  // The CAS sees the staged v1, not the published v0.
+  auto bad = must(s->cas("k", std::string_view("v0"), std::string_view("v2")));
+  CHECK_FALSE(bad.swapped);
+  CHECK(bad.current == "v1");
+  auto good = must(s->cas("k", std::string_view("v1"), std::string_view("v3")));
+  CHECK(good.swapped);
+  auto create = must(s->cas("new", std::nullopt, std::string_view("n")));
+  CHECK(create.swapped);
+  auto no_delete = must(s->cas("absent", std::string_view("x"), std::nullopt));
+  CHECK_FALSE(no_delete.swapped);
+  CHECK_FALSE(no_delete.current.has_value());
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(fe.stats().file_syncs == syncs + 1);
+  CHECK(get(*s, "k") == "v3");
+  CHECK(get(*s, "new") == "n");
+  CHECK(get(*s, "w099") == "x");
+}
+
+TEST_CASE("shard: bad input is invalid_argument and stages nothing") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must_open(fe, small_options(clock));
+  CHECK(s->put("", "v").code() == status_code::invalid_argument);
+  CHECK(s->put(std::string(limits::max_user_key_bytes + 1, 'k'), "v").code() == status_code::invalid_argument);
+  CHECK(s->put("k", std::string(limits::max_user_value_bytes + 1, 'v')).code() == status_code::invalid_argument);
+  CHECK(s->put("k", "v", 0ns).code() == status_code::invalid_argument);
+  CHECK(s->put("k", "v", -5s).code() == status_code::invalid_argument);
+  CHECK(s->batch({}).code() == status_code::invalid_argument);
+  std::vector<batch_write> half_bad = {{"ok", std::string("v"), {}}, {"", std::string("v"), {}}};
+  CHECK(s->batch(half_bad).code() == status_code::invalid_argument);
+  CHECK(s->cas("", std::nullopt, std::string_view("v")).error().code() == status_code::invalid_argument);
+  CHECK(s->staged() == 0);
+  CHECK(s->failure().is_ok());
+  // The largest legal key and value go through, TTL envelope and keyspace byte included.
+  std::string big_key(limits::max_user_key_bytes, 'k');
+  REQUIRE(s->put(big_key, std::string(limits::max_user_value_bytes, 'v'), 1h).is_ok());
+  REQUIRE(s->commit_group().is_ok());
+  REQUIRE(s->checkpoint().is_ok());
+  CHECK(get(*s, big_key)->size() == limits::max_user_value_bytes);
+}
+
+TEST_CASE("shard: a failed fsync fails the group and stops the shard; reopening replays what was durable") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must_open(fe, small_options(clock));
+  REQUIRE(s->put("durable", "1").is_ok());
+  REQUIRE(s->commit_group().is_ok());
+  REQUIRE(s->put("doomed", "2").is_ok());
+  fe.fail_sync(1);
+  status st = s->commit_group();
+  CHECK_FALSE(st.is_ok());
+  CHECK_FALSE(get(*s, "doomed").has_value());  // never published
+  // Fail-stop: no retry, no more writes.
+  CHECK(s->commit_group().code() == status_code::failed);
+  CHECK(s->put("after", "3").code() == status_code::failed);
+  CHECK(s->checkpoint().error().code() == status_code::failed);
+  s.reset();
+  fe.crash(fault_env::unsynced::lose);
+  s = must_open(fe, small_options(clock));
+  CHECK(get(*s, "durable") == "1");
+  CHECK_FALSE(get(*s, "after").has_value());
+  REQUIRE(s->put("again", "4").is_ok());
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(get(*s, "again") == "4");
+}
+
+TEST_CASE("shard: a checkpoint's root is the tree of the content, whatever the history") {
+  fault_env fe;
+  manual_clock clock;
+  auto o = small_options(clock);
+  auto s = must_open(fe, o);
+  std::mt19937_64 rng(11);
+  std::map<std::string, std::string> model;
+  for (int round = 0; round < 30; ++round) {
+    for (int i = 0; i < 40; ++i) {
+      std::string k = fmt::format("key{:04}", rng() % 500);
+      if (rng() % 4 == 0) {
+        REQUIRE(s->del(k).is_ok());
+        model.erase(k);
+      } else {
+        std::string v = fmt::format("v{}", rng());
+        REQUIRE(s->put(k, v).is_ok());
+        model[k] = v;
+      }
+    }
+    REQUIRE(s->commit_group().is_ok());
+    if (rng() % 5 == 0) REQUIRE(s->checkpoint().is_ok());
+    CHECK(contents(*s) == model);
+  }
+  hash128 root = must(s->checkpoint());
+  // The same content built in one go, in a fresh store, has the same root.
+  tree::memory_nodes mem;
+  std::vector<tree::entry> es;
+  for (auto& [k, v] : model) es.push_back({keyspace::data_key(k), std::string(1, '\0') + v});
+  CHECK(must(tree::prolly_tree(mem, o.chunking).build(es)) == root);
+  CHECK(s->view()->layers().empty());
+}
+
+TEST_CASE("shard: random writes, groups, checkpoints and crashes never lose an acknowledged write") {
+  for (auto mode : {fault_env::unsynced::lose, fault_env::unsynced::random, fault_env::unsynced::reorder}) {
+    CAPTURE(static_cast<int>(mode));
+    fault_env fe;
+    manual_clock clock;
+    auto o = small_options(clock);
+    auto s = must_open(fe, o);
+    std::mt19937_64 rng(17 + static_cast<int>(mode));
+    std::map<std::string, std::optional<std::string>> acked;  // what commit_group acknowledged
+    std::map<std::string, std::optional<std::string>> staged;
+    for (int step = 0; step < 600; ++step) {
+      int op = static_cast<int>(rng() % 20);
+      std::string k = fmt::format("k{:03}", rng() % 150);
+      if (op < 10) {
+        std::string v(rng() % 300, static_cast<char>('a' + rng() % 26));
+        REQUIRE(s->put(k, v).is_ok());
+        staged[k] = v;
+      } else if (op < 13) {
+        REQUIRE(s->del(k).is_ok());
+        staged[k] = std::nullopt;
+      } else if (op < 17) {
+        REQUIRE(s->commit_group().is_ok());
+        for (auto& [sk, sv] : staged) acked[sk] = sv;
+        staged.clear();
+      } else if (op < 19) {
+        REQUIRE(s->checkpoint().is_ok());  // commits what is staged first
+        for (auto& [sk, sv] : staged) acked[sk] = sv;
+        staged.clear();
+      } else {
+        s.reset();
+        fe.crash(mode, rng());
+        s = must_open(fe, o);
+        staged.clear();
+        for (auto& [ak, av] : acked) REQUIRE(get(*s, ak) == av);
+      }
+    }
+  }
+}
+
+TEST_CASE("shard: TTL values vanish at their deadline, are swept through the log, and the index survives reopening") {
+  fault_env fe;
+  manual_clock clock;
+  auto o = small_options(clock);
+  auto s = must_open(fe, o);
+  REQUIRE(s->put("short", "s", 10s).is_ok());
+  REQUIRE(s->put("long", "l", 100s).is_ok());
+  REQUIRE(s->put("forever", "f").is_ok());
+  REQUIRE(s->commit_group().is_ok());
+  std::uint64_t t0 = clock.fn()();
+  CHECK(s->next_deadline() == t0 + 10'000'000'000ull);
+  // The absolute deadline is in the stored bytes.
+  std::string stored;
+  REQUIRE(must(s->view()->find(keyspace::data_key("short"), stored)));
+  CHECK(must(ttl::unwrap(stored)).expires_at_ns == t0 + 10'000'000'000ull);
+  clock.advance(10s);
+  CHECK_FALSE(get(*s, "short").has_value());  // expired: never read, swept or not
+  CHECK(get(*s, "long") == "l");
+  // CAS treats an expired value as absent.
+  CHECK_FALSE(must(s->cas("short", std::string_view("s"), std::string_view("x"))).swapped);
+  CHECK(must(s->stage_expired(100)) == 1);
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(s->next_deadline() == t0 + 100'000'000'000ull);
+  // Overwriting without TTL drops the deadline; with a new TTL moves it.
+  REQUIRE(s->put("long", "l2", 50s).is_ok());
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(s->next_deadline() == t0 + 10'000'000'000ull + 50'000'000'000ull);
+  REQUIRE(s->checkpoint().is_ok());
+  REQUIRE(s->put("late", "x", 500s).is_ok());
+  REQUIRE(s->commit_group().is_ok());
+  // Reopen: the index comes back from the tree's expiry entries plus the replay.
+  s.reset();
+  fe.crash(fault_env::unsynced::lose);
+  s = must_open(fe, o);
+  CHECK(s->next_deadline() == t0 + 60'000'000'000ull);
+  clock.advance(50s);
+  CHECK(must(s->stage_expired(100)) == 1);
+  REQUIRE(s->commit_group().is_ok());
+  CHECK_FALSE(get(*s, "long").has_value());
+  CHECK(get(*s, "forever") == "f");
+  CHECK(s->next_deadline() == t0 + 10'000'000'000ull + 500'000'000'000ull);
+  // After a checkpoint no expiry entry is left for swept or overwritten keys.
+  REQUIRE(s->checkpoint().is_ok());
+  std::vector<std::string> expiry_keys;
+  REQUIRE(s->view()->scan(std::string(1, keyspace::expiry_tag), keyspace::expiry_end(),
+                          [&](std::string_view k, std::string_view) {
+                            std::uint64_t d;
+                            std::string_view uk;
+                            REQUIRE(keyspace::parse_expiry_key(k, d, uk));
+                            expiry_keys.emplace_back(uk);
+                            return true;
+                          })
+              .is_ok());
+  CHECK(expiry_keys == std::vector<std::string>{"late"});
+}
+
+TEST_CASE("shard: scans merge the layers over the tree, newest first, deletions hidden") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must_open(fe, small_options(clock));
+  std::map<std::string, std::string> model;
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 300; ++i) {
+    std::string k = fmt::format("s{:03}", i);
+    REQUIRE(s->put(k, "tree").is_ok());
+    model[k] = "tree";
+  }
+  REQUIRE(s->checkpoint().is_ok());
+  // Several groups of different sizes: several layers.
+  for (int g = 0; g < 12; ++g) {
+    for (int i = 0; i < 1 + g * 3; ++i) {
+      std::string k = fmt::format("s{:03}", rng() % 400);
+      if (rng() % 3 == 0) {
+        REQUIRE(s->del(k).is_ok());
+        model.erase(k);
+      } else {
+        REQUIRE(s->put(k, fmt::format("g{}", g)).is_ok());
+        model[k] = fmt::format("g{}", g);
+      }
+    }
+    REQUIRE(s->commit_group().is_ok());
+  }
+  CHECK(s->view()->layers().size() > 1);
+  CHECK(s->view()->layers().size() < 12);  // merged as they go
+  CHECK(contents(*s) == model);
+  // A bounded scan from the middle, stopped early.
+  std::vector<std::string> got;
+  REQUIRE(s->view()->scan(keyspace::data_key("s150"), keyspace::data_key("s250"),
+                          [&](std::string_view k, std::string_view) {
+                            got.emplace_back(keyspace::user_key_of(k));
+                            return got.size() < 20;
+                          })
+              .is_ok());
+  std::vector<std::string> want;
+  for (auto it = model.lower_bound("s150"); it != model.end() && it->first < "s250" && want.size() < 20; ++it)
+    want.push_back(it->first);
+  CHECK(got == want);
+}
