@@ -1,0 +1,370 @@
+#include "actors/database.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <xxhash.h>
+
+#include "core/limits.h"
+
+namespace magnetite {
+
+using restart_atom = caf::atom_constant<caf::atom("restart")>;
+
+// What the supervisor and the host share: the current handle of each shard.
+struct database::supervision {
+  std::mutex mu;
+  std::vector<shard_actor> handles;
+  std::vector<std::uint64_t> restarts;
+};
+
+status database_options::validate() const {
+  if (dir.empty()) return status::invalid_argument("database option dir is empty");
+  if (shards == 0 || shards > 4096)
+    return status::invalid_argument(fmt::format("database option shards = {}: must be 1..4096", shards));
+  if (restart_backoff.count() <= 0) return status::invalid_argument("database option restart_backoff must be > 0");
+  return shard.validate();
+}
+
+namespace {
+
+std::string shard_dir(const std::string& dir, std::size_t i) { return fmt::format("{}/shard-{:03}", dir, i); }
+
+std::string manifest_text(std::size_t shards) { return fmt::format("magnetite-manifest 1\nshards {}\n", shards); }
+
+// Writes the manifest of a new database, or checks an existing one.
+status check_manifest(env& fs, const std::string& dir, std::size_t shards) {
+  std::string path = dir + "/MANIFEST";
+  auto exists = fs.exists(path);
+  if (!exists) return exists.error();
+  if (*exists) {
+    auto text = read_whole_file(fs, path);
+    if (!text) return text.error();
+    std::size_t found = 0;
+    if (std::sscanf(text->c_str(), "magnetite-manifest 1\nshards %zu\n", &found) != 1 ||
+        *text != manifest_text(found))
+      return status::corruption(fmt::format("{}: not a magnetite manifest (format version 1)", path));
+    if (found != shards)
+      return status::invalid_argument(fmt::format(
+          "{} was created with {} shards; opening it with {} would move keys between shards", dir, found, shards));
+    return status::ok();
+  }
+  // A new database: the manifest appears whole (temp + rename) and durably.
+  std::string tmp = path + ".tmp";
+  auto f = fs.open(tmp, open_mode::create_truncate);
+  if (!f) return f.error();
+  MAGNETITE_TRY((*f)->append(manifest_text(shards)));
+  MAGNETITE_TRY((*f)->sync());
+  f->reset();
+  MAGNETITE_TRY(fs.rename(tmp, path));
+  return fs.sync_dir(dir);
+}
+
+struct supervisor_state {
+  std::shared_ptr<database::supervision> shared;
+  std::vector<shard_actor_config> configs;
+  std::vector<std::deque<std::chrono::steady_clock::time_point>> history;
+  std::vector<std::size_t> streak;  // restarts in a row, for the backoff
+  std::size_t max_restarts = 0;
+  std::chrono::milliseconds window{0};
+  std::chrono::milliseconds backoff{0};
+  static inline const char* name = "magnetite.supervisor";
+};
+
+using supervisor_ptr = caf::stateful_actor<supervisor_state>*;
+
+void spawn_one(supervisor_ptr self, std::size_t i, std::optional<status> fail_with = std::nullopt) {
+  auto cfg = self->state.configs[i];
+  cfg.supervisor = caf::actor_cast<caf::actor>(self);
+  cfg.fail_with = std::move(fail_with);
+  auto h = spawn_shard(self->system(), std::move(cfg));
+  self->monitor(h);
+  std::lock_guard lk(self->state.shared->mu);
+  self->state.shared->handles[i] = h;
+}
+
+// A shard died or could not boot: restart it after a backoff, or give up.
+void on_shard_failure(supervisor_ptr self, std::size_t i, const caf::error& reason) {
+  auto& st = self->state;
+  auto& slot = *st.configs[i].slot;
+  // Readers must let go of the dead shard's store before it is reopened.
+  slot.view.store(nullptr);
+  auto now = std::chrono::steady_clock::now();
+  auto& h = st.history[i];
+  h.push_back(now);
+  while (!h.empty() && now - h.front() > st.window) h.pop_front();
+  {
+    std::lock_guard lk(st.shared->mu);
+    ++st.shared->restarts[i];
+  }
+  if (h.size() > st.max_restarts) {
+    status failed = status::failed(fmt::format("shard {} failed {} times within {} ms and was stopped; last error: {}",
+                                               i, h.size(), st.window.count(), to_status(reason).to_string()));
+    slot.error.store(std::make_shared<const status>(failed));
+    spawn_one(self, i, failed);
+    return;
+  }
+  slot.error.store(std::make_shared<const status>(status::io_error(
+      fmt::format("shard {} is restarting after: {}", i, to_status(reason).message()), status_category::transient)));
+  std::size_t shift = std::min<std::size_t>(st.streak[i]++, 10);
+  self->delayed_send(self, st.backoff * (1u << shift), restart_atom::value, i);
+}
+
+caf::behavior supervisor(supervisor_ptr self, std::shared_ptr<database::supervision> shared,
+                         std::vector<shard_actor_config> configs, std::size_t max_restarts,
+                         std::chrono::milliseconds window, std::chrono::milliseconds backoff) {
+  auto& st = self->state;
+  st.shared = std::move(shared);
+  st.configs = std::move(configs);
+  st.history.resize(st.configs.size());
+  st.streak.assign(st.configs.size(), 0);
+  st.max_restarts = max_restarts;
+  st.window = window;
+  st.backoff = backoff;
+  for (std::size_t i = 0; i < st.configs.size(); ++i) spawn_one(self, i);
+  // Shards are not linked to the supervisor (a shard's death must not end it):
+  // when it ends, it ends them, so nothing outlives the database.
+  self->attach_functor([shared = st.shared] {
+    std::lock_guard lk(shared->mu);
+    for (auto& h : shared->handles)
+      if (h) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+  });
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    std::size_t i = 0;
+    {
+      std::lock_guard lk(st.shared->mu);
+      while (i < st.shared->handles.size() && st.shared->handles[i].address() != dm.source) ++i;
+      if (i == st.shared->handles.size()) return;  // a replaced shard
+    }
+    if (!dm.reason || dm.reason == caf::exit_reason::normal) return;  // shut down on purpose
+    on_shard_failure(self, i, dm.reason);
+  });
+  return {
+      [=](boot_failed_atom, std::size_t i, const caf::error& reason) {
+        // The sentinel keeps answering until its replacement is up.
+        on_shard_failure(self, i, reason);
+      },
+      [=](restart_atom, std::size_t i) {
+        shard_actor old;
+        {
+          std::lock_guard lk(self->state.shared->mu);
+          old = self->state.shared->handles[i];
+        }
+        if (old) {
+          self->demonitor(old.address());
+          self->send_exit(old, caf::exit_reason::user_shutdown);
+        }
+        spawn_one(self, i);
+      },
+      [=](ok_atom, std::size_t i) {
+        // A shard reports a healthy boot: its backoff starts over.
+        self->state.streak[i] = 0;
+      },
+  };
+}
+
+}  // namespace
+
+database::database(database_options options) : options_(std::move(options)) {}
+
+result<std::unique_ptr<database>> database::open(database_options options) {
+  MAGNETITE_TRY(options.validate());
+  std::unique_ptr<database> db(new database(std::move(options)));
+  MAGNETITE_TRY(db->start());
+  return db;
+}
+
+status database::start() {
+  fs_ = options_.fs ? options_.fs : &env::posix();
+  MAGNETITE_TRY(fs_->create_dir(options_.dir));
+  auto lock = fs_->lock(options_.dir + "/LOCK");
+  if (!lock) {
+    if (lock.error().code() == status_code::busy)
+      return status::busy(fmt::format("data directory {} is in use by another process", options_.dir));
+    return lock.error();
+  }
+  lock_ = std::move(*lock);
+  MAGNETITE_TRY(check_manifest(*fs_, options_.dir, options_.shards));
+
+  if (options_.system) {
+    system_ = options_.system;
+  } else {
+    own_config_ = std::make_unique<caf::actor_system_config>();
+    own_config_->set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
+    own_system_ = std::make_unique<caf::actor_system>(*own_config_);
+    system_ = own_system_.get();
+  }
+  supervision_ = std::make_shared<supervision>();
+  supervision_->handles.resize(options_.shards);
+  supervision_->restarts.assign(options_.shards, 0);
+  std::vector<shard_actor_config> configs;
+  for (std::size_t i = 0; i < options_.shards; ++i) {
+    slots_.push_back(std::make_shared<shard_slot>());
+    shard_actor_config c;
+    c.fs = fs_;
+    c.dir = shard_dir(options_.dir, i);
+    c.options = options_.shard;
+    c.slot = slots_.back();
+    c.index = i;
+    c.before_write = options_.before_write;
+    configs.push_back(std::move(c));
+  }
+  supervisor_ = system_->spawn(supervisor, supervision_, std::move(configs), options_.max_restarts,
+                               options_.restart_window, options_.restart_backoff);
+  // Open is done when every shard has booted (or failed to): a get right after
+  // open must not see an empty slot.
+  for (std::size_t i = 0; i < options_.shards; ++i) {
+    auto r = ask<bool, std::string>(i, get_atom::value, std::string("\x01"));
+    if (!r && r.error().code() != status_code::invalid_argument) return r.error();
+  }
+  return status::ok();
+}
+
+database::~database() {
+  if (supervisor_) {
+    caf::scoped_actor self{*system_};
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      self->request(shard_handle(i), caf::infinite, shutdown_atom::value)
+          .receive([](ok_atom) {}, [](caf::error&) {});
+    }
+    self->send_exit(supervisor_, caf::exit_reason::user_shutdown);
+    self->wait_for(supervisor_);
+  }
+  slots_.clear();
+  if (own_system_) own_system_.reset();
+}
+
+std::size_t database::shard_of(std::string_view routing_key) const noexcept {
+  return static_cast<std::size_t>(XXH3_64bits(routing_key.data(), routing_key.size()) % slots_.size());
+}
+
+shard_actor database::shard_handle(std::size_t i) const {
+  std::lock_guard lk(supervision_->mu);
+  return supervision_->handles.at(i);
+}
+
+template <class... R, class... Ts>
+result<std::tuple<R...>> database::ask(std::size_t shard, Ts&&... xs) {
+  caf::scoped_actor self{*system_};
+  result<std::tuple<R...>> out = status::io_error("no reply", status_category::transient);
+  self->request(shard_handle(shard), caf::infinite, std::forward<Ts>(xs)...)
+      .receive([&](R&... r) { out = std::tuple<R...>(std::move(r)...); },
+               [&](caf::error& e) { out = to_status(e); });
+  return out;
+}
+
+result<std::optional<std::string>> database::get(std::string_view key, std::optional<std::string_view> routing) {
+  MAGNETITE_TRY(limits::check_user_key(key));
+  const shard_slot& slot = *slots_[shard_of(routing ? *routing : key)];
+  auto view = slot.view.load();
+  if (!view) {
+    auto e = slot.error.load();
+    if (e) return *e;
+    return status::io_error("shard is not serving yet", status_category::transient);
+  }
+  return view->get(key, options_.shard.clock());
+}
+
+status database::put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
+                     std::optional<std::string_view> routing) {
+  if (ttl && ttl->count() == 0) return status::invalid_argument("ttl of 0 ns: must be > 0");
+  auto r = ask<ok_atom>(shard_of(routing ? *routing : key), put_atom::value, std::string(key), std::string(value),
+                        static_cast<std::int64_t>(ttl ? ttl->count() : 0));
+  return r ? status::ok() : r.error();
+}
+
+status database::del(std::string_view key, std::optional<std::string_view> routing) {
+  auto r = ask<ok_atom>(shard_of(routing ? *routing : key), del_atom::value, std::string(key));
+  return r ? status::ok() : r.error();
+}
+
+result<cas_outcome> database::cas(std::string_view key, std::optional<std::string_view> expected,
+                                  std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
+                                  std::optional<std::string_view> routing) {
+  if (ttl && ttl->count() == 0) return status::invalid_argument("ttl of 0 ns: must be > 0");
+  auto r = ask<bool, bool, std::string>(shard_of(routing ? *routing : key), cas_atom::value, std::string(key),
+                                        expected.has_value(), std::string(expected.value_or("")),
+                                        desired.has_value(), std::string(desired.value_or("")),
+                                        static_cast<std::int64_t>(ttl ? ttl->count() : 0));
+  if (!r) return r.error();
+  auto& [swapped, has_current, current] = *r;
+  return cas_outcome{swapped, has_current ? std::optional<std::string>(current) : std::nullopt};
+}
+
+status database::batch(std::span<const batch_write> writes, std::optional<std::string_view> routing) {
+  if (writes.empty()) return status::invalid_argument("batch is empty");
+  std::size_t target = shard_of(routing ? *routing : writes.front().key);
+  std::vector<batch_op> ops;
+  for (const auto& w : writes) {
+    if (!routing && shard_of(w.key) != target)
+      return status::invalid_argument(fmt::format(
+          "batch keys route to different shards ({} and {}): pass a routing key to keep them together",
+          target, shard_of(w.key)));
+    if (w.ttl && w.ttl->count() == 0) return status::invalid_argument("ttl of 0 ns: must be > 0");
+    ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
+  }
+  auto r = ask<ok_atom>(target, batch_atom::value, std::move(ops));
+  return r ? status::ok() : r.error();
+}
+
+result<std::vector<std::pair<std::string, std::string>>> database::range(std::string_view from, std::string_view to,
+                                                                          std::size_t limit) {
+  // Each shard's first `limit` entries, merged: the first `limit` overall.
+  std::vector<std::pair<std::string, std::string>> all;
+  auto limit32 = static_cast<std::uint32_t>(std::min<std::size_t>(limit, UINT32_MAX));
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto r = ask<std::vector<std::string>, std::vector<std::string>, bool>(i, range_atom::value, std::string(from),
+                                                                         std::string(to), limit32);
+    if (!r) return r.error();
+    auto& [keys, values, more] = *r;
+    for (std::size_t j = 0; j < keys.size(); ++j) all.emplace_back(std::move(keys[j]), std::move(values[j]));
+  }
+  std::sort(all.begin(), all.end());
+  if (all.size() > limit) all.resize(limit);
+  return all;
+}
+
+result<database::commit_result> database::commit() {
+  commit_result out;
+  std::string concat;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto r = ask<std::string>(i, commit_atom::value);
+    if (!r) return r.error();
+    auto h = hash128::parse_hex(std::get<0>(*r));
+    if (!h) return status::corruption(fmt::format("shard {} answered a malformed root", i));
+    out.roots.push_back(*h);
+    auto b = h->to_bytes();
+    concat.append(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  out.combined = hash128::of(concat);
+  return out;
+}
+
+result<database_stats> database::stats() {
+  database_stats out;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto r = ask<shard_stats>(i, stats_atom::value);
+    if (!r) return r.error();
+    out.shards.push_back(std::get<0>(*r));
+  }
+  std::lock_guard lk(supervision_->mu);
+  out.restarts = supervision_->restarts;
+  return out;
+}
+
+void database::put_async(std::string key, std::string value, std::optional<std::chrono::nanoseconds> ttl,
+                         std::function<void(status)> done) {
+  auto h = shard_handle(shard_of(key));
+  auto ttl_ns = static_cast<std::int64_t>(ttl ? ttl->count() : 0);
+  system_->spawn([h, key = std::move(key), value = std::move(value), ttl_ns,
+                  done = std::move(done)](caf::event_based_actor* self) mutable {
+    self->request(h, caf::infinite, put_atom::value, std::move(key), std::move(value), ttl_ns)
+        .then([done](ok_atom) { done(status::ok()); }, [done](caf::error& e) { done(to_status(e)); });
+  });
+}
+
+}  // namespace magnetite

@@ -1,0 +1,120 @@
+// database: what a host program opens. A data directory of N shards, each a
+// supervised shard actor; blocking and asynchronous calls, all thread-safe.
+//
+// Layout of the data directory:
+//   LOCK          held (flock) while open: a second process gets `busy`
+//   MANIFEST      "magnetite-manifest 1\nshards N\n": reopening with another
+//                 shard count is invalid_argument (keys would move)
+//   shard-000/    one shard (wal/, nodes/), and so on
+//
+// Routing: shard = XXH3-64(routing key) mod shards; the routing key is the key
+// unless the caller passes one to keep related keys on one shard.
+//
+// Reads: get() does not message the actor. It reads the shard's latest
+// published view on the calling thread (a few microseconds when warm). A get
+// sees every write acknowledged before it started (read-your-writes across
+// threads that hand each other acknowledgements) and, under the `always` fsync
+// policy, never a write that is not durable. Views are per shard: two gets on two shards are not one snapshot.
+// While a shard restarts its reads fail with a transient error.
+//
+// Writes go to the shard actor as typed messages and return when durable.
+//
+// Supervision: a shard that dies (an exception in a handler, a failed fsync)
+// or cannot boot is restarted by its factory (reopen, replay) after a backoff
+// that doubles from `restart_backoff`; more than `max_restarts` restarts within
+// `restart_window` mark it failed, and every request then gets a permanent
+// `failed` error. The other shards keep serving throughout.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/shard_actor.h"
+
+namespace magnetite {
+
+struct database_options {
+  std::string dir;
+  std::size_t shards = 4;
+  shard_options shard;
+  // The host's actor system (embedding), or null: the database makes its own.
+  caf::actor_system* system = nullptr;
+  env* fs = nullptr;  // null: the POSIX environment
+  std::size_t max_restarts = 5;
+  std::chrono::milliseconds restart_window{10'000};
+  std::chrono::milliseconds restart_backoff{10};
+  // Test hook passed to every shard (see shard_actor_config::before_write).
+  std::function<void(const std::string& key)> before_write;
+
+  status validate() const;
+};
+
+struct database_stats {
+  std::vector<shard_stats> shards;
+  std::vector<std::uint64_t> restarts;
+};
+
+class database {
+ public:
+  static result<std::unique_ptr<database>> open(database_options options);
+  // Checkpoints every shard and stops them.
+  ~database();
+  database(const database&) = delete;
+  database& operator=(const database&) = delete;
+
+  std::size_t shard_count() const noexcept { return slots_.size(); }
+  std::size_t shard_of(std::string_view routing_key) const noexcept;
+  // The typed handle of shard i, for hosts that message it themselves. It
+  // changes when the shard restarts.
+  shard_actor shard_handle(std::size_t i) const;
+  caf::actor_system& system() noexcept { return *system_; }
+
+  result<std::optional<std::string>> get(std::string_view key, std::optional<std::string_view> routing = {});
+  status put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl = {},
+             std::optional<std::string_view> routing = {});
+  status del(std::string_view key, std::optional<std::string_view> routing = {});
+  result<cas_outcome> cas(std::string_view key, std::optional<std::string_view> expected,
+                          std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl = {},
+                          std::optional<std::string_view> routing = {});
+  // Atomic within one shard: every key must route to the same shard.
+  status batch(std::span<const batch_write> writes, std::optional<std::string_view> routing = {});
+  // Entries of [from, to) across all shards in key order, at most `limit`.
+  result<std::vector<std::pair<std::string, std::string>>> range(std::string_view from, std::string_view to,
+                                                                  std::size_t limit);
+  // Checkpoints every shard: their roots, and one root over them.
+  struct commit_result {
+    std::vector<hash128> roots;
+    hash128 combined;
+  };
+  result<commit_result> commit();
+  result<database_stats> stats();
+
+  // Asynchronous forms: `done` runs on an actor thread when the write is durable
+  // (or failed). It must not block.
+  void put_async(std::string key, std::string value, std::optional<std::chrono::nanoseconds> ttl,
+                 std::function<void(status)> done);
+
+  struct supervision;  // shared with the supervisor actor
+
+ private:
+  explicit database(database_options options);
+  status start();
+  template <class... R, class... Ts>
+  result<std::tuple<R...>> ask(std::size_t shard, Ts&&... xs);
+
+  database_options options_;
+  env* fs_ = nullptr;
+  std::unique_ptr<file_lock> lock_;
+  std::unique_ptr<caf::actor_system_config> own_config_;
+  std::unique_ptr<caf::actor_system> own_system_;
+  caf::actor_system* system_ = nullptr;
+  std::vector<std::shared_ptr<shard_slot>> slots_;
+  std::shared_ptr<supervision> supervision_;
+  caf::actor supervisor_;
+};
+
+}  // namespace magnetite

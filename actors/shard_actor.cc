@@ -1,0 +1,282 @@
+#include "actors/shard_actor.h"
+
+#include "actors/keyspace.h"
+#include "ttl/envelope.h"
+
+namespace magnetite {
+
+caf::error to_error(const status& s) {
+  return caf::error(static_cast<std::uint8_t>(s.code()), caf::atom("magnetite"),
+                    caf::make_message(static_cast<std::uint8_t>(s.category()), s.message()));
+}
+
+status to_status(const caf::error& e) {
+  if (!e) return status::ok();
+  if (e.category() == caf::atom("magnetite") && e.context().match_elements<std::uint8_t, std::string>())
+    return status::make(static_cast<status_code>(e.code()),
+                        static_cast<status_category>(e.context().get_as<std::uint8_t>(0)),
+                        e.context().get_as<std::string>(1));
+  return status::io_error(fmt::format("shard unavailable: {}", caf::to_string(e)), status_category::transient);
+}
+
+namespace {
+
+struct shard_state {
+  std::unique_ptr<shard> db;
+  status boot_error;
+  shard_actor_config config;
+  // Answers owed to the writes of the group being gathered.
+  std::vector<std::function<void(const status&)>> waiting;
+  bool group_scheduled = false;
+  std::uint64_t generation = 0;
+  std::optional<std::uint64_t> armed;
+
+  ~shard_state() {
+    // The actor is going away with writes whose group never synced: they may
+    // or may not be in the log, and the caller must hear so, never wait.
+    status gone = status::make(status_code::failed, status_category::ambiguous,
+                               "the shard stopped before the write's group was durable");
+    for (auto& w : waiting) w(gone);
+  }
+
+  static inline const char* name = "magnetite.shard";
+};
+
+using self_ptr = shard_actor::stateful_pointer<shard_state>;
+
+void publish(self_ptr self) {
+  auto& st = self->state;
+  if (!st.config.slot) return;
+  st.config.slot->view.store(st.db->view());
+  st.config.slot->error.store(nullptr);
+}
+
+void arm_timer(self_ptr self) {
+  auto& st = self->state;
+  auto next = st.db->next_deadline();
+  if (!next) {
+    st.armed.reset();
+    return;
+  }
+  if (st.armed && *st.armed == *next) return;
+  st.armed = next;
+  ++st.generation;
+  std::uint64_t now = st.db->now_ns();
+  auto delay = std::chrono::nanoseconds(*next > now ? *next - now : 0);
+  self->delayed_send(self, delay, expire_atom::value, st.generation);
+}
+
+void schedule_group(self_ptr self) {
+  if (self->state.group_scheduled) return;
+  self->state.group_scheduled = true;
+  self->send(self, group_atom::value);
+}
+
+// Commits what is staged, answers its writes, and keeps the shard healthy:
+// false when the shard failed (the actor is quitting).
+bool finish_group(self_ptr self) {
+  auto& st = self->state;
+  st.group_scheduled = false;
+  status s = st.db->commit_group();
+  if (s) publish(self);  // before any answer: an acknowledged write is visible
+  auto waiting = std::move(st.waiting);
+  st.waiting.clear();
+  for (auto& w : waiting) w(s);
+  if (!s) {
+    self->quit(to_error(s));
+    return false;
+  }
+  if (st.db->checkpoint_due()) {
+    auto root = st.db->checkpoint();
+    if (!root) {
+      self->quit(to_error(root.error()));
+      return false;
+    }
+    publish(self);
+  }
+  arm_timer(self);
+  return true;
+}
+
+template <class... Ts>
+auto wait_for_group(self_ptr self, caf::typed_response_promise<Ts...> rp, std::function<void(decltype(rp)&)> on_ok) {
+  self->state.waiting.push_back([rp, on_ok = std::move(on_ok)](const status& s) mutable {
+    if (s) on_ok(rp);
+    else rp.deliver(to_error(s));
+  });
+  schedule_group(self);
+  return rp;
+}
+
+caf::typed_response_promise<ok_atom> ack_after_group(self_ptr self, status staged) {
+  auto rp = self->make_response_promise<ok_atom>();
+  if (!staged) {
+    rp.deliver(to_error(staged));
+    return rp;
+  }
+  return wait_for_group<ok_atom>(self, rp, [](auto& p) { p.deliver(ok_atom::value); });
+}
+
+std::optional<std::chrono::nanoseconds> ttl_of(std::int64_t ttl_ns) {
+  if (ttl_ns == 0) return std::nullopt;
+  return std::chrono::nanoseconds(ttl_ns);
+}
+
+shard_actor::behavior_type shard_behavior_after_boot(self_ptr self);
+
+shard_actor::behavior_type shard_behavior(self_ptr self, shard_actor_config config) {
+  auto& st = self->state;
+  st.config = std::move(config);
+  if (st.config.fail_with) {
+    st.boot_error = *st.config.fail_with;
+    if (st.config.slot) st.config.slot->error.store(std::make_shared<const status>(st.boot_error));
+    return shard_behavior_after_boot(self);
+  }
+  auto opened = shard::open(*st.config.fs, st.config.dir, st.config.options);
+  if (opened) {
+    st.db = std::move(*opened);
+    publish(self);
+    arm_timer(self);
+    if (st.config.supervisor) caf::anon_send(st.config.supervisor, ok_atom::value, st.config.index);
+  } else {
+    st.boot_error = opened.error();
+    if (st.config.slot) st.config.slot->error.store(std::make_shared<const status>(st.boot_error));
+    if (st.config.supervisor)
+      caf::anon_send(st.config.supervisor, boot_failed_atom::value, st.config.index, to_error(st.boot_error));
+  }
+  return shard_behavior_after_boot(self);
+}
+
+shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
+  // Every handler starts here: a sentinel answers with the startup error.
+  auto down = [self]() -> std::optional<caf::error> {
+    if (self->state.db) return std::nullopt;
+    return to_error(self->state.boot_error);
+  };
+  auto hook = [self](const std::string& key) {
+    if (self->state.config.before_write) self->state.config.before_write(key);
+  };
+  return {
+      [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
+        if (auto e = down()) return *e;
+        auto v = self->state.db->get(key);
+        if (!v) return to_error(v.error());
+        if (!*v) return {false, std::string()};
+        return {true, std::move(**v)};
+      },
+      [=](put_atom, const std::string& key, const std::string& value,
+          std::int64_t ttl_ns) -> caf::result<ok_atom> {
+        if (auto e = down()) return *e;
+        hook(key);
+        return ack_after_group(self, self->state.db->put(key, value, ttl_of(ttl_ns)));
+      },
+      [=](del_atom, const std::string& key) -> caf::result<ok_atom> {
+        if (auto e = down()) return *e;
+        hook(key);
+        return ack_after_group(self, self->state.db->del(key));
+      },
+      [=](cas_atom, const std::string& key, bool has_expected, const std::string& expected, bool has_desired,
+          const std::string& desired, std::int64_t ttl_ns) -> caf::result<bool, bool, std::string> {
+        if (auto e = down()) return *e;
+        hook(key);
+        auto out = self->state.db->cas(key, has_expected ? std::optional<std::string_view>(expected) : std::nullopt,
+                                       has_desired ? std::optional<std::string_view>(desired) : std::nullopt,
+                                       ttl_of(ttl_ns));
+        if (!out) return to_error(out.error());
+        auto rp = self->make_response_promise<bool, bool, std::string>();
+        cas_outcome o = std::move(*out);
+        return wait_for_group<bool, bool, std::string>(self, rp, [o](auto& p) {
+          p.deliver(o.swapped, o.current.has_value(), o.current.value_or(std::string()));
+        });
+      },
+      [=](batch_atom, const std::vector<batch_op>& ops) -> caf::result<ok_atom> {
+        if (auto e = down()) return *e;
+        std::vector<batch_write> writes;
+        writes.reserve(ops.size());
+        for (const auto& op : ops) {
+          hook(op.key);
+          writes.push_back({op.key, op.is_put ? std::optional<std::string>(op.value) : std::nullopt, ttl_of(op.ttl_ns)});
+        }
+        return ack_after_group(self, self->state.db->batch(writes));
+      },
+      [=](range_atom, const std::string& from, const std::string& to,
+          std::uint32_t limit) -> caf::result<std::vector<std::string>, std::vector<std::string>, bool> {
+        if (auto e = down()) return *e;
+        std::vector<std::string> keys, values;
+        bool more = false;
+        std::uint64_t now = self->state.db->now_ns();
+        std::string bad;
+        status s = self->state.db->view()->scan(
+            keyspace::data_key(from), to.empty() ? keyspace::data_end() : keyspace::data_key(to),
+            [&](std::string_view k, std::string_view stored) {
+              auto u = ttl::unwrap(stored);
+              if (!u) {
+                bad = u.error().message();
+                return false;
+              }
+              if (u->expired(now)) return true;
+              if (keys.size() == limit) {
+                more = true;
+                return false;
+              }
+              keys.emplace_back(keyspace::user_key_of(k));
+              values.emplace_back(u->value);
+              return true;
+            });
+        if (!s) return to_error(s);
+        if (!bad.empty()) return to_error(status::corruption(bad));
+        return {std::move(keys), std::move(values), more};
+      },
+      [=](commit_atom) -> caf::result<std::string> {
+        if (auto e = down()) return *e;
+        if (!finish_group(self)) return to_error(self->state.db->failure());
+        auto root = self->state.db->checkpoint();
+        if (!root) {
+          self->quit(to_error(root.error()));
+          return to_error(root.error());
+        }
+        publish(self);
+        return root->to_hex();
+      },
+      [=](stats_atom) -> caf::result<shard_stats> {
+        if (auto e = down()) return *e;
+        return self->state.db->stats();
+      },
+      [=](shutdown_atom) -> caf::result<ok_atom> {
+        if (self->state.db) {
+          if (!finish_group(self)) return to_error(self->state.db->failure());
+          auto root = self->state.db->checkpoint();
+          if (!root) {
+            self->quit(to_error(root.error()));
+            return to_error(root.error());
+          }
+          publish(self);
+        }
+        self->quit();
+        return ok_atom::value;
+      },
+      [=](group_atom) {
+        if (self->state.db) finish_group(self);
+      },
+      [=](expire_atom, std::uint64_t generation) {
+        auto& s = self->state;
+        if (!s.db || generation != s.generation) return;  // stale: a later arm replaced it
+        s.armed.reset();
+        auto n = s.db->stage_expired(s.config.expire_batch);
+        if (!n) {
+          self->quit(to_error(n.error()));
+          return;
+        }
+        if (*n > 0) schedule_group(self);
+        else arm_timer(self);
+      },
+  };
+}
+
+}  // namespace
+
+shard_actor spawn_shard(caf::actor_system& sys, shard_actor_config config) {
+  return sys.spawn(shard_behavior, std::move(config));
+}
+
+}  // namespace magnetite

@@ -1,0 +1,71 @@
+// shard_actor: one shard as a CAF actor (interface in shard_interface.h).
+//
+// Behaviour, as a table of message -> effect:
+//   put / del / cas / batch  check, append to the log, stage; the reply waits
+//                            for the group. The first write of a group sends
+//                            (group) to the actor itself: every write already
+//                            in the mailbox is handled before it, so they all
+//                            share its ONE fsync (group commit). A CAS whose
+//                            precondition fails changes nothing, but its answer
+//                            also waits for the group it was judged against.
+//   (group)                  one fsync for everything staged; publish the new
+//                            view to the host's slot; THEN answer every write
+//                            of the group; checkpoint if the layers grew past
+//                            their threshold; re-arm the TTL timer. If the
+//                            fsync fails, every write of the group gets the
+//                            error and the actor quits with it (fail-stop: the
+//                            supervisor restarts it, which replays the log).
+//   (expire, generation)     a stale generation is dropped; otherwise due keys
+//                            are deleted through the log as one group and the
+//                            timer is armed for the next deadline. ONE timer is
+//                            armed at a time, through the actor's clock
+//                            (delayed_send), so virtual time drives it in tests.
+//   get / range              answered from the published view (durable only).
+//   commit                   the group, then a checkpoint: the new root.
+//   shutdown                 commit, then quit normally.
+//
+// Boot failure: if the shard cannot be opened, the actor stays up as a
+// sentinel that answers every request (queued or later) with the startup
+// error at once, and tells the supervisor, which decides about restarting.
+// Nothing waits on a dead shard: writes staged when the actor dies are
+// answered with an ambiguous `failed` error.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+
+#include "actors/shard_interface.h"
+
+namespace magnetite {
+
+// What the host reads without messaging the actor: the shard's latest view.
+// Null view: the shard is not serving (booting, restarting or failed); then
+// `error` says why, if anything is known.
+struct shard_slot {
+  std::atomic<std::shared_ptr<const read_view>> view;
+  std::atomic<std::shared_ptr<const status>> error;
+};
+
+using boot_failed_atom = caf::atom_constant<caf::atom("bootfail")>;
+
+struct shard_actor_config {
+  env* fs = nullptr;
+  std::string dir;
+  shard_options options;
+  std::shared_ptr<shard_slot> slot;
+  std::size_t index = 0;
+  // Told (boot_failed_atom, index, error) when the shard cannot open.
+  caf::actor supervisor;
+  std::size_t expire_batch = 10'000;
+  // Set: the actor opens nothing and answers everything with this error (what
+  // the supervisor leaves in place of a shard that failed too often).
+  std::optional<status> fail_with;
+  // Test hook: runs before each write is staged; an exception it throws ends
+  // the actor the way a bug in a handler would.
+  std::function<void(const std::string& key)> before_write;
+};
+
+shard_actor spawn_shard(caf::actor_system& sys, shard_actor_config config);
+
+}  // namespace magnetite

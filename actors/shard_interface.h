@@ -1,0 +1,85 @@
+// shard_interface: the typed messages a shard actor answers, declared once.
+//
+//   message                                          -> reply
+//   (get, key)                                       -> (found, value)
+//   (put, key, value, ttl_ns)                        -> ok          ttl_ns 0: none
+//   (del, key)                                       -> ok
+//   (cas, key, has_expected, expected,
+//         has_desired, desired, ttl_ns)              -> (swapped, has_current, current)
+//   (batch, [batch_op])                              -> ok          all or nothing
+//   (range, from, to, limit)                         -> (keys, values, more)  to "": no bound
+//   (commit)                                         -> root (32 hex digits)
+//   (stats)                                          -> shard_stats
+//   (shutdown)                                       -> ok          checkpoints, then the actor quits
+//   (group) and (expire, generation)                 internal: the actor sends them to itself
+//
+// Writes are acknowledged only once durable (their group's one fsync); a get
+// answers from the shard's published view. Errors arrive as caf::error in the
+// "magnetite" category (see to_error / to_status): the status code is the
+// error code, the message is the context.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/shard.h"
+#include "core/status.h"
+
+namespace magnetite {
+
+using get_atom = caf::atom_constant<caf::atom("get")>;
+using put_atom = caf::atom_constant<caf::atom("put")>;
+using del_atom = caf::atom_constant<caf::atom("del")>;
+using cas_atom = caf::atom_constant<caf::atom("cas")>;
+using batch_atom = caf::atom_constant<caf::atom("batch")>;
+using range_atom = caf::atom_constant<caf::atom("range")>;
+using commit_atom = caf::atom_constant<caf::atom("commit")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
+using group_atom = caf::atom_constant<caf::atom("group")>;
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
+using ok_atom = caf::atom_constant<caf::atom("ok")>;
+
+// One write of an atomic batch, as a message carries it.
+struct batch_op {
+  std::string key;
+  bool is_put = true;
+  std::string value;
+  std::int64_t ttl_ns = 0;  // 0: none
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, batch_op& x) {
+  return f(caf::meta::type_name("batch_op"), x.key, x.is_put, x.value, x.ttl_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
+  return f(caf::meta::type_name("shard_stats"), x.writes, x.groups, x.checkpoints, x.replayed_records, x.expired,
+           x.log_fsyncs);
+}
+
+using shard_actor = caf::typed_actor<
+    caf::replies_to<get_atom, std::string>::with<bool, std::string>,
+    caf::replies_to<put_atom, std::string, std::string, std::int64_t>::with<ok_atom>,
+    caf::replies_to<del_atom, std::string>::with<ok_atom>,
+    caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t>::with<bool, bool,
+                                                                                                    std::string>,
+    caf::replies_to<batch_atom, std::vector<batch_op>>::with<ok_atom>,
+    caf::replies_to<range_atom, std::string, std::string, std::uint32_t>::with<std::vector<std::string>,
+                                                                                std::vector<std::string>, bool>,
+    caf::replies_to<commit_atom>::with<std::string>,
+    caf::replies_to<stats_atom>::with<shard_stats>,
+    caf::replies_to<shutdown_atom>::with<ok_atom>,
+    caf::reacts_to<group_atom>,
+    caf::reacts_to<expire_atom, std::uint64_t>>;
+
+// A status as a caf::error and back. An error from CAF itself (the shard died
+// while the request was queued, say) becomes a transient io_error.
+caf::error to_error(const status& s);
+status to_status(const caf::error& e);
+
+}  // namespace magnetite

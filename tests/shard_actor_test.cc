@@ -1,0 +1,234 @@
+// Shard actors under CAF's deterministic test coordinator (virtual time): group
+// commit, TTL timers and generations, boot failure, the failed-fsync path.
+#include <doctest/doctest.h>
+
+#include <caf/all.hpp>
+
+#include "actors/keyspace.h"
+#include "actors/shard_actor.h"
+#include "core/fault_env.h"
+
+using namespace magnetite;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct manual_clock {
+  std::shared_ptr<std::uint64_t> now = std::make_shared<std::uint64_t>(1'000'000'000'000);
+  wall_clock_ns fn() const {
+    auto p = now;
+    return [p] { return *p; };
+  }
+};
+
+struct fixture {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+  fault_env fe;
+  manual_clock clock;
+  std::shared_ptr<shard_slot> slot = std::make_shared<shard_slot>();
+
+  fixture() {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+  }
+
+  shard_actor_config config(std::string dir = "/db/shard-000") {
+    shard_actor_config c;
+    c.fs = &fe;
+    c.dir = std::move(dir);
+    c.options.clock = clock.fn();
+    c.options.chunking = {256, 64, 1024};
+    c.slot = slot;
+    return c;
+  }
+
+  std::vector<shard_actor> spawned;
+
+  shard_actor spawn(shard_actor_config c) {
+    auto h = spawn_shard(*sys, std::move(c));
+    spawned.push_back(h);
+    sched->run();
+    return h;
+  }
+
+  // The system waits for every actor: end the shards (and their timers) first.
+  ~fixture() {
+    for (auto& h : spawned) caf::anon_send_exit(h, caf::exit_reason::kill);
+    sched->run();
+  }
+
+  // Moves the shard's wall clock and CAF's virtual clock together.
+  void advance(std::chrono::nanoseconds d) {
+    *clock.now += static_cast<std::uint64_t>(d.count());
+    sched->clock().advance_time(std::chrono::duration_cast<caf::timespan>(d));
+    sched->run();
+  }
+
+  std::optional<std::string> read(const std::string& key) {
+    auto v = slot->view.load();
+    REQUIRE(v);
+    auto r = v->get(key, *clock.now);
+    REQUIRE(r.is_ok());
+    return *r;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("shard actor: writes queued together share one fsync, a failing CAS fails alone, replies follow the fsync") {
+  fixture f;
+  auto shard = f.spawn(f.config());
+  caf::scoped_actor client{*f.sys};
+  auto syncs = f.fe.stats().file_syncs;
+  for (int i = 0; i < 50; ++i)
+    client->send(shard, put_atom::value, fmt::format("k{:02}", i), std::string("v"), std::int64_t{0});
+  client->send(shard, cas_atom::value, std::string("k00"), true, std::string("wrong"), true, std::string("x"),
+               std::int64_t{0});
+  client->send(shard, cas_atom::value, std::string("k01"), true, std::string("v"), true, std::string("swapped"),
+               std::int64_t{0});
+  // Nothing has run yet: nothing is visible.
+  CHECK_FALSE(f.read("k00").has_value());
+  f.sched->run();
+  CHECK(f.fe.stats().file_syncs == syncs + 1);  // 52 requests, one fsync
+  int acks = 0, cas_failed = 0, cas_swapped = 0;
+  for (int i = 0; i < 52; ++i)
+    client->receive([&](ok_atom) { ++acks; },
+                    [&](bool swapped, bool has_current, const std::string& current) {
+                      if (swapped) ++cas_swapped;
+                      else {
+                        ++cas_failed;
+                        CHECK(has_current);
+                        CHECK(current == "v");
+                      }
+                    },
+                    [&](caf::error& e) { FAIL("unexpected error " << caf::to_string(e)); });
+  CHECK(acks == 50);
+  CHECK(cas_failed == 1);
+  CHECK(cas_swapped == 1);
+  CHECK(f.read("k00") == "v");
+  CHECK(f.read("k01") == "swapped");
+  CHECK(f.read("k49") == "v");
+}
+
+TEST_CASE("shard actor: a failed fsync answers every write of the group with the error and ends the actor") {
+  fixture f;
+  auto shard = f.spawn(f.config());
+  caf::scoped_actor client{*f.sys};
+  client->send(shard, put_atom::value, std::string("before"), std::string("1"), std::int64_t{0});
+  f.sched->run();
+  client->receive([](ok_atom) {});
+  f.fe.fail_sync(1);
+  for (int i = 0; i < 5; ++i)
+    client->send(shard, put_atom::value, fmt::format("doomed{}", i), std::string("x"), std::int64_t{0});
+  f.sched->run();
+  int errors = 0;
+  for (int i = 0; i < 5; ++i)
+    client->receive([&](ok_atom) { FAIL("a write of a failed group was acknowledged"); },
+                    [&](caf::error& e) {
+                      ++errors;
+                      CHECK(to_status(e).code() == status_code::io_error);
+                    },
+                    caf::after(std::chrono::seconds(1)) >> [&] { FAIL("a write of the failed group got no answer"); });
+  CHECK(errors == 5);
+  CHECK_FALSE(f.read("doomed0").has_value());
+  // The actor is gone: a later request fails instead of hanging.
+  bool failed = false;
+  client->request(shard, caf::infinite, get_atom::value, std::string("before"))
+      .receive([&](bool, std::string) {}, [&](caf::error&) { failed = true; });
+  CHECK(failed);
+}
+
+TEST_CASE("shard actor: a shard that cannot boot answers queued and later requests with the startup error") {
+  fixture f;
+  // A file where the shard's directory should be.
+  REQUIRE(f.fe.create_dir("/db").is_ok());
+  REQUIRE(f.fe.open("/db/shard-000", open_mode::create_new).is_ok());
+  caf::scoped_actor client{*f.sys};
+  auto shard = spawn_shard(*f.sys, f.config("/db/shard-000"));
+  f.spawned.push_back(shard);
+  client->send(shard, put_atom::value, std::string("k"), std::string("v"), std::int64_t{0});
+  client->send(shard, get_atom::value, std::string("k"));
+  f.sched->run();
+  for (int i = 0; i < 2; ++i)
+    client->receive([&](ok_atom) { FAIL("acknowledged by a shard that never opened"); },
+                    [&](bool, std::string) { FAIL("answered by a shard that never opened"); },
+                    [&](caf::error& e) { CHECK(to_status(e).code() != status_code::ok); });
+  REQUIRE(f.slot->error.load());
+  CHECK_FALSE(f.slot->view.load());
+}
+
+TEST_CASE("shard actor: TTL deletes on time in virtual time, through one armed timer; stale generations are dropped") {
+  fixture f;
+  auto shard = f.spawn(f.config());
+  caf::scoped_actor client{*f.sys};
+  auto put = [&](std::string k, std::chrono::nanoseconds ttl) {
+    client->send(shard, put_atom::value, std::move(k), std::string("v"), static_cast<std::int64_t>(ttl.count()));
+    f.sched->run();
+    client->receive([](ok_atom) {}, [](caf::error& e) { FAIL(caf::to_string(e)); },
+                    caf::after(std::chrono::seconds(1)) >> [] { FAIL("no ack"); });
+  };
+  auto stats = [&] {
+    client->send(shard, stats_atom::value);
+    f.sched->run();
+    shard_stats s;
+    client->receive([&](const shard_stats& x) { s = x; }, caf::after(std::chrono::seconds(1)) >> [] { FAIL("no stats"); });
+    return s;
+  };
+  auto physically_present = [&](const std::string& k) {
+    std::string stored;
+    auto r = f.slot->view.load()->find(keyspace::data_key(k), stored);
+    REQUIRE(r.is_ok());
+    return *r;
+  };
+  put("slow", 10s);
+  put("fast", 5s);  // re-arms earlier: the 10 s timer's generation is now stale
+  f.advance(4s);
+  CHECK(physically_present("fast"));
+  f.advance(1s);
+  CHECK_FALSE(physically_present("fast"));  // swept at its deadline
+  CHECK(physically_present("slow"));
+  CHECK(stats().expired == 1);
+  f.advance(5s);
+  CHECK_FALSE(physically_present("slow"));
+  CHECK(stats().expired == 2);
+  // Nothing armed is left over: more time changes nothing.
+  auto groups = stats().groups;
+  f.advance(60s);
+  CHECK(stats().groups == groups);
+  // An expired value is never read, even before its sweep ran.
+  put("edge", 1s);
+  *f.clock.now += 1'000'000'000;  // the wall clock passes the deadline; the timer has not fired
+  CHECK_FALSE(f.read("edge").has_value());
+}
+
+TEST_CASE("shard actor: after a restart the expiry index is rebuilt and armed from the log and the tree") {
+  fixture f;
+  caf::scoped_actor client{*f.sys};
+  {
+    auto shard = f.spawn(f.config());
+    client->send(shard, put_atom::value, std::string("in-tree"), std::string("v"), std::int64_t{20'000'000'000});
+    client->send(shard, commit_atom::value);
+    client->send(shard, put_atom::value, std::string("in-log"), std::string("v"), std::int64_t{30'000'000'000});
+    f.sched->run();
+    for (int i = 0; i < 3; ++i) client->receive([](ok_atom) {}, [](const std::string&) {});
+    client->send_exit(shard, caf::exit_reason::kill);
+    f.sched->run();
+  }
+  f.fe.process_crash();
+  auto shard = f.spawn(f.config());
+  CHECK(f.read("in-tree") == "v");
+  f.advance(20s);
+  auto present = [&](const std::string& k) {
+    std::string stored;
+    auto r = f.slot->view.load()->find(keyspace::data_key(k), stored);
+    REQUIRE(r.is_ok());
+    return *r;
+  };
+  CHECK_FALSE(present("in-tree"));
+  CHECK(present("in-log"));
+  f.advance(10s);
+  CHECK_FALSE(present("in-log"));
+}
