@@ -160,6 +160,10 @@ caf::behavior supervisor(supervisor_ptr self, std::shared_ptr<database::supervis
         }
         spawn_one(self, i);
       },
+      [=](get_atom) {
+        // The host waits for this answer: by then every shard was spawned.
+        return ok_atom::value;
+      },
       [=](ok_atom, std::size_t i) {
         // A shard reports a healthy boot: its backoff starts over.
         self->state.streak[i] = 0;
@@ -215,6 +219,13 @@ status database::start() {
   }
   supervisor_ = system_->spawn(supervisor, supervision_, std::move(configs), options_.max_restarts,
                                options_.restart_window, options_.restart_backoff);
+  {
+    caf::scoped_actor self{*system_};
+    bool ready = false;
+    self->request(supervisor_, caf::infinite, get_atom::value).receive([&](ok_atom) { ready = true; },
+                                                                      [&](caf::error&) {});
+    if (!ready) return status::failed("the shard supervisor did not start");
+  }
   // Open is done when every shard has booted (or failed to): a get right after
   // open must not see an empty slot.
   for (std::size_t i = 0; i < options_.shards; ++i) {

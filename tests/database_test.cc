@@ -1,0 +1,158 @@
+// The database on the POSIX env with a real actor system: host calls from
+// plain threads, reopen, the data-directory lock, the manifest, supervision.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "actors/database.h"
+#include "tests/support/temp_dir.h"
+
+using namespace magnetite;
+using namespace std::chrono_literals;
+
+namespace {
+
+database_options options_for(const std::string& dir, std::size_t shards = 4) {
+  database_options o;
+  o.dir = dir;
+  o.shards = shards;
+  o.shard.chunking = {256, 64, 1024};
+  return o;
+}
+
+std::unique_ptr<database> must_open(database_options o) {
+  auto db = database::open(std::move(o));
+  REQUIRE_MESSAGE(db.is_ok(), db.error().to_string());
+  return std::move(*db);
+}
+
+}  // namespace
+
+TEST_CASE("database: writes from host threads are durable when acknowledged and visible to get at once") {
+  testing::temp_dir d("db");
+  std::map<std::string, std::string> model;
+  {
+    auto db = must_open(options_for(d.path()));
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 50; ++i) {
+          std::string k = fmt::format("t{}-{:03}", t, i);
+          REQUIRE(db->put(k, k + "!").is_ok());
+          // Read-your-writes on the same thread, without messaging the shard.
+          REQUIRE(db->get(k).value() == std::optional<std::string>(k + "!"));
+        }
+      });
+    for (auto& th : threads) th.join();
+    for (int t = 0; t < 4; ++t)
+      for (int i = 0; i < 50; ++i) model[fmt::format("t{}-{:03}", t, i)] = fmt::format("t{}-{:03}!", t, i);
+    REQUIRE(db->del("t0-000").is_ok());
+    model.erase("t0-000");
+    auto c = db->cas("t1-000", std::string_view("t1-000!"), std::string_view("swapped"));
+    REQUIRE(c.is_ok());
+    CHECK(c->swapped);
+    model["t1-000"] = "swapped";
+    auto all = db->range("t", "u", 1000);
+    REQUIRE(all.is_ok());
+    CHECK(std::map<std::string, std::string>(all->begin(), all->end()) == model);
+    auto first3 = db->range("t", "", 3);
+    REQUIRE(first3.is_ok());
+    REQUIRE(first3->size() == 3);
+    CHECK(first3->front().first == model.begin()->first);
+  }
+  // Reopened (the destructor checkpointed): everything is there.
+  auto db = must_open(options_for(d.path()));
+  for (auto& [k, v] : model) CHECK(db->get(k).value() == std::optional<std::string>(v));
+  CHECK_FALSE(db->get("t0-000").value().has_value());
+}
+
+TEST_CASE("database: a held data directory is busy; another shard count or a bad manifest is refused") {
+  testing::temp_dir d("db");
+  {
+    auto db = must_open(options_for(d.path(), 4));
+    auto second = database::open(options_for(d.path(), 4));
+    REQUIRE_FALSE(second.is_ok());
+    CHECK(second.error().code() == status_code::busy);
+    CHECK(second.error().message().find("in use") != std::string::npos);
+  }
+  auto other = database::open(options_for(d.path(), 8));
+  REQUIRE_FALSE(other.is_ok());
+  CHECK(other.error().code() == status_code::invalid_argument);
+  CHECK(other.error().message().find("4 shards") != std::string::npos);
+  auto bad = options_for(d.path(), 0);
+  CHECK(database::open(bad).error().code() == status_code::invalid_argument);
+}
+
+TEST_CASE("database: bad input is a clear error and changes nothing") {
+  testing::temp_dir d("db");
+  auto db = must_open(options_for(d.path()));
+  CHECK(db->put("", "v").code() == status_code::invalid_argument);
+  CHECK(db->put(std::string(limits::max_user_key_bytes + 1, 'k'), "v").code() == status_code::invalid_argument);
+  CHECK(db->put("k", "v", 0ns).code() == status_code::invalid_argument);
+  CHECK(db->get("").error().code() == status_code::invalid_argument);
+  std::vector<batch_write> spread;
+  for (int i = 0; i < 20; ++i) spread.push_back({fmt::format("b{}", i), std::string("v"), {}});
+  CHECK(db->batch(spread).code() == status_code::invalid_argument);  // keys on different shards
+  CHECK(db->batch(spread, std::string_view("one-shard")).is_ok());   // a routing key keeps them together
+  CHECK(db->get("b7", std::string_view("one-shard")).value() == std::optional<std::string>("v"));
+  CHECK_FALSE(db->get("k").value().has_value());
+}
+
+TEST_CASE("database: an exception in a handler restarts only that shard, which replays; too many make it fail") {
+  testing::temp_dir d("db");
+  auto o = options_for(d.path(), 2);
+  o.max_restarts = 2;
+  o.restart_backoff = 1ms;
+  o.before_write = [](const std::string& key) {
+    if (key.starts_with("boom")) throw std::runtime_error("injected");
+  };
+  auto db = must_open(o);
+  // Keys on each shard, acknowledged before the crash.
+  std::string a, b;
+  for (int i = 0; a.empty() || b.empty(); ++i) {
+    std::string k = fmt::format("key{}", i);
+    (db->shard_of(k) == 0 ? a : b) = k;
+  }
+  REQUIRE(db->put(a, "A").is_ok());
+  REQUIRE(db->put(b, "B").is_ok());
+  std::string boom;
+  for (int i = 0; boom.empty(); ++i)
+    if (db->shard_of(fmt::format("boom{}", i)) == 0) boom = fmt::format("boom{}", i);
+  CHECK_FALSE(db->put(boom, "x").is_ok());
+  // The other shard never stopped.
+  CHECK(db->get(b).value() == std::optional<std::string>("B"));
+  REQUIRE(db->put(b, "B2").is_ok());
+  // Shard 0 comes back with its acknowledged write.
+  status st = status::io_error("not yet");
+  for (int i = 0; i < 2000 && !st; ++i) {
+    auto v = db->get(a);
+    st = v.is_ok() ? (v.value() == std::optional<std::string>("A") ? status::ok() : status::corruption("lost"))
+                   : v.error();
+    if (!st) std::this_thread::sleep_for(1ms);  // waiting on a real restart, with a bound
+  }
+  REQUIRE(st.is_ok());
+  auto stats = db->stats();
+  REQUIRE(stats.is_ok());
+  CHECK(stats->restarts[0] == 1);
+  CHECK(stats->restarts[1] == 0);
+  // Two more crashes within the window: the shard is marked failed for good.
+  for (int i = 0; i < 2; ++i) {
+    status s = status::ok();
+    for (int j = 0; j < 2000; ++j) {
+      s = db->put(boom, "x");
+      if (s.code() != status_code::io_error || s.category() != status_category::transient) break;
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  status final_state = status::ok();
+  for (int j = 0; j < 2000; ++j) {
+    final_state = db->put(a, "after");
+    if (final_state.code() == status_code::failed) break;
+    std::this_thread::sleep_for(1ms);
+  }
+  CHECK(final_state.code() == status_code::failed);
+  CHECK(final_state.category() == status_category::permanent);
+  CHECK(db->get(a).error().code() == status_code::failed);
+  CHECK(db->get(b).value() == std::optional<std::string>("B2"));
+}
