@@ -189,6 +189,7 @@ result<cas_outcome> shard::cas(std::string_view key, std::optional<std::string_v
                                std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl) {
   MAGNETITE_TRY(check_usable());
   MAGNETITE_TRY(limits::check_user_key(key));
+  if (!desired && ttl) return status::invalid_argument("a delete takes no ttl");
   std::optional<std::string> stored;
   if (desired) {
     auto s = envelope_for(*desired, ttl);
@@ -218,6 +219,7 @@ status shard::batch(std::span<const batch_write> writes) {
       stored[i] = std::move(*s);
       views[i] = {wal::mutation_kind::put, writes[i].key, *stored[i]};
     } else {
+      if (writes[i].ttl) return status::invalid_argument(fmt::format("batch write {}: a delete takes no ttl", i));
       views[i] = {wal::mutation_kind::del, writes[i].key, {}};
     }
   }

@@ -1365,3 +1365,27 @@ TEST_CASE("node_store: after gc drops a root, reading it is not_found, even on a
   CHECK(t.count(r1).error().code() == status_code::not_found);
   check_tree(*s, r2, m2);
 }
+
+TEST_CASE("node_store: a cold point read counts one cache miss per node it loads") {
+  fault_env fe;
+  node_store_options o = small_options();
+  o.cache_bytes = 64u << 20;
+  std::mt19937_64 rng(8);
+  model m = random_model(rng, 2000, 100'000);
+  hash128 root;
+  std::uint64_t position;
+  {
+    auto s = must_open(fe, o, std::nullopt);
+    root = must(prolly_tree(*s, small_nodes).build(entries_of(m)));
+    position = must(s->flush());
+  }
+  auto s = must_open(fe, o, position);
+  prolly_tree t(*s, small_nodes);
+  for (auto& [k, v] : m) {
+    auto before = s->stats();
+    CHECK(must(t.get(root, k)) == v);
+    auto after = s->stats();
+    // Each node loaded from a pack is cached once: misses and new entries agree.
+    CHECK(after.cache_misses - before.cache_misses == after.cache_entries - before.cache_entries);
+  }
+}

@@ -121,6 +121,9 @@ TEST_CASE("shard: bad input is invalid_argument and stages nothing") {
   std::vector<batch_write> half_bad = {{"ok", std::string("v"), {}}, {"", std::string("v"), {}}};
   CHECK(s->batch(half_bad).code() == status_code::invalid_argument);
   CHECK(s->cas("", std::nullopt, std::string_view("v")).error().code() == status_code::invalid_argument);
+  CHECK(s->cas("k", std::nullopt, std::nullopt, 5s).error().code() == status_code::invalid_argument);
+  std::vector<batch_write> del_with_ttl = {{"k", std::nullopt, 5s}};
+  CHECK(s->batch(del_with_ttl).code() == status_code::invalid_argument);
   CHECK(s->staged() == 0);
   CHECK(s->failure().is_ok());
   // The largest legal key and value go through, TTL envelope and keyspace byte included.

@@ -937,6 +937,11 @@ result<node_store::stored_record> node_store::read_record(const hash128& h, pack
 
 result<node_ptr> node_store::read(const hash128& h) {
   if (node_ptr hit = cache_->get(h)) return hit;
+  return read_uncached(h);
+}
+
+// The cache was asked already (and counted a miss): pending, then the packs.
+result<node_ptr> node_store::read_uncached(const hash128& h) {
   std::shared_ptr<pack> p;
   node_location loc;
   {
@@ -961,7 +966,9 @@ result<node_ptr> node_store::read(const hash128& h) {
 result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std::string& value) {
   result<bool> out = false;
   if (cache_->leaf_get(leaf, key, value, out)) return out;
-  return node_source::leaf_get(leaf, key, value);
+  auto n = read_uncached(leaf);
+  if (!n) return n.error();
+  return search_leaf((*n)->search_index(), leaf, key, value);
 }
 
 bool node_store::contains(const hash128& h) const {

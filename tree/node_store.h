@@ -230,6 +230,7 @@ class node_store final : public node_sink {
   status check_usable() const;
   status fail(status s);
   result<std::shared_ptr<pack>> create_pack(std::uint32_t number);
+  result<node_ptr> read_uncached(const hash128& h);
   status spill();
   status sync_active();
   result<stored_record> read_record(const hash128& h, pack& p, const node_location& loc);
