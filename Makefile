@@ -2,7 +2,7 @@
 # scripts/setup), so they work on a fresh Debian machine.
 BUILD ?= build
 
-.PHONY: all setup build test demo bench sanitize tsan clean
+.PHONY: all setup build test demo bench sanitize tsan crash-torture clean
 
 all: build
 
@@ -31,6 +31,10 @@ tsan:
 	@BUILD_DIR=build-tsan BUILD_TYPE=debugoptimized SANITIZE=thread scripts/setup
 	@ninja -C build-tsan
 	@scripts/run-tests build-tsan
+
+# The SIGKILL crash test at length (make test runs 100 iterations).
+crash-torture: build
+	@MAGNETITE_CRASH_ITERATIONS=$${ITERATIONS:-3000} build/tests/crash_tests
 
 clean:
 	rm -rf build build-asan build-tsan
