@@ -16,6 +16,7 @@ std::uint64_t system_now_ns() {
 status shard_options::validate() const {
   if (cache_bytes == 0) return status::invalid_argument("shard option cache_bytes must be > 0");
   if (checkpoint_bytes == 0) return status::invalid_argument("shard option checkpoint_bytes must be > 0");
+  if (checkpoint_interval.count() <= 0) return status::invalid_argument("shard option checkpoint_interval must be > 0");
   if (fsync == wal::fsync_policy::interval && fsync_interval.count() <= 0)
     return status::invalid_argument("shard option fsync_interval must be > 0 with the interval policy");
   if (!clock) return status::invalid_argument("shard option clock is empty");

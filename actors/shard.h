@@ -53,8 +53,10 @@ struct shard_options {
   wal::fsync_policy fsync = wal::fsync_policy::always;
   std::chrono::milliseconds fsync_interval{100};
   std::size_t cache_bytes = std::size_t{64} << 20;
-  // A checkpoint is due when the layers hold this many bytes.
+  // A checkpoint is due when the layers hold this many bytes, or (the shard
+  // actor's timer) when the oldest write they hold is this old.
   std::size_t checkpoint_bytes = std::size_t{32} << 20;
+  std::chrono::milliseconds checkpoint_interval{60'000};
   tree::chunk_policy chunking{};
   wall_clock_ns clock = system_now_ns;
 

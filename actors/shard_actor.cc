@@ -28,6 +28,7 @@ struct shard_state {
   // Answers owed to the writes of the group being gathered.
   std::vector<std::function<void(const status&)>> waiting;
   bool group_scheduled = false;
+  bool aging = false;  // the checkpoint_interval timer is armed
   std::uint64_t generation = 0;
   std::optional<std::uint64_t> armed;
 
@@ -66,6 +67,15 @@ void arm_timer(self_ptr self) {
   self->delayed_send(self, delay, expire_atom::value, st.generation);
 }
 
+// Writes never wait in the layers (and the log) longer than about
+// checkpoint_interval: the first group after a checkpoint arms one timer.
+void arm_checkpoint_timer(self_ptr self) {
+  auto& st = self->state;
+  if (st.aging || st.db->view()->layers().empty()) return;
+  st.aging = true;
+  self->delayed_send(self, st.config.options.checkpoint_interval, aged_atom::value);
+}
+
 void schedule_group(self_ptr self) {
   if (self->state.group_scheduled) return;
   self->state.group_scheduled = true;
@@ -95,6 +105,7 @@ bool finish_group(self_ptr self) {
     publish(self);
   }
   arm_timer(self);
+  arm_checkpoint_timer(self);
   return true;
 }
 
@@ -257,6 +268,18 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       },
       [=](group_atom) {
         if (self->state.db) finish_group(self);
+      },
+      [=](aged_atom) {
+        auto& s = self->state;
+        s.aging = false;
+        if (!s.db || s.db->view()->layers().empty()) return;
+        if (!finish_group(self)) return;
+        auto root = s.db->checkpoint();
+        if (!root) {
+          self->quit(to_error(root.error()));
+          return;
+        }
+        publish(self);
       },
       [=](expire_atom, std::uint64_t generation) {
         auto& s = self->state;

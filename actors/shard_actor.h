@@ -21,6 +21,9 @@
 //                            armed at a time, through the actor's clock
 //                            (delayed_send), so virtual time drives it in tests.
 //   get / range              answered from the published view (durable only).
+//   (aged)                   the checkpoint_interval timer, armed by the first
+//                            group after a checkpoint: checkpoint if the layers
+//                            still hold writes.
 //   commit                   the group, then a checkpoint: the new root.
 //   shutdown                 commit, then quit normally.
 //

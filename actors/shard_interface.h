@@ -11,7 +11,7 @@
 //   (commit)                                         -> root (32 hex digits)
 //   (stats)                                          -> shard_stats
 //   (shutdown)                                       -> ok          checkpoints, then the actor quits
-//   (group) and (expire, generation)                 internal: the actor sends them to itself
+//   (group), (expire, generation), (aged)            internal: the actor sends them to itself
 //
 // Writes are acknowledged only once durable (their group's one fsync); a get
 // answers from the shard's published view. Errors arrive as caf::error in the
@@ -41,6 +41,7 @@ using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
+using aged_atom = caf::atom_constant<caf::atom("aged")>;
 using ok_atom = caf::atom_constant<caf::atom("ok")>;
 
 // One write of an atomic batch, as a message carries it.
@@ -75,7 +76,8 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<stats_atom>::with<shard_stats>,
     caf::replies_to<shutdown_atom>::with<ok_atom>,
     caf::reacts_to<group_atom>,
-    caf::reacts_to<expire_atom, std::uint64_t>>;
+    caf::reacts_to<expire_atom, std::uint64_t>,
+    caf::reacts_to<aged_atom>>;
 
 // A status as a caf::error and back. An error from CAF itself (the shard died
 // while the request was queued, say) becomes a transient io_error.

@@ -232,3 +232,33 @@ TEST_CASE("shard actor: after a restart the expiry index is rebuilt and armed fr
   f.advance(10s);
   CHECK_FALSE(present("in-log"));
 }
+
+TEST_CASE("shard actor: writes are checkpointed within checkpoint_interval even when few") {
+  fixture f;
+  auto c = f.config();
+  c.options.checkpoint_interval = std::chrono::milliseconds(30'000);
+  auto shard = f.spawn(c);
+  caf::scoped_actor client{*f.sys};
+  client->send(shard, put_atom::value, std::string("k"), std::string("v"), std::int64_t{0});
+  f.sched->run();
+  client->receive([](ok_atom) {});
+  auto before = f.slot->view.load();
+  CHECK(before->layers().size() == 1);
+  f.advance(std::chrono::seconds(29));
+  CHECK(f.slot->view.load()->layers().size() == 1);  // not yet
+  f.advance(std::chrono::seconds(1));
+  auto after = f.slot->view.load();
+  CHECK(after->layers().empty());                     // checkpointed into the tree
+  CHECK(after->root() != before->root());
+  CHECK(f.read("k") == "v");
+  // With nothing new, the timer is not armed again: no more checkpoints.
+  client->send(shard, stats_atom::value);
+  f.sched->run();
+  std::uint64_t checkpoints = 0;
+  client->receive([&](const shard_stats& s) { checkpoints = s.checkpoints; });
+  CHECK(checkpoints == 1);
+  f.advance(std::chrono::seconds(120));
+  client->send(shard, stats_atom::value);
+  f.sched->run();
+  client->receive([&](const shard_stats& s) { CHECK(s.checkpoints == 1); });
+}
