@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -280,46 +281,75 @@ result<std::optional<std::string>> database::get(std::string_view key, std::opti
   return view->get(key, options_.shard.clock());
 }
 
+result<cas_outcome> database::submit(std::size_t shard, host_request_ptr r) {
+  struct answer {
+    status st;
+    cas_outcome outcome;
+  };
+  auto p = std::make_shared<std::promise<answer>>();
+  auto f = p->get_future();
+  r->done = [p](const status& s, const cas_outcome& o) { p->set_value({s, o}); };
+  caf::anon_send(shard_handle(shard), host_atom::value, std::move(r));
+  answer a = f.get();
+  if (!a.st) return a.st;
+  return a.outcome;
+}
+
+namespace {
+host_request_ptr make_request(host_request::kind op, std::string_view key, std::optional<std::chrono::nanoseconds> ttl) {
+  auto r = std::make_shared<host_request>();
+  r->op = op;
+  r->key = std::string(key);
+  r->ttl_ns = ttl ? static_cast<std::int64_t>(ttl->count()) : 0;
+  return r;
+}
+
+status check_ttl(std::optional<std::chrono::nanoseconds> ttl) {
+  if (ttl && ttl->count() == 0) return status::invalid_argument("ttl of 0 ns: must be > 0");
+  return status::ok();
+}
+}  // namespace
+
 status database::put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
                      std::optional<std::string_view> routing) {
-  if (ttl && ttl->count() == 0) return status::invalid_argument("ttl of 0 ns: must be > 0");
-  auto r = ask<ok_atom>(shard_of(routing ? *routing : key), put_atom::value, std::string(key), std::string(value),
-                        static_cast<std::int64_t>(ttl ? ttl->count() : 0));
-  return r ? status::ok() : r.error();
+  MAGNETITE_TRY(check_ttl(ttl));
+  auto r = make_request(host_request::kind::put, key, ttl);
+  r->value = std::string(value);
+  auto out = submit(shard_of(routing ? *routing : key), std::move(r));
+  return out ? status::ok() : out.error();
 }
 
 status database::del(std::string_view key, std::optional<std::string_view> routing) {
-  auto r = ask<ok_atom>(shard_of(routing ? *routing : key), del_atom::value, std::string(key));
-  return r ? status::ok() : r.error();
+  auto out = submit(shard_of(routing ? *routing : key), make_request(host_request::kind::del, key, std::nullopt));
+  return out ? status::ok() : out.error();
 }
 
 result<cas_outcome> database::cas(std::string_view key, std::optional<std::string_view> expected,
                                   std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
                                   std::optional<std::string_view> routing) {
-  if (ttl && ttl->count() == 0) return status::invalid_argument("ttl of 0 ns: must be > 0");
-  auto r = ask<bool, bool, std::string>(shard_of(routing ? *routing : key), cas_atom::value, std::string(key),
-                                        expected.has_value(), std::string(expected.value_or("")),
-                                        desired.has_value(), std::string(desired.value_or("")),
-                                        static_cast<std::int64_t>(ttl ? ttl->count() : 0));
-  if (!r) return r.error();
-  auto& [swapped, has_current, current] = *r;
-  return cas_outcome{swapped, has_current ? std::optional<std::string>(current) : std::nullopt};
+  MAGNETITE_TRY(check_ttl(ttl));
+  auto r = make_request(host_request::kind::cas, key, ttl);
+  r->has_expected = expected.has_value();
+  r->expected = std::string(expected.value_or(""));
+  r->has_desired = desired.has_value();
+  r->value = std::string(desired.value_or(""));
+  return submit(shard_of(routing ? *routing : key), std::move(r));
 }
 
 status database::batch(std::span<const batch_write> writes, std::optional<std::string_view> routing) {
   if (writes.empty()) return status::invalid_argument("batch is empty");
   std::size_t target = shard_of(routing ? *routing : writes.front().key);
-  std::vector<batch_op> ops;
+  auto r = make_request(host_request::kind::batch, writes.front().key, std::nullopt);
   for (const auto& w : writes) {
     if (!routing && shard_of(w.key) != target)
       return status::invalid_argument(fmt::format(
           "batch keys route to different shards ({} and {}): pass a routing key to keep them together",
           target, shard_of(w.key)));
-    if (w.ttl && w.ttl->count() == 0) return status::invalid_argument("ttl of 0 ns: must be > 0");
-    ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
+    MAGNETITE_TRY(check_ttl(w.ttl));
+    r->ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
   }
-  auto r = ask<ok_atom>(target, batch_atom::value, std::move(ops));
-  return r ? status::ok() : r.error();
+  auto out = submit(target, std::move(r));
+  return out ? status::ok() : out.error();
 }
 
 result<std::vector<std::pair<std::string, std::string>>> database::range(std::string_view from, std::string_view to,
@@ -369,13 +399,12 @@ result<database_stats> database::stats() {
 
 void database::put_async(std::string key, std::string value, std::optional<std::chrono::nanoseconds> ttl,
                          std::function<void(status)> done) {
-  auto h = shard_handle(shard_of(key));
-  auto ttl_ns = static_cast<std::int64_t>(ttl ? ttl->count() : 0);
-  system_->spawn([h, key = std::move(key), value = std::move(value), ttl_ns,
-                  done = std::move(done)](caf::event_based_actor* self) mutable {
-    self->request(h, caf::infinite, put_atom::value, std::move(key), std::move(value), ttl_ns)
-        .then([done](ok_atom) { done(status::ok()); }, [done](caf::error& e) { done(to_status(e)); });
-  });
+  if (status s = check_ttl(ttl); !s) return done(s);
+  std::size_t shard = shard_of(key);
+  auto r = make_request(host_request::kind::put, key, ttl);
+  r->value = std::move(value);
+  r->done = [done = std::move(done)](const status& s, const cas_outcome&) { done(s); };
+  caf::anon_send(shard_handle(shard), host_atom::value, std::move(r));
 }
 
 }  // namespace magnetite

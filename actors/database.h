@@ -17,7 +17,10 @@
 // policy, never a write that is not durable. Views are per shard: two gets on two shards are not one snapshot.
 // While a shard restarts its reads fail with a transient error.
 //
-// Writes go to the shard actor as typed messages and return when durable.
+// Writes go to the shard actor as messages and return when durable. A host
+// thread needs no actor of its own for that: it hands over a host_request and
+// waits on a future that the shard fulfils after the group's fsync (a blocking
+// CAF request from a plain thread would cost a scoped actor per call).
 //
 // Supervision: a shard that dies (an exception in a handler, a failed fsync)
 // or cannot boot is restarted by its factory (reopen, replay) after a backoff
@@ -105,6 +108,8 @@ class database {
   status start();
   template <class... R, class... Ts>
   result<std::tuple<R...>> ask(std::size_t shard, Ts&&... xs);
+  // Hands a write to the shard and waits for its answer (no actor on this thread).
+  result<cas_outcome> submit(std::size_t shard, host_request_ptr r);
 
   database_options options_;
   env* fs_ = nullptr;

@@ -133,6 +133,17 @@ std::optional<std::chrono::nanoseconds> ttl_of(std::int64_t ttl_ns) {
   return std::chrono::nanoseconds(ttl_ns);
 }
 
+template <class Hook>
+std::vector<batch_write> writes_of(const std::vector<batch_op>& ops, Hook& hook) {
+  std::vector<batch_write> writes;
+  writes.reserve(ops.size());
+  for (const auto& op : ops) {
+    hook(op.key);
+    writes.push_back({op.key, op.is_put ? std::optional<std::string>(op.value) : std::nullopt, ttl_of(op.ttl_ns)});
+  }
+  return writes;
+}
+
 shard_actor::behavior_type shard_behavior_after_boot(self_ptr self);
 
 shard_actor::behavior_type shard_behavior(self_ptr self, shard_actor_config config) {
@@ -202,13 +213,7 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       },
       [=](batch_atom, const std::vector<batch_op>& ops) -> caf::result<ok_atom> {
         if (auto e = down()) return *e;
-        std::vector<batch_write> writes;
-        writes.reserve(ops.size());
-        for (const auto& op : ops) {
-          hook(op.key);
-          writes.push_back({op.key, op.is_put ? std::optional<std::string>(op.value) : std::nullopt, ttl_of(op.ttl_ns)});
-        }
-        return ack_after_group(self, self->state.db->batch(writes));
+        return ack_after_group(self, self->state.db->batch(writes_of(ops, hook)));
       },
       [=](range_atom, const std::string& from, const std::string& to,
           std::uint32_t limit) -> caf::result<std::vector<std::string>, std::vector<std::string>, bool> {
@@ -265,6 +270,36 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         }
         self->quit();
         return ok_atom::value;
+      },
+      [=](host_atom, const host_request_ptr& r) {
+        if (auto e = down()) return r->finish(to_status(*e));
+        auto& db = *self->state.db;
+        auto after_group = [self, r](cas_outcome o) {
+          self->state.waiting.push_back([r, o = std::move(o)](const status& s) { r->finish(s, o); });
+          schedule_group(self);
+        };
+        switch (r->op) {
+          case host_request::kind::put:
+          case host_request::kind::del: {
+            hook(r->key);
+            status st = r->op == host_request::kind::put ? db.put(r->key, r->value, ttl_of(r->ttl_ns)) : db.del(r->key);
+            if (!st) return r->finish(st);
+            return after_group({true, std::nullopt});
+          }
+          case host_request::kind::cas: {
+            hook(r->key);
+            auto out = db.cas(r->key, r->has_expected ? std::optional<std::string_view>(r->expected) : std::nullopt,
+                              r->has_desired ? std::optional<std::string_view>(r->value) : std::nullopt,
+                              ttl_of(r->ttl_ns));
+            if (!out) return r->finish(out.error());
+            return after_group(std::move(*out));
+          }
+          case host_request::kind::batch: {
+            status st = db.batch(writes_of(r->ops, hook));
+            if (!st) return r->finish(st);
+            return after_group({true, std::nullopt});
+          }
+        }
       },
       [=](group_atom) {
         if (self->state.db) finish_group(self);

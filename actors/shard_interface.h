@@ -11,6 +11,8 @@
 //   (commit)                                         -> root (32 hex digits)
 //   (stats)                                          -> shard_stats
 //   (shutdown)                                       -> ok          checkpoints, then the actor quits
+//   (host, host_request)                             a write from a host thread; answered through
+//                                                    the request's own callback (database.h)
 //   (group), (expire, generation), (aged)            internal: the actor sends them to itself
 //
 // Writes are acknowledged only once durable (their group's one fsync); a get
@@ -63,6 +65,40 @@ typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
            x.log_fsyncs);
 }
 
+// A write handed over by a host thread that has no actor of its own (see
+// database.h): the shard answers by calling `done`, exactly once, when the
+// write's group is durable or failed. A request that is dropped unanswered (its
+// shard died with it queued) answers itself from its destructor with a
+// transient error, so a host never waits on a dead shard. In-process only.
+struct host_request {
+  enum class kind { put, del, cas, batch };
+  kind op = kind::put;
+  std::string key;
+  std::string value;  // put; cas: desired
+  bool has_expected = false;
+  std::string expected;
+  bool has_desired = false;
+  std::int64_t ttl_ns = 0;
+  std::vector<batch_op> ops;
+  std::function<void(const status&, const cas_outcome&)> done;
+
+  host_request() = default;
+  host_request(const host_request&) = delete;
+  host_request& operator=(const host_request&) = delete;
+  ~host_request() {
+    if (done)
+      done(status::io_error("shard unavailable: it stopped before answering the request", status_category::transient),
+           cas_outcome{});
+  }
+  void finish(const status& s, const cas_outcome& o = {}) {
+    auto d = std::move(done);
+    done = nullptr;
+    if (d) d(s, o);
+  }
+};
+using host_request_ptr = std::shared_ptr<host_request>;
+using host_atom = caf::atom_constant<caf::atom("host")>;
+
 using shard_actor = caf::typed_actor<
     caf::replies_to<get_atom, std::string>::with<bool, std::string>,
     caf::replies_to<put_atom, std::string, std::string, std::int64_t>::with<ok_atom>,
@@ -77,7 +113,8 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<shutdown_atom>::with<ok_atom>,
     caf::reacts_to<group_atom>,
     caf::reacts_to<expire_atom, std::uint64_t>,
-    caf::reacts_to<aged_atom>>;
+    caf::reacts_to<aged_atom>,
+    caf::reacts_to<host_atom, host_request_ptr>>;
 
 // A status as a caf::error and back. An error from CAF itself (the shard died
 // while the request was queued, say) becomes a transient io_error.
@@ -85,3 +122,5 @@ caf::error to_error(const status& s);
 status to_status(const caf::error& e);
 
 }  // namespace magnetite
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(magnetite::host_request_ptr)

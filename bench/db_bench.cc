@@ -94,11 +94,13 @@ double run_threads(int threads, double seconds, Op op) {
   return static_cast<double>(done.load()) / since(t0);
 }
 
+std::size_t shard_count = 2;
+
 database_options db_options(const std::string& dir) {
   database_options o;
   o.dir = dir;
-  o.shards = 4;
-  o.shard.cache_bytes = std::size_t{256} << 20;  // 1 GiB over 4 shards, like RocksDB's block cache below
+  o.shards = shard_count;
+  o.shard.cache_bytes = (std::size_t{1} << 30) / shard_count;  // 1 GiB in all, like RocksDB's block cache below
   return o;
 }
 
@@ -252,6 +254,7 @@ int main(int argc, char** argv) {
     else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (a == "--keys" && i + 1 < argc) keys = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--shards" && i + 1 < argc) shard_count = std::strtoull(argv[++i], nullptr, 10);
     else {
       fmt::print(stderr, "usage: db_bench [--dir D] [--seconds S] [--keys N] [--only writes|gets|restart]\n");
       return 2;
