@@ -200,6 +200,7 @@ status database::start() {
   } else {
     own_config_ = std::make_unique<caf::actor_system_config>();
     own_config_->set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
+    own_config_->set("work-stealing.aggressive-poll-attempts", options_.worker_spin_polls);
     own_system_ = std::make_unique<caf::actor_system>(*own_config_);
     system_ = own_system_.get();
   }
