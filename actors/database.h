@@ -105,7 +105,8 @@ class database {
   result<database_stats> stats();
 
   // Asynchronous forms: `done` runs on an actor thread when the write is durable
-  // (or failed). It must not block.
+  // (or failed), or on the calling thread when the request fails before it
+  // reaches the shard (bad input, a dead shard). It must not block.
   void put_async(std::string key, std::string value, std::optional<std::chrono::nanoseconds> ttl,
                  std::function<void(status)> done);
 

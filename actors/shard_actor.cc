@@ -63,7 +63,12 @@ void arm_timer(self_ptr self) {
   st.armed = next;
   ++st.generation;
   std::uint64_t now = st.db->now_ns();
-  auto delay = std::chrono::nanoseconds(*next > now ? *next - now : 0);
+  // A far deadline is reached in steps: CAF adds the delay to its clock, and a
+  // delay near the type's maximum would overflow into "due now" and spin. A
+  // step that finds nothing due just arms the next one.
+  constexpr std::uint64_t max_step_ns = 3'600'000'000'000;  // one hour
+  std::uint64_t wait = *next > now ? *next - now : 0;
+  auto delay = std::chrono::nanoseconds(std::min(wait, max_step_ns));
   self->delayed_send(self, delay, expire_atom::value, st.generation);
 }
 
@@ -119,10 +124,19 @@ auto wait_for_group(self_ptr self, caf::typed_response_promise<Ts...> rp, std::f
   return rp;
 }
 
+// Fail-stop: once the shard refused work for good (an I/O or corruption error
+// while staging), the actor ends so that the supervisor reopens and replays it.
+// Input errors leave the shard usable and the actor running.
+void stop_if_failed(self_ptr self) {
+  auto& db = self->state.db;
+  if (db && !db->failure().is_ok()) self->quit(to_error(db->failure()));
+}
+
 caf::typed_response_promise<ok_atom> ack_after_group(self_ptr self, status staged) {
   auto rp = self->make_response_promise<ok_atom>();
   if (!staged) {
     rp.deliver(to_error(staged));
+    stop_if_failed(self);
     return rp;
   }
   return wait_for_group<ok_atom>(self, rp, [](auto& p) { p.deliver(ok_atom::value); });
@@ -159,6 +173,7 @@ shard_actor::behavior_type shard_behavior(self_ptr self, shard_actor_config conf
     st.db = std::move(*opened);
     publish(self);
     arm_timer(self);
+    arm_checkpoint_timer(self);  // replayed writes sit in layers too
     if (st.config.supervisor) caf::anon_send(st.config.supervisor, ok_atom::value, st.config.index);
   } else {
     st.boot_error = opened.error();
@@ -204,7 +219,10 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         auto out = self->state.db->cas(key, has_expected ? std::optional<std::string_view>(expected) : std::nullopt,
                                        has_desired ? std::optional<std::string_view>(desired) : std::nullopt,
                                        ttl_of(ttl_ns));
-        if (!out) return to_error(out.error());
+        if (!out) {
+          stop_if_failed(self);
+          return to_error(out.error());
+        }
         auto rp = self->make_response_promise<bool, bool, std::string>();
         cas_outcome o = std::move(*out);
         return wait_for_group<bool, bool, std::string>(self, rp, [o](auto& p) {
@@ -274,6 +292,10 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       [=](host_atom, const host_request_ptr& r) {
         if (auto e = down()) return r->finish(to_status(*e));
         auto& db = *self->state.db;
+        auto refuse = [self, r](const status& st) {
+          r->finish(st);
+          stop_if_failed(self);
+        };
         auto after_group = [self, r](cas_outcome o) {
           self->state.waiting.push_back([r, o = std::move(o)](const status& s) { r->finish(s, o); });
           schedule_group(self);
@@ -283,7 +305,7 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
           case host_request::kind::del: {
             hook(r->key);
             status st = r->op == host_request::kind::put ? db.put(r->key, r->value, ttl_of(r->ttl_ns)) : db.del(r->key);
-            if (!st) return r->finish(st);
+            if (!st) return refuse(st);
             return after_group({true, std::nullopt});
           }
           case host_request::kind::cas: {
@@ -291,12 +313,12 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
             auto out = db.cas(r->key, r->has_expected ? std::optional<std::string_view>(r->expected) : std::nullopt,
                               r->has_desired ? std::optional<std::string_view>(r->value) : std::nullopt,
                               ttl_of(r->ttl_ns));
-            if (!out) return r->finish(out.error());
+            if (!out) return refuse(out.error());
             return after_group(std::move(*out));
           }
           case host_request::kind::batch: {
             status st = db.batch(writes_of(r->ops, hook));
-            if (!st) return r->finish(st);
+            if (!st) return refuse(st);
             return after_group({true, std::nullopt});
           }
         }

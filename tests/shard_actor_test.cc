@@ -4,6 +4,8 @@
 
 #include <caf/all.hpp>
 
+#include <limits>
+
 #include "actors/keyspace.h"
 #include "actors/shard_actor.h"
 #include "core/fault_env.h"
@@ -261,4 +263,112 @@ TEST_CASE("shard actor: writes are checkpointed within checkpoint_interval even 
   client->send(shard, stats_atom::value);
   f.sched->run();
   client->receive([&](const shard_stats& s) { CHECK(s.checkpoints == 1); });
+}
+
+TEST_CASE("shard actor: replayed writes are checkpointed within checkpoint_interval after a restart") {
+  fixture f;
+  auto c = f.config();
+  c.options.checkpoint_interval = std::chrono::milliseconds(30'000);
+  caf::scoped_actor client{*f.sys};
+  {
+    auto shard = f.spawn(c);
+    client->send(shard, put_atom::value, std::string("k"), std::string("v"), std::int64_t{0});
+    f.sched->run();
+    client->receive([](ok_atom) {});
+    client->send_exit(shard, caf::exit_reason::kill);
+    f.sched->run();
+  }
+  f.fe.process_crash();
+  f.spawn(c);
+  REQUIRE(f.slot->view.load()->layers().size() == 1);  // replayed, not yet in the tree
+  f.advance(std::chrono::seconds(30));
+  CHECK(f.slot->view.load()->layers().empty());
+  CHECK(f.read("k") == "v");
+}
+
+TEST_CASE("shard actor: a deadline far away is reached in bounded timer steps, never an overflowed one") {
+  fixture f;
+  auto shard = f.spawn(f.config());
+  caf::scoped_actor client{*f.sys};
+  client->send(shard, put_atom::value, std::string("forever"), std::string("v"),
+               std::numeric_limits<std::int64_t>::max());
+  f.sched->run();
+  client->receive([](ok_atom) {}, [](caf::error& e) { FAIL(caf::to_string(e)); });
+  // The TTL timer (and the checkpoint timer) lie ahead, at most an hour (a
+  // delay added to the clock without a bound would overflow into "due now"
+  // and spin).
+  const auto& schedule = f.sched->clock().schedule();
+  REQUIRE(schedule.size() == 2);
+  for (const auto& [when, event] : schedule) {
+    CHECK(when <= f.sched->clock().now() + std::chrono::hours(1));
+    CHECK(when > f.sched->clock().now());
+  }
+  // Stepping through a few hours re-arms the TTL timer and deletes nothing;
+  // the checkpoint timer fired once and is not armed again.
+  for (int i = 0; i < 5; ++i) f.advance(std::chrono::hours(1));
+  CHECK(f.sched->clock().schedule().size() == 1);
+  CHECK(f.read("forever") == "v");
+  client->send(shard, stats_atom::value);
+  f.sched->run();
+  client->receive([](const shard_stats& s) {
+    CHECK(s.expired == 0);
+    CHECK(s.groups == 1);
+    CHECK(s.checkpoints == 1);
+  });
+}
+
+TEST_CASE("shard actor: a storage failure while staging ends the actor, so the supervisor can reopen it") {
+  fixture f;
+  caf::scoped_actor client{*f.sys};
+  const int n = 400;
+  auto key = [](int i) { return fmt::format("key{:04}", i); };
+  {
+    auto shard = f.spawn(f.config());
+    for (int i = 0; i < n; ++i) client->send(shard, put_atom::value, key(i), std::string(100, 'x'), std::int64_t{0});
+    client->send(shard, commit_atom::value);
+    f.sched->run();
+    for (int i = 0; i <= n; ++i) client->receive([](ok_atom) {}, [](const std::string&) {});
+    client->send_exit(shard, caf::exit_reason::kill);
+    f.sched->run();
+  }
+  f.fe.process_crash();
+  auto names = f.fe.list("/db/shard-000/nodes");
+  REQUIRE(names.is_ok());
+  std::string pack_path;
+  for (auto& nm : *names)
+    if (nm.ends_with(".pack")) pack_path = "/db/shard-000/nodes/" + nm;
+  auto pack = f.fe.contents(pack_path);
+  REQUIRE(pack);
+  // Damage one leaf in the middle of the pack, one that boot does not read.
+  bool booted = false;
+  shard_actor shard;
+  for (std::uint64_t off = pack->size() / 2; !booted && off < pack->size(); off += 997) {
+    REQUIRE(f.fe.flip_bit(pack_path, off, 3));
+    f.slot->view.store(nullptr);
+    shard = f.spawn(f.config());
+    booted = f.slot->view.load() != nullptr;
+    if (!booted) {
+      REQUIRE(f.fe.flip_bit(pack_path, off, 3));
+      client->send_exit(shard, caf::exit_reason::kill);
+      f.sched->run();
+      f.fe.process_crash();
+    }
+  }
+  REQUIRE(booted);
+  // A CAS reads the damaged leaf: corruption, and the shard stops for good.
+  bool cas_failed = false;
+  for (int i = 0; i < n && !cas_failed; ++i) {
+    client->send(shard, cas_atom::value, key(i), true, std::string(100, 'x'), true, std::string("y"), std::int64_t{0});
+    f.sched->run();
+    client->receive([](bool, bool, const std::string&) {},
+                    [&](caf::error& e) {
+                      CHECK(to_status(e).code() == status_code::corruption);
+                      cas_failed = true;
+                    });
+  }
+  REQUIRE(cas_failed);
+  bool alive = false;
+  client->request(shard, caf::infinite, stats_atom::value)
+      .receive([&](const shard_stats&) { alive = true; }, [&](caf::error&) {});
+  CHECK_FALSE(alive);
 }
