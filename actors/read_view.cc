@@ -60,10 +60,7 @@ result<std::optional<std::string>> read_view::get(std::string_view user_key, std
   auto found = find(keyspace::data_key(user_key), stored);
   if (!found) return found.error();
   if (!*found) return std::optional<std::string>();
-  auto u = ttl::unwrap(stored);
-  if (!u) return u.error();
-  if (u->expired(now_ns)) return std::optional<std::string>();
-  return std::optional<std::string>(std::string(u->value));
+  return ttl::live_value(stored, now_ns);
 }
 
 status read_view::scan(std::string_view from, std::string_view to,

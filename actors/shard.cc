@@ -141,10 +141,7 @@ result<std::optional<std::string>> shard::latest_value(std::string_view key) con
   auto found = find_latest(keyspace::data_key(key), stored);
   if (!found) return found.error();
   if (!*found) return std::optional<std::string>();
-  auto u = ttl::unwrap(stored);
-  if (!u) return u.error();
-  if (u->expired(options_.clock())) return std::optional<std::string>();
-  return std::optional<std::string>(std::string(u->value));
+  return ttl::live_value(stored, options_.clock());
 }
 
 status shard::stage(std::string_view key, std::optional<std::string> stored) {

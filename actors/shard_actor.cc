@@ -114,6 +114,20 @@ bool finish_group(self_ptr self) {
   return true;
 }
 
+// Answers the gathered group, then checkpoints and publishes; a failure of
+// either ends the actor (fail-stop) and is returned.
+result<hash128> checkpoint_now(self_ptr self) {
+  auto& st = self->state;
+  if (!finish_group(self)) return st.db->failure();
+  auto root = st.db->checkpoint();
+  if (!root) {
+    self->quit(to_error(root.error()));
+    return root.error();
+  }
+  publish(self);
+  return *root;
+}
+
 template <class... Ts>
 auto wait_for_group(self_ptr self, caf::typed_response_promise<Ts...> rp, std::function<void(decltype(rp)&)> on_ok) {
   self->state.waiting.push_back([rp, on_ok = std::move(on_ok)](const status& s) mutable {
@@ -263,13 +277,8 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       },
       [=](commit_atom) -> caf::result<std::string> {
         if (auto e = down()) return *e;
-        if (!finish_group(self)) return to_error(self->state.db->failure());
-        auto root = self->state.db->checkpoint();
-        if (!root) {
-          self->quit(to_error(root.error()));
-          return to_error(root.error());
-        }
-        publish(self);
+        auto root = checkpoint_now(self);
+        if (!root) return to_error(root.error());
         return root->to_hex();
       },
       [=](stats_atom) -> caf::result<shard_stats> {
@@ -278,13 +287,8 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       },
       [=](shutdown_atom) -> caf::result<ok_atom> {
         if (self->state.db) {
-          if (!finish_group(self)) return to_error(self->state.db->failure());
-          auto root = self->state.db->checkpoint();
-          if (!root) {
-            self->quit(to_error(root.error()));
-            return to_error(root.error());
-          }
-          publish(self);
+          auto root = checkpoint_now(self);
+          if (!root) return to_error(root.error());
         }
         self->quit();
         return ok_atom::value;
@@ -330,13 +334,7 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         auto& s = self->state;
         s.aging = false;
         if (!s.db || s.db->view()->layers().empty()) return;
-        if (!finish_group(self)) return;
-        auto root = s.db->checkpoint();
-        if (!root) {
-          self->quit(to_error(root.error()));
-          return;
-        }
-        publish(self);
+        (void)checkpoint_now(self);  // a failure ends the actor
       },
       [=](expire_atom, std::uint64_t generation) {
         auto& s = self->state;

@@ -100,3 +100,13 @@ TEST_CASE("envelope: malformed input is an error, never a guess") {
     CHECK(unwrap(std::string_view(w).substr(0, n)).error().code() == status_code::corruption);
   CHECK(unwrap("\x07rest").error().code() == status_code::not_supported);
 }
+
+TEST_CASE("envelope: live_value is the value before the deadline, absent from it on, and refuses damage") {
+  std::string stored = ttl::wrap("v", 1000);
+  CHECK(ttl::live_value(stored, 999).value() == std::optional<std::string>("v"));
+  CHECK_FALSE(ttl::live_value(stored, 1000).value().has_value());
+  CHECK(ttl::live_value(ttl::wrap("plain", std::nullopt), ~std::uint64_t{0}).value() ==
+        std::optional<std::string>("plain"));
+  CHECK(ttl::live_value(stored.substr(0, 4), 0).error().code() == status_code::corruption);
+  CHECK(ttl::live_value(std::string("\x07junk"), 0).error().code() == status_code::not_supported);
+}

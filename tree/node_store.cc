@@ -237,16 +237,9 @@ class node_store::node_cache {
   }
 
   node_ptr get(const hash128& h) {
-    shard& s = shard_of(h);
-    std::shared_lock lk(s.mu);
-    std::size_t i = s.find(h);
-    if (i == npos) {
-      s.misses.fetch_add(1, std::memory_order_relaxed);
-      return nullptr;
-    }
-    s.slots[i].mark_referenced();
-    s.hits.fetch_add(1, std::memory_order_relaxed);
-    return s.slots[i].n;
+    node_ptr out;
+    with_hit(h, [&](const slot& hit) { out = hit.n; });
+    return out;
   }
 
   // A hit searches the leaf under the shard's shared lock (eviction needs it
@@ -254,17 +247,7 @@ class node_store::node_cache {
   // the slot: no reference count is touched and the node object is not read.
   // False on a miss.
   bool leaf_get(const hash128& h, std::string_view key, std::string& value, result<bool>& out) {
-    shard& s = shard_of(h);
-    std::shared_lock lk(s.mu);
-    std::size_t i = s.find(h);
-    if (i == npos) {
-      s.misses.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-    s.slots[i].mark_referenced();
-    s.hits.fetch_add(1, std::memory_order_relaxed);
-    out = search_leaf(s.slots[i].ix, h, key, value);
-    return true;
+    return with_hit(h, [&](const slot& hit) { out = search_leaf(hit.ix, h, key, value); });
   }
 
   void put(const hash128& h, node_ptr n) {
@@ -433,6 +416,23 @@ class node_store::node_cache {
   };
 
   shard& shard_of(const hash128& h) { return *shards_[static_cast<std::size_t>(h.high) % shards_.size()]; }
+
+  // Runs fn on h's slot under the shard's shared lock and counts the hit, or
+  // counts a miss: false.
+  template <class Fn>
+  bool with_hit(const hash128& h, Fn&& fn) {
+    shard& s = shard_of(h);
+    std::shared_lock lk(s.mu);
+    std::size_t i = s.find(h);
+    if (i == npos) {
+      s.misses.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    s.slots[i].mark_referenced();
+    s.hits.fetch_add(1, std::memory_order_relaxed);
+    fn(s.slots[i]);
+    return true;
+  }
 
   std::uint64_t sum(std::atomic<std::uint64_t> shard::*counter) const noexcept {
     std::uint64_t total = 0;

@@ -39,4 +39,11 @@ result<unwrapped> unwrap(std::string_view stored) {
   }
 }
 
+result<std::optional<std::string>> live_value(std::string_view stored, std::uint64_t now_ns) {
+  auto u = unwrap(stored);
+  if (!u) return u.error();
+  if (u->expired(now_ns)) return std::optional<std::string>();
+  return std::optional<std::string>(std::string(u->value));
+}
+
 }  // namespace magnetite::ttl

@@ -37,4 +37,8 @@ struct unwrapped {
 // Views into `stored`.
 result<unwrapped> unwrap(std::string_view stored);
 
+// What a reader at now_ns sees of stored bytes: the value, or nullopt once it
+// has expired.
+result<std::optional<std::string>> live_value(std::string_view stored, std::uint64_t now_ns);
+
 }  // namespace magnetite::ttl
