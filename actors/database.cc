@@ -231,8 +231,8 @@ status database::start() {
   // Open is done when every shard has booted (or failed to): a get right after
   // open must not see an empty slot.
   for (std::size_t i = 0; i < options_.shards; ++i) {
-    auto r = ask<bool, std::string>(i, get_atom::value, std::string("\x01"));
-    if (!r && r.error().code() != status_code::invalid_argument) return r.error();
+    auto r = ask<shard_stats>(i, stats_atom::value);
+    if (!r) return r.error();
   }
   return status::ok();
 }

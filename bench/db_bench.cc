@@ -1,7 +1,8 @@
 // db_bench: the database a host embeds (issue 4), beside RocksDB in the same
 // run, on the same disk.
 //
-//   db_bench [--dir D] [--seconds S] [--keys N] [--only writes|gets|restart]
+//   db_bench [--dir D] [--seconds S] [--keys N] [--shards N] [--spin-polls N]
+//            [--only writes|gets|restart]
 //
 // Cases (16-byte keys, 100-byte values):
 //   writes   durable writes (acknowledged after fsync) from 1, 8 and 32 host
@@ -34,30 +35,15 @@
 #include <rocksdb/write_batch.h>
 
 #include "actors/database.h"
+#include "bench/bench_support.h"
 
 using namespace magnetite;
+using namespace magnetite::bench;
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 
-template <class T>
-T must(result<T> r, const char* what) {
-  if (!r) {
-    fmt::print(stderr, "db_bench: {}: {}\n", what, r.error().to_string());
-    std::exit(1);
-  }
-  return std::move(r).value();
-}
-void must(const status& s, const char* what) {
-  if (!s) {
-    fmt::print(stderr, "db_bench: {}: {}\n", what, s.to_string());
-    std::exit(1);
-  }
-}
 
-std::string key_of(std::uint64_t i) { return fmt::format("{:016}", i * 7919 % 10000000000000000ULL); }
 std::string value_of(std::uint64_t i) { return std::string(50, static_cast<char>('a' + i % 26)) + fmt::format("{:050}", i); }
 
 std::unique_ptr<rocksdb::DB> open_rocksdb(const std::string& dir, std::size_t cache_bytes) {
@@ -95,11 +81,13 @@ double run_threads(int threads, double seconds, Op op) {
 }
 
 std::size_t shard_count = 2;
+std::size_t spin_polls = database_options{}.worker_spin_polls;
 
 database_options db_options(const std::string& dir) {
   database_options o;
   o.dir = dir;
   o.shards = shard_count;
+  o.worker_spin_polls = spin_polls;
   o.shard.cache_bytes = (std::size_t{1} << 30) / shard_count;  // 1 GiB in all, like RocksDB's block cache below
   return o;
 }
@@ -255,8 +243,11 @@ int main(int argc, char** argv) {
     else if (a == "--keys" && i + 1 < argc) keys = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--shards" && i + 1 < argc) shard_count = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--spin-polls" && i + 1 < argc) spin_polls = std::strtoull(argv[++i], nullptr, 10);
     else {
-      fmt::print(stderr, "usage: db_bench [--dir D] [--seconds S] [--keys N] [--only writes|gets|restart]\n");
+      fmt::print(stderr,
+                 "usage: db_bench [--dir D] [--seconds S] [--keys N] [--shards N] [--spin-polls N] "
+                 "[--only writes|gets|restart]\n");
       return 2;
     }
   }

@@ -48,6 +48,20 @@ std::unique_ptr<node_store> must_open(env& e, const node_store_options& o, std::
 
 using testing::entries_of;
 
+// The tree of m built in a fresh store and flushed: its root and the position
+// an owner would commit. The store is closed again (reopen it to read cold).
+struct committed_tree {
+  hash128 root;
+  std::uint64_t position = 0;
+};
+committed_tree commit_tree(env& e, const node_store_options& o, const std::map<std::string, std::string>& m) {
+  auto s = must_open(e, o, std::nullopt);
+  committed_tree out;
+  out.root = testing::must(prolly_tree(*s, testing::small_nodes).build(entries_of(m)));
+  out.position = testing::must(s->flush());
+  return out;
+}
+
 std::string key_of(std::uint64_t i) { return fmt::format("key{:08}", i); }
 std::string value_of(std::mt19937_64& rng) {
   std::string v(rng() % 48, '\0');
@@ -741,13 +755,7 @@ TEST_CASE("node_store: the cache stays within its byte bound and counts hits and
     o.cache_bytes = bound;
     std::mt19937_64 rng(5);
     model m = random_model(rng, 6000, 100'000);
-    hash128 root;
-    std::uint64_t position;
-    {
-      auto s = must_open(fe, o, std::nullopt);
-      root = must(prolly_tree(*s, small_nodes).build(entries_of(m)));
-      position = must(s->flush());
-    }
+    auto [root, position] = commit_tree(fe, o, m);
     auto s = must_open(fe, o, position);
     prolly_tree t(*s, small_nodes);
     std::uint64_t max_seen = 0;
@@ -1372,13 +1380,7 @@ TEST_CASE("node_store: a cold point read counts one cache miss per node it loads
   o.cache_bytes = 64u << 20;
   std::mt19937_64 rng(8);
   model m = random_model(rng, 2000, 100'000);
-  hash128 root;
-  std::uint64_t position;
-  {
-    auto s = must_open(fe, o, std::nullopt);
-    root = must(prolly_tree(*s, small_nodes).build(entries_of(m)));
-    position = must(s->flush());
-  }
+  auto [root, position] = commit_tree(fe, o, m);
   auto s = must_open(fe, o, position);
   prolly_tree t(*s, small_nodes);
   for (auto& [k, v] : m) {

@@ -144,14 +144,20 @@ std::array<upper_slot, upper_slots>& thread_upper_cache() {
   thread_local std::array<upper_slot, upper_slots> c;
   return c;
 }
+
+
+// h's slot in this thread's table, and whether it holds h for this store now.
+std::pair<upper_slot*, bool> upper_lookup(const node_source& store, const hash128& h) {
+  upper_slot& u = thread_upper_cache()[static_cast<std::size_t>(h.low) & (upper_slots - 1)];
+  return {&u, u.n && u.hash == h && u.source == store.source_id() && u.epoch == store.epoch()};
+}
 }  // namespace
 
 result<node_ptr> prolly_tree::load(const hash128& h) {
-  upper_slot& u = thread_upper_cache()[static_cast<std::size_t>(h.low) & (upper_slots - 1)];
-  std::uint64_t source = store_.source_id(), epoch = store_.epoch();
-  if (u.n && u.hash == h && u.source == source && u.epoch == epoch) return u.n;
+  auto [u, hit] = upper_lookup(store_, h);
+  if (hit) return u->n;
   auto n = store_.read(h);
-  if (n && !(*n)->is_leaf()) u = {source, epoch, h, *n, (*n)->search_index()};
+  if (n && !(*n)->is_leaf()) *u = {store_.source_id(), store_.epoch(), h, *n, (*n)->search_index()};
   return n;
 }
 
@@ -159,8 +165,7 @@ result<node_ptr> prolly_tree::load(const hash128& h) {
 // there (no reference count touched). The view stays valid until the next call
 // on this thread: `hold` keeps a node that the table does not (a leaf).
 result<node_index> prolly_tree::load_index(const hash128& h, node_ptr& hold) {
-  upper_slot& u = thread_upper_cache()[static_cast<std::size_t>(h.low) & (upper_slots - 1)];
-  if (u.n && u.hash == h && u.source == store_.source_id() && u.epoch == store_.epoch()) return u.ix;
+  if (auto [u, hit] = upper_lookup(store_, h); hit) return u->ix;
   auto n = load(h);
   if (!n) return n.error();
   hold = std::move(*n);
