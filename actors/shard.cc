@@ -62,6 +62,9 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   auto log = wal::log_writer::open(e, s->dir_ + "/wal", wo, *recovered);
   if (!log) return log.error();
   s->log_ = std::move(*log);
+  // Opening may fsync (a new segment): counted, so a caller's before/after
+  // difference sees only its own fsyncs.
+  s->stats_.log_fsyncs = s->log_->stats().fsyncs;
 
   // The expiry index: the durable entries of the committed tree first, then
   // the replayed writes move them as they did the first time.
@@ -269,6 +272,14 @@ status shard::commit_group() {
   }
   layers.insert(layers.begin(), std::move(top));
   publish(view_->root(), std::move(layers));
+  return status::ok();
+}
+
+status shard::sync_durable() {
+  MAGNETITE_TRY(check_usable());
+  status s = log_->sync_durable();
+  stats_.log_fsyncs = log_->stats().fsyncs;
+  if (!s) return fail(s);
   return status::ok();
 }
 

@@ -9,6 +9,15 @@
 // read_view; only then may the owner acknowledge them. A CAS is checked
 // against everything before it, staged writes included, and fails alone.
 //
+// Fsync policy (shard_options::fsync): under `always` (the default) the above
+// holds as written. Under `interval` commit_group() writes the group to the log
+// but fdatasyncs only if the last fdatasync is at least fsync_interval old: its
+// writes are published (visible to readers) and may be acknowledged BEFORE they
+// are durable, and a crash can lose them. The owner bounds that window by
+// calling sync_durable() about fsync_interval after a commit_group() that left
+// log_pending_durability(); then an acknowledged write is lost only by a crash
+// within about fsync_interval of it.
+//
 // Checkpoint: the layers are applied to the tree, the node store is flushed
 // (made durable), and then the commit marker (root + node-store position) goes
 // into the log, which starts a new segment. Recovery (open) replays the log
@@ -108,8 +117,14 @@ class shard {
   std::size_t staged() const noexcept { return staged_writes_; }
   // One log sync for everything staged, then a new published view.
   status commit_group();
+  // True when a committed write (published, perhaps acknowledged) is not yet
+  // durable: only under a policy other than `always`.
+  bool log_pending_durability() const noexcept { return log_->durable_sequence() < log_->written_sequence(); }
+  // Makes everything in the log durable (one fdatasync, none if nothing is
+  // pending), whatever the policy. A failure stops the shard like a failed group.
+  status sync_durable();
 
-  // ---- reading (the published view: durable writes only) ----
+  // ---- reading (the published view: committed writes; see the fsync policy) ----
   std::shared_ptr<const read_view> view() const noexcept { return view_; }
   result<std::optional<std::string>> get(std::string_view key) const;
 

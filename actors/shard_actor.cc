@@ -29,6 +29,7 @@ struct shard_state {
   std::vector<std::function<void(const status&)>> waiting;
   bool group_scheduled = false;
   bool aging = false;  // the checkpoint_interval timer is armed
+  bool syncing = false;  // the fsync_interval timer is armed
   std::uint64_t generation = 0;
   std::optional<std::uint64_t> armed;
 
@@ -81,6 +82,17 @@ void arm_checkpoint_timer(self_ptr self) {
   self->delayed_send(self, st.config.options.checkpoint_interval, aged_atom::value);
 }
 
+// Under `interval` a group may be acknowledged before its fsync, and only a
+// later group's sync would bring one: when writes stop, this timer is what
+// bounds the window in which a crash loses acknowledged writes.
+void arm_durable_timer(self_ptr self) {
+  auto& st = self->state;
+  if (st.syncing || st.config.options.fsync != wal::fsync_policy::interval || !st.db->log_pending_durability())
+    return;
+  st.syncing = true;
+  self->delayed_send(self, st.config.options.fsync_interval, durable_atom::value);
+}
+
 void schedule_group(self_ptr self) {
   if (self->state.group_scheduled) return;
   self->state.group_scheduled = true;
@@ -111,6 +123,7 @@ bool finish_group(self_ptr self) {
   }
   arm_timer(self);
   arm_checkpoint_timer(self);
+  arm_durable_timer(self);
   return true;
 }
 
@@ -335,6 +348,15 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         s.aging = false;
         if (!s.db || s.db->view()->layers().empty()) return;
         (void)checkpoint_now(self);  // a failure ends the actor
+      },
+      [=](durable_atom) {
+        auto& s = self->state;
+        s.syncing = false;
+        if (!s.db) return;
+        // Everything written is durable afterwards: nothing to re-arm until a
+        // later group leaves writes pending again.
+        status st = s.db->sync_durable();
+        if (!st) self->quit(to_error(st));
       },
       [=](expire_atom, std::uint64_t generation) {
         auto& s = self->state;

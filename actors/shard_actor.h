@@ -20,10 +20,19 @@
 //                            timer is armed for the next deadline. ONE timer is
 //                            armed at a time, through the actor's clock
 //                            (delayed_send), so virtual time drives it in tests.
-//   get / range              answered from the published view (durable only).
+//   get / range              answered from the published view (committed
+//                            writes: durable ones, except under `interval`).
 //   (aged)                   the checkpoint_interval timer, armed by the first
 //                            group after a checkpoint: checkpoint if the layers
 //                            still hold writes.
+//   (durable)                the fsync_interval timer, only under the `interval`
+//                            policy: armed (once; not again while armed) by a
+//                            group that leaves acknowledged writes non-durable,
+//                            it fdatasyncs the log. So when writes stop, an
+//                            acknowledged write is lost only by a crash within
+//                            about fsync_interval; it is visible to readers
+//                            before it is durable. If that fsync fails the
+//                            actor quits with the error (fail-stop).
 //   commit                   the group, then a checkpoint: the new root.
 //   shutdown                 commit, then quit normally.
 //

@@ -13,12 +13,15 @@
 //   (shutdown)                                       -> ok          checkpoints, then the actor quits
 //   (host, host_request)                             a write from a host thread; answered through
 //                                                    the request's own callback (database.h)
-//   (group), (expire, generation), (aged)            internal: the actor sends them to itself
+//   (group), (expire, generation), (aged),
+//   (durable)                                        internal: the actor sends them to itself
 //
-// Writes are acknowledged only once durable (their group's one fsync); a get
-// answers from the shard's published view. Errors arrive as caf::error in the
-// "magnetite" category (see to_error / to_status): the status code is the
-// error code, the message is the context.
+// Writes are acknowledged only once durable (their group's one fsync), except
+// under the `interval` fsync policy: there a write is acknowledged and visible
+// once its group is written to the log, and made durable within about
+// fsync_interval (shard.h). A get answers from the shard's published view.
+// Errors arrive as caf::error in the "magnetite" category (see to_error /
+// to_status): the status code is the error code, the message is the context.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +47,7 @@ using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using aged_atom = caf::atom_constant<caf::atom("aged")>;
+using durable_atom = caf::atom_constant<caf::atom("durable")>;
 using ok_atom = caf::atom_constant<caf::atom("ok")>;
 
 // One write of an atomic batch, as a message carries it.
@@ -114,6 +118,7 @@ using shard_actor = caf::typed_actor<
     caf::reacts_to<group_atom>,
     caf::reacts_to<expire_atom, std::uint64_t>,
     caf::reacts_to<aged_atom>,
+    caf::reacts_to<durable_atom>,
     caf::reacts_to<host_atom, host_request_ptr>>;
 
 // A status as a caf::error and back. An error from CAF itself (the shard died
