@@ -39,6 +39,12 @@ class file {
   // fdatasync: the file's data and size become durable.
   virtual status sync() = 0;
   virtual status truncate(std::uint64_t size) = 0;
+  // Makes the file at least `size` bytes long, reserving the space on disk
+  // (fallocate); the new bytes read as zero. Durable like a write: after sync().
+  // Writing later into reserved space changes no block map and no size, which
+  // makes its fdatasync cheaper. not_supported where the file system cannot
+  // reserve; no_space when it is full. Never shrinks the file.
+  virtual status preallocate(std::uint64_t size) = 0;
   virtual result<std::uint64_t> size() = 0;
 };
 

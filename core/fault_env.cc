@@ -180,6 +180,20 @@ class fault_file final : public file {
     return status::ok();
   }
 
+  status preallocate(std::uint64_t size) override {
+    std::lock_guard lk(s_->mu);
+    MAGNETITE_TRY(check_alive());
+    if (size <= f_->data.size()) return status::ok();
+    if (s_->space_limit && s_->bytes_in_use() + (size - f_->data.size()) > *s_->space_limit)
+      return status::make(status_code::no_space, status_category::permanent,
+                          fmt::format("fallocate {}: No space left on device", path_));
+    // A size change like an extending truncate: pending until the next sync.
+    fault_env::inode::write_op op{true, size, {}};
+    fault_env::inode::apply(f_->data, op, 0);
+    f_->pending.push_back(std::move(op));
+    return status::ok();
+  }
+
   result<std::uint64_t> size() override {
     std::lock_guard lk(s_->mu);
     MAGNETITE_TRY(check_alive());

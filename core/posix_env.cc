@@ -86,6 +86,17 @@ class posix_file final : public file {
     return status::ok();
   }
 
+  status preallocate(std::uint64_t size) override {
+    for (;;) {
+      if (::fallocate(fd_, 0, 0, static_cast<off_t>(size)) == 0) return status::ok();
+      if (errno == EINTR) continue;
+      if (errno == EOPNOTSUPP || errno == ENOSYS)
+        return status::make(status_code::not_supported, status_category::permanent,
+                            fmt::format("fallocate {}: {}", path_, std::strerror(errno)));
+      return from_errno("fallocate", path_, errno);
+    }
+  }
+
   result<std::uint64_t> size() override {
     struct stat st;
     if (::fstat(fd_, &st) != 0) return from_errno("fstat", path_, errno);

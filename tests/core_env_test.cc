@@ -73,6 +73,20 @@ void check_env_contract() {
   REQUIRE((*t)->write_at(6, "!").is_ok());
   REQUIRE((*t)->append("Z").is_ok());
   CHECK(read_whole_file(e, a).value() == std::string("abXY\0\0!Z", 8));
+  // preallocate: the file grows to the size asked, reading zeros; written
+  // bytes inside it stay; it never shrinks; append goes after the reserved end.
+  REQUIRE((*t)->preallocate(4096).is_ok());
+  CHECK((*t)->size().value() == 4096);
+  std::string reserved = read_whole_file(e, a).value();
+  CHECK(reserved.substr(0, 8) == std::string("abXY\0\0!Z", 8));
+  CHECK(reserved.find_first_not_of('\0', 8) == std::string::npos);
+  REQUIRE((*t)->preallocate(100).is_ok());
+  CHECK((*t)->size().value() == 4096);
+  REQUIRE((*t)->write_at(8, "in").is_ok());
+  CHECK((*t)->size().value() == 4096);
+  REQUIRE((*t)->sync().is_ok());
+  REQUIRE((*t)->truncate(10).is_ok());
+  CHECK(read_whole_file(e, a).value() == std::string("abXY\0\0!Zin", 10));
   (*t).reset();
   (*g).reset();
 

@@ -77,6 +77,32 @@ TEST_CASE("fault_env: the n-th sync fails, and its data never becomes durable") 
   CHECK(e.stats().file_syncs == 2);
 }
 
+TEST_CASE("fault_env: preallocated size is durable only after a sync, and counts against the space limit") {
+  fault_env e;
+  REQUIRE(e.create_dir("/d").is_ok());
+  auto f = must_open(e, "/d/a");
+  REQUIRE(f->append("abc").is_ok());
+  REQUIRE(f->sync().is_ok());
+  REQUIRE(e.sync_dir("/d").is_ok());
+  REQUIRE(f->preallocate(64).is_ok());
+  CHECK(e.contents("/d/a")->size() == 64);
+  CHECK(e.durable_contents("/d/a")->size() == 3);
+  REQUIRE(f->sync().is_ok());
+  CHECK(e.durable_contents("/d/a")->size() == 64);
+  REQUIRE(f->write_at(3, "de").is_ok());
+  e.crash();  // the write inside the reservation was not synced
+  REQUIRE(e.durable_contents("/d/a"));
+  CHECK(*e.durable_contents("/d/a") == std::string("abc") + std::string(61, '\0'));
+
+  auto g = must_open(e, "/d/b");
+  e.set_space_limit(64 + 10);
+  CHECK(g->preallocate(11).code() == status_code::no_space);
+  CHECK(e.contents("/d/b")->empty());  // a refused reservation changes nothing
+  CHECK(g->preallocate(10).is_ok());
+  CHECK(g->write_at(0, std::string(10, 'x')).is_ok());  // reserved space takes writes on a full disk
+  CHECK(g->append("y").code() == status_code::no_space);
+}
+
 TEST_CASE("fault_env: injected write failures keep a prefix, the space limit gives no_space") {
   fault_env e;
   REQUIRE(e.create_dir("/d").is_ok());

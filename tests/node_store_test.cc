@@ -164,6 +164,10 @@ class dying_env final : public env {
       MAGNETITE_TRY(e_.step());
       return f_->truncate(size);
     }
+    status preallocate(std::uint64_t size) override {
+      MAGNETITE_TRY(e_.step());
+      return f_->preallocate(size);
+    }
     result<std::uint64_t> size() override {
       MAGNETITE_TRY(e_.alive());
       return f_->size();

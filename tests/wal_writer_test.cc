@@ -2,6 +2,7 @@
 
 #include "core/limits.h"
 #include "tests/support/wal_fixture.h"
+#include "wal/frame.h"
 
 using namespace magnetite;
 using namespace magnetite::testing;
@@ -196,34 +197,41 @@ TEST_CASE("writer: a failed fsync is ambiguous, stops the writer, and is never c
 }
 
 TEST_CASE("writer: a full disk reaches the caller, stops the writer, and recovery cuts the partial frame") {
-  wal_fixture fx;
-  auto [rec, w] = fx.reopen();
-  REQUIRE(w->append_put("a", "1").is_ok());
-  REQUIRE(w->sync().is_ok());
-  std::uint64_t used = fx.env.contents(fx.segment_path(1))->size();
-  fx.env.set_space_limit(used + 30);  // room for part of the next frame only
-  REQUIRE(w->append_put("b", std::string(100, 'x')).is_ok());
-  status s = w->sync();
-  CHECK(s.code() == status_code::no_space);
-  CHECK(s.category() == status_category::ambiguous);
-  CHECK(w->append_put("c", "3").error().code() == status_code::failed);
-  CHECK(w->durable_sequence() == 1);
+  // With reserved space the disk fills when the writer tries to reserve more;
+  // it then writes past its reservation, and that write meets the full disk.
+  for (std::uint64_t preallocate : {std::uint64_t{0}, std::uint64_t{4096}}) {
+    CAPTURE(preallocate);
+    wal_fixture fx;
+    fx.options.preallocate = preallocate;
+    auto [rec, w] = fx.reopen();
+    REQUIRE(w->append_put("a", "1").is_ok());
+    REQUIRE(w->sync().is_ok());
+    std::uint64_t used = fx.env.contents(fx.segment_path(1))->size();
+    std::uint64_t frames_end = w->segment_bytes();
+    fx.env.set_space_limit(used + 30);  // room for part of the next frame only
+    REQUIRE(w->append_put("b", std::string(5000, 'x')).is_ok());  // beyond any reservation
+    status s = w->sync();
+    CHECK(s.code() == status_code::no_space);
+    CHECK(s.category() == status_category::ambiguous);
+    CHECK(w->append_put("c", "3").error().code() == status_code::failed);
+    CHECK(w->durable_sequence() == 1);
 
-  fx.env.clear_faults();
-  fx.env.crash(fault_env::unsynced::keep);  // the partial frame reached the disk
-  auto r = fx.recover();
-  REQUIRE(r.is_ok());
-  CHECK(r->tail.size() == 1);
-  CHECK(r->discarded_bytes == 30);
-  auto w2 = wal::log_writer::open(fx.env, wal_dir, fx.options, *r);
-  REQUIRE(w2.is_ok());
-  REQUIRE((*w2)->append_put("b", "2").is_ok());
-  REQUIRE((*w2)->sync().is_ok());
-  fx.env.crash();
-  auto r2 = fx.recover();
-  REQUIRE(r2->tail.size() == 2);
-  CHECK(r2->tail[1].mutations[0].value == "2");
-  CHECK(r2->discarded_bytes == 0);
+    fx.env.clear_faults();
+    fx.env.crash(fault_env::unsynced::keep);  // the partial frame reached the disk
+    auto r = fx.recover();
+    REQUIRE(r.is_ok());
+    CHECK(r->tail.size() == 1);
+    CHECK(r->discarded_bytes == used + 30 - frames_end);  // the reservation, then 30 bytes more
+    auto w2 = wal::log_writer::open(fx.env, wal_dir, fx.options, *r);
+    REQUIRE(w2.is_ok());
+    REQUIRE((*w2)->append_put("b", "2").is_ok());
+    REQUIRE((*w2)->sync().is_ok());
+    fx.env.crash();
+    auto r2 = fx.recover();
+    REQUIRE(r2->tail.size() == 2);
+    CHECK(r2->tail[1].mutations[0].value == "2");
+    CHECK(r2->discarded_bytes == 0);
+  }
 }
 
 TEST_CASE("writer: a failed segment creation during commit stops the writer and loses nothing") {
@@ -249,18 +257,20 @@ TEST_CASE("writer: a failed segment creation during commit stops the writer and 
 
 TEST_CASE("writer: open refuses a recovery that did not repair") {
   wal_fixture fx;
+  std::uint64_t end;
   {
     auto [rec, w] = fx.reopen();
     REQUIRE(w->append_put("a", "1").is_ok());
     REQUIRE(w->sync().is_ok());
+    end = w->segment_bytes();
   }
   auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);
-  REQUIRE((*f)->append("garbage").is_ok());
+  REQUIRE((*f)->write_at(end, "garbage").is_ok());
   auto r = fx.recover(/*repair=*/false);
   REQUIRE(r.is_ok());
   CHECK(r->discarded_bytes == 7);
   CHECK_FALSE(r->repaired);
-  CHECK(fx.env.contents(fx.segment_path(1))->ends_with("garbage"));  // untouched
+  CHECK(fx.env.contents(fx.segment_path(1))->substr(end, 7) == "garbage");  // untouched
   CHECK(wal::log_writer::open(fx.env, wal_dir, fx.options, *r).error().code() == status_code::invalid_argument);
   // Even a clean log must be repaired (made durable) before a writer opens it.
   auto clean = fx.recover(/*repair=*/true);
@@ -269,4 +279,95 @@ TEST_CASE("writer: open refuses a recovery that did not repair") {
   REQUIRE(again.is_ok());
   CHECK(again->discarded_bytes == 0);
   CHECK_FALSE(wal::log_writer::open(fx.env, wal_dir, fx.options, *again).is_ok());
+}
+
+TEST_CASE("writer: space is reserved ahead of the frames; sealing cuts it; recovery reads it as the unwritten end") {
+  wal_fixture fx;
+  fx.options.preallocate = 4096;
+  auto [rec, w] = fx.reopen();
+  std::string seg1 = fx.segment_path(1);
+  // The new segment's reservation is durable with its header.
+  CHECK(fx.env.durable_contents(seg1)->size() == 4096);
+  std::uint64_t writes_before = fx.env.stats().writes;
+  int n = 0;
+  while (w->segment_bytes() < 4096 - 200) {
+    REQUIRE(w->append_put(key_of(n), value_of(n)).is_ok());
+    REQUIRE(w->sync().is_ok());
+    ++n;
+    CHECK(fx.env.contents(seg1)->size() == 4096);  // groups land inside the reservation
+  }
+  CHECK(fx.env.stats().writes - writes_before == static_cast<std::uint64_t>(n));  // one write a group
+  REQUIRE(w->append_put("big", std::string(5000, 'b')).is_ok());  // crosses it: reserve more
+  REQUIRE(w->sync().is_ok());
+  std::uint64_t frames_end = w->segment_bytes();
+  CHECK(fx.env.durable_contents(seg1)->size() == (frames_end / 4096 + 1) * 4096);
+
+  // A crash: the zero tail is the unwritten end, not a torn write.
+  fx.env.crash();
+  auto r = fx.recover(/*repair=*/false);
+  REQUIRE(r.is_ok());
+  CHECK(r->tail.size() == static_cast<std::size_t>(n) + 1);
+  CHECK(r->discarded_bytes == 0);
+  CHECK(r->discarded_detail.empty());
+  CHECK(r->last_segment_end == frames_end);
+  CHECK(r->reserved_bytes == fx.env.durable_contents(seg1)->size() - frames_end);
+
+  // The writer goes on after a repair (which cuts the tail), and reserves again.
+  auto [r2, w2] = fx.reopen();
+  CHECK(r2.reserved_bytes > 0);
+  REQUIRE(w2->append_put("after", "crash").is_ok());
+  REQUIRE(w2->sync().is_ok());
+  CHECK(fx.env.contents(seg1)->size() > w2->segment_bytes());
+  // A checkpoint seals segment 1 at its last frame: only the last segment has
+  // a zero tail (damage at the end of a sealed one stays detectable).
+  REQUIRE(w2->commit({hash128::of("root"), 1}).is_ok());
+  // (segment 1 is superseded and removed; the new one has its reservation)
+  CHECK_FALSE(fx.env.exists(seg1).value());
+  CHECK(fx.env.durable_contents(fx.segment_path(2))->size() == 4096);
+  REQUIRE(w2->append_put("x", "y").is_ok());
+  REQUIRE(w2->sync().is_ok());
+  fx.env.crash();
+  auto r3 = fx.recover();
+  REQUIRE(r3.is_ok());
+  REQUIRE(r3->tail.size() == 1);
+  CHECK(r3->tail[0].mutations[0].key == "x");
+  CHECK(r3->discarded_bytes == 0);
+}
+
+TEST_CASE("writer: a sealed segment is cut at its last frame before its successor exists") {
+  // Observed through a commit whose new segment cannot be made: the old one is
+  // sealed (and remains the last).
+  wal_fixture fx;
+  fx.options.preallocate = 4096;
+  auto [rec, w] = fx.reopen();
+  REQUIRE(w->append_put("a", "1").is_ok());
+  REQUIRE(w->sync().is_ok());
+  std::uint64_t end = w->segment_bytes();
+  CHECK(fx.env.contents(fx.segment_path(1))->size() == 4096);
+  fx.env.fail_dir_sync(1);  // the new segment's rename is never made durable
+  CHECK_FALSE(w->commit({hash128::of("r"), 1}).is_ok());
+  CHECK(fx.env.durable_contents(fx.segment_path(1))->size() == end);
+}
+
+TEST_CASE("recovery: zeros after the last frame of a sealed segment are corruption") {
+  wal_fixture fx;
+  std::uint64_t end;
+  {
+    auto [rec, w] = fx.reopen();
+    REQUIRE(w->append_put("a", "1").is_ok());
+    REQUIRE(w->sync().is_ok());
+    end = w->segment_bytes();
+  }
+  // Segment 1 gets a successor that does not start with a marker, so segment 1
+  // is replayed and sealed; the writer never leaves zeros after a sealed one.
+  auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);
+  REQUIRE((*f)->truncate(end + 100).is_ok());
+  std::string h;
+  wal::encode_segment_header(h, {2, 7});
+  auto g = fx.env.open(fx.segment_path(2), open_mode::create_new);
+  REQUIRE((*g)->append(h).is_ok());
+  auto r = fx.recover();
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.error().code() == status_code::corruption);
+  CHECK(r.error().message().find("sealed") != std::string::npos);
 }

@@ -53,6 +53,7 @@ result<std::unique_ptr<log_writer>> log_writer::open(env& e, std::string dir, wr
   w->file_ = std::move(*f);
   w->segment_ = *recovered.last_segment;
   w->segment_size_ = *size;
+  w->segment_reserved_ = *size;
   w->salt_ = sh->salt;
   return w;
 }
@@ -112,9 +113,25 @@ result<std::uint64_t> log_writer::append_replication_state(std::string_view payl
   return finish(at, record_type::replication_state);
 }
 
+std::uint64_t log_writer::reserve(file& f, std::uint64_t end, std::uint64_t reserved) {
+  if (options_.preallocate == 0 || end < reserved) return reserved;
+  std::uint64_t chunk = options_.preallocate;
+  std::uint64_t target = (end / chunk + 1) * chunk;
+  // A failure leaves the size as it was or larger (zeros either way, which
+  // recovery reads as the unwritten end): the frames are then written by
+  // extending the file, which is slower, not less safe. A full disk shows up
+  // in that write.
+  if (!f.preallocate(target).is_ok()) {
+    auto size = f.size();
+    return size ? std::max(reserved, *size) : reserved;
+  }
+  return target;
+}
+
 status log_writer::write_pending() {
   if (pending_.empty()) return status::ok();
-  if (status s = file_->append(pending_); !s) return fail(std::move(s));
+  segment_reserved_ = reserve(*file_, segment_size_ + pending_.size(), segment_reserved_);
+  if (status s = file_->write_at(segment_size_, pending_); !s) return fail(std::move(s));
   segment_size_ += pending_.size();
   stats_.bytes += pending_.size();
   ++stats_.syncs;
@@ -154,6 +171,18 @@ status log_writer::sync_durable() {
   return fdatasync();
 }
 
+status log_writer::seal() {
+  MAGNETITE_TRY(write_pending());
+  bool cut = segment_reserved_ > segment_size_;
+  if (cut) {
+    // Only the last segment may end in reserved zeros (docs/formats/wal.md).
+    if (status s = file_->truncate(segment_size_); !s) return fail(std::move(s));
+    segment_reserved_ = segment_size_;
+  }
+  if (!cut && durable_sequence_ == written_sequence_) return status::ok();
+  return fdatasync();
+}
+
 status log_writer::create_segment(std::uint64_t number, const commit_record* marker) {
   std::string path = path_join(dir_, segment_file_name(number));
   std::string temp = path_join(dir_, segment_temp_file_name(number));
@@ -177,12 +206,16 @@ status log_writer::create_segment(std::uint64_t number, const commit_record* mar
   auto f = env_.open(temp, open_mode::create_truncate);
   if (!f) return fail(f.error());
   if (status s = (*f)->append(buf); !s) return fail(std::move(s));
+  // Reserved before the first sync: the reservation is durable with the header,
+  // and the first groups' fdatasyncs change no size.
+  std::uint64_t reserved = reserve(**f, buf.size(), buf.size());
   if (status s = (*f)->sync(); !s) return fail(std::move(s));
   if (status s = env_.rename(temp, path); !s) return fail(std::move(s));
   if (status s = env_.sync_dir(dir_); !s) return fail(std::move(s));
   file_ = std::move(*f);
   segment_ = number;
   segment_size_ = buf.size();
+  segment_reserved_ = reserved;
   salt_ = salt;
   stats_.frames += seq - next_sequence_;
   stats_.bytes += buf.size();
@@ -199,7 +232,7 @@ status log_writer::commit(const commit_record& marker) {
   MAGNETITE_TRY(check_usable());
   // The old segment is durable before its successor exists: recovery relies on
   // every segment but the last being sealed.
-  MAGNETITE_TRY(sync_durable());
+  MAGNETITE_TRY(seal());
   MAGNETITE_TRY(create_segment(segment_ + 1, &marker));
   // The marker is durable: older segments are superseded. Failing to remove one
   // loses nothing (recovery skips and removes superseded segments), so it does

@@ -74,6 +74,20 @@ result<std::optional<std::uint64_t>> find_sync_frame(segment_file& s, std::uint6
   return found{};
 }
 
+// Where the last non-zero byte of [from, s.size) ends (`from` if none). The
+// zeros after it are space the writer reserved and never wrote, or wrote
+// without a sync that reached the disk: nothing acknowledged either way.
+result<std::uint64_t> content_end(segment_file& s, std::uint64_t from) {
+  std::uint64_t end = from;
+  for (std::uint64_t base = from; base < s.size; base += scan_window) {
+    auto buf = read_range(*s.handle, base, static_cast<std::size_t>(std::min<std::uint64_t>(scan_window, s.size - base)));
+    if (!buf) return buf.error();
+    auto last = buf->find_last_not_of('\0');
+    if (last != std::string::npos) end = base + last + 1;
+  }
+  return end;
+}
+
 status corrupt_at(const segment_file& s, std::uint64_t offset, std::string_view what) {
   return status::corruption(fmt::format("WAL segment {}, offset {}: {}; the log is corrupt, not torn, "
                                         "and nothing was modified",
@@ -136,6 +150,7 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
     std::uint64_t offset;
   };
   std::optional<cut_plan> cut;
+  std::uint64_t content = 0;  // with a cut: where the last segment's content ends
 
   for (std::size_t i = start; i < segs.size() && !cut; ++i) {
     segment_file& s = segs[i];
@@ -177,6 +192,9 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
         continue;
       }
       if (!last) return corrupt_at(s, reader.offset(), why + " in a sealed segment");
+      auto end = content_end(s, reader.offset());
+      if (!end) return end.error();
+      content = *end;  // == offset: only reserved zeros follow, a clean end
       auto later = find_sync_frame(s, sh->salt, reader.offset() + 1, expected.value_or(0));
       if (!later) return later.error();
       if (*later)
@@ -191,9 +209,10 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
     out.last_segment = segs.back().number;
     out.last_segment_end = cut ? cut->offset : segs.back().size;
   }
-  if (cut) {
+  if (cut) out.reserved_bytes = segs[cut->segment].size - content;
+  if (cut && content > cut->offset) {
     segment_file& s = segs[cut->segment];
-    out.discarded_bytes = s.size - cut->offset;
+    out.discarded_bytes = content - cut->offset;
     out.discarded_detail =
         fmt::format("cut {} bytes of a torn tail from {} at offset {}", out.discarded_bytes, s.path, cut->offset);
   }

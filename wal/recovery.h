@@ -6,6 +6,10 @@
 //   marker to the end of the log.
 // - It returns the last commit marker, the put/del/batch records after it in
 //   order, the latest replication-state payload, and where the writer continues.
+// - The LAST segment may end in zero bytes the writer reserved in advance: from
+//   the first frame position where every byte to the end of the file is zero,
+//   that is its unwritten end (reported as reserved_bytes, not as damage), cut
+//   when repairing.
 // - A damaged tail of the LAST segment that no intact follows_sync frame follows
 //   (a torn last write) is cut; the bytes cut are reported.
 // - Damage anywhere else, damage followed by an intact follows_sync frame, a bad
@@ -51,8 +55,9 @@ struct recovered_log {
   std::uint64_t last_segment_end = 0;
 
   std::uint64_t frames = 0;           // intact frames read
-  std::uint64_t discarded_bytes = 0;  // torn tail cut (or to be cut)
+  std::uint64_t discarded_bytes = 0;  // torn tail cut (or to be cut), to its last non-zero byte
   std::string discarded_detail;       // where and why, empty if nothing was cut
+  std::uint64_t reserved_bytes = 0;   // zero tail of the last segment (cut by repair)
   std::vector<std::uint64_t> superseded_segments;
   bool repaired = false;              // repairs done, replayed segments durable
 };
