@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
-#include <future>
 #include <mutex>
 #include <thread>
 
@@ -283,17 +282,12 @@ result<std::optional<std::string>> database::get(std::string_view key, std::opti
 }
 
 result<cas_outcome> database::submit(std::size_t shard, host_request_ptr r) {
-  struct answer {
-    status st;
-    cas_outcome outcome;
-  };
-  auto p = std::make_shared<std::promise<answer>>();
-  auto f = p->get_future();
-  r->done = [p](const status& s, const cas_outcome& o) { p->set_value({s, o}); };
+  auto w = std::make_shared<host_wait>();
+  r->waiter = w;
   caf::anon_send(shard_handle(shard), host_atom::value, std::move(r));
-  answer a = f.get();
-  if (!a.st) return a.st;
-  return a.outcome;
+  w->wait();
+  if (!w->result()) return w->result();
+  return w->outcome();
 }
 
 namespace {

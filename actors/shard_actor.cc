@@ -27,6 +27,7 @@ struct shard_state {
   shard_actor_config config;
   // Answers owed to the writes of the group being gathered.
   std::vector<std::function<void(const status&)>> waiting;
+  answer_relay blocked;  // host threads blocked on writes of this group
   bool group_scheduled = false;
   bool aging = false;  // the checkpoint_interval timer is armed
   bool syncing = false;  // the fsync_interval timer is armed
@@ -39,6 +40,7 @@ struct shard_state {
     status gone = status::make(status_code::failed, status_category::ambiguous,
                                "the shard stopped before the write's group was durable");
     for (auto& w : waiting) w(gone);
+    blocked.release(gone);
   }
 
   static inline const char* name = "magnetite.shard";
@@ -106,6 +108,7 @@ bool finish_group(self_ptr self) {
   st.group_scheduled = false;
   status s = st.db->commit_group();
   if (s) publish(self);  // before any answer: an acknowledged write is visible
+  st.blocked.release(s);
   auto waiting = std::move(st.waiting);
   st.waiting.clear();
   for (auto& w : waiting) w(s);
@@ -314,7 +317,8 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
           stop_if_failed(self);
         };
         auto after_group = [self, r](cas_outcome o) {
-          self->state.waiting.push_back([r, o = std::move(o)](const status& s) { r->finish(s, o); });
+          if (r->waiter) self->state.blocked.add(std::move(r->waiter), std::move(o));
+          else self->state.waiting.push_back([r, o = std::move(o)](const status& s) { r->finish(s, o); });
           schedule_group(self);
         };
         switch (r->op) {

@@ -30,6 +30,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/answer_relay.h"
 #include "actors/shard.h"
 #include "core/status.h"
 
@@ -70,10 +71,12 @@ typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
 }
 
 // A write handed over by a host thread that has no actor of its own (see
-// database.h): the shard answers by calling `done`, exactly once, when the
-// write's group is durable or failed. A request that is dropped unanswered (its
-// shard died with it queued) answers itself from its destructor with a
-// transient error, so a host never waits on a dead shard. In-process only.
+// database.h): the shard answers it exactly once, when the write's group is
+// durable or failed, through `waiter` (a blocked host thread: the group's
+// answers are relayed, see answer_relay.h) or else by calling `done`. A request
+// that is dropped unanswered (its shard died with it queued) answers itself
+// from its destructor with a transient error, so a host never waits on a dead
+// shard. In-process only.
 struct host_request {
   enum class kind { put, del, cas, batch };
   kind op = kind::put;
@@ -84,17 +87,18 @@ struct host_request {
   bool has_desired = false;
   std::int64_t ttl_ns = 0;
   std::vector<batch_op> ops;
+  std::shared_ptr<host_wait> waiter;
   std::function<void(const status&, const cas_outcome&)> done;
 
   host_request() = default;
   host_request(const host_request&) = delete;
   host_request& operator=(const host_request&) = delete;
   ~host_request() {
-    if (done)
-      done(status::io_error("shard unavailable: it stopped before answering the request", status_category::transient),
-           cas_outcome{});
+    finish(status::io_error("shard unavailable: it stopped before answering the request", status_category::transient));
   }
+  // Answers now, alone (not through a group's relay).
   void finish(const status& s, const cas_outcome& o = {}) {
+    if (auto w = std::move(waiter)) w->answer_now(s, o);
     auto d = std::move(done);
     done = nullptr;
     if (d) d(s, o);

@@ -1,0 +1,67 @@
+// answer_relay: hands a group's answers to the host threads blocked on them
+// without making the shard actor wake each one.
+//
+// A host thread blocked on a write waits on its own host_wait. When a group's
+// fsync returns, the actor fills in every answer of the group (plain stores),
+// then wakes ONE waiter; each waiter, once awake, wakes the next two of the
+// group (a binary tree over the group's order) before it returns. So the actor
+// pays one wake-up a group instead of one a write (about 12 us each on this VM,
+// which at 30 writes a group kept the log idle for longer than its fsync), and
+// the wake-ups spread over the host threads and cores.
+//
+// Invariants: every waiter of a released group is woken exactly once by
+// someone (the actor for the first, its parent in the tree for the others),
+// whether or not it was already awake; an answer is complete before its
+// `ready` flag is set; a waiter's children's flags are set before its own, so
+// a waiter that finds its flag set can relay at once.
+// A waiter keeps its group alive until it has woken its children, and drops it
+// then, which breaks the group <-> waiter cycle.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "actors/shard.h"
+#include "core/status.h"
+
+namespace magnetite {
+
+class host_wait {
+ public:
+  // Host thread: blocks until answered, then wakes its part of the group.
+  void wait();
+  // Answers this waiter alone (an error before any group, say) and wakes it.
+  void answer_now(const status& s, cas_outcome o = {});
+
+  const status& result() const noexcept { return st_; }
+  const cas_outcome& outcome() const noexcept { return outcome_; }
+
+ private:
+  friend class answer_relay;
+  using group = std::vector<std::shared_ptr<host_wait>>;
+
+  status st_;
+  cas_outcome outcome_;
+  std::shared_ptr<group> group_;  // set with the answer, dropped after relaying
+  std::size_t index_ = 0;
+  std::atomic<std::uint32_t> ready_{0};  // the futex word: 1 once answered
+  static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && std::atomic<std::uint32_t>::is_always_lock_free);
+};
+
+// The waiters of the group being gathered; used by one actor only.
+class answer_relay {
+ public:
+  void add(std::shared_ptr<host_wait> w, cas_outcome o);
+  bool empty() const noexcept { return waiting_.empty(); }
+  // Answers every waiter added since the last release with `s` (and, when s
+  // is ok, its own outcome), then wakes the first.
+  void release(const status& s);
+
+ private:
+  std::vector<std::shared_ptr<host_wait>> waiting_;
+  std::vector<cas_outcome> outcomes_;
+};
+
+}  // namespace magnetite
