@@ -271,14 +271,17 @@ result<std::tuple<R...>> database::ask(std::size_t shard, Ts&&... xs) {
 
 result<std::optional<std::string>> database::get(std::string_view key, std::optional<std::string_view> routing) {
   MAGNETITE_TRY(limits::check_user_key(key));
-  const shard_slot& slot = *slots_[shard_of(routing ? *routing : key)];
+  auto view = serving_view(shard_of(routing ? *routing : key));
+  if (!view) return view.error();
+  return (*view)->get(key, options_.shard.clock());
+}
+
+result<std::shared_ptr<const read_view>> database::serving_view(std::size_t shard) const {
+  const shard_slot& slot = *slots_[shard];
   auto view = slot.view.load();
-  if (!view) {
-    auto e = slot.error.load();
-    if (e) return *e;
-    return status::io_error("shard is not serving yet", status_category::transient);
-  }
-  return view->get(key, options_.shard.clock());
+  if (view) return view;
+  if (auto e = slot.error.load()) return *e;
+  return status::io_error("shard is not serving yet", status_category::transient);
 }
 
 result<cas_outcome> database::submit(std::size_t shard, host_request_ptr r) {
@@ -349,19 +352,27 @@ status database::batch(std::span<const batch_write> writes, std::optional<std::s
 
 result<std::vector<std::pair<std::string, std::string>>> database::range(std::string_view from, std::string_view to,
                                                                           std::size_t limit) {
-  // Each shard's first `limit` entries, merged: the first `limit` overall.
-  std::vector<std::pair<std::string, std::string>> all;
-  auto limit32 = static_cast<std::uint32_t>(std::min<std::size_t>(limit, UINT32_MAX));
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
-    auto r = ask<std::vector<std::string>, std::vector<std::string>, bool>(i, range_atom::value, std::string(from),
-                                                                         std::string(to), limit32);
-    if (!r) return r.error();
-    auto& [keys, values, more] = *r;
-    for (std::size_t j = 0; j < keys.size(); ++j) all.emplace_back(std::move(keys[j]), std::move(values[j]));
+  auto c = scan(from, to, std::min<std::size_t>(std::max<std::size_t>(limit, 1), 256));
+  if (!c) return c.error();
+  std::vector<std::pair<std::string, std::string>> out;
+  while (out.size() < limit) {
+    auto more = c->next();
+    if (!more) return more.error();
+    if (!*more) break;
+    out.emplace_back(c->key(), c->value());
   }
-  std::sort(all.begin(), all.end());
-  if (all.size() > limit) all.resize(limit);
-  return all;
+  return out;
+}
+
+result<range_cursor> database::scan(std::string_view from, std::string_view to, std::size_t chunk) {
+  if (!to.empty() && to <= from) return range_cursor({}, std::string(from), std::string(to), 0, chunk);
+  std::vector<std::shared_ptr<const read_view>> views;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto v = serving_view(i);
+    if (!v) return v.error();
+    views.push_back(std::move(*v));
+  }
+  return range_cursor(std::move(views), std::string(from), std::string(to), options_.shard.clock(), chunk);
 }
 
 result<database::commit_result> database::commit() {

@@ -10,8 +10,9 @@
 // Routing: shard = XXH3-64(routing key) mod shards; the routing key is the key
 // unless the caller passes one to keep related keys on one shard.
 //
-// Reads: get() does not message the actor. It reads the shard's latest
-// published view on the calling thread (a few microseconds when warm). A get
+// Reads: get(), range() and scan() do not message the actors. They read the
+// shards' latest published views on the calling thread (a get: a few
+// microseconds when warm; a scan merges the shards' views in key order). A get
 // sees every write acknowledged before it started (read-your-writes across
 // threads that hand each other acknowledgements) and, under the `always` fsync
 // policy, never a write that is not durable. Views are per shard: two gets on two shards are not one snapshot.
@@ -19,8 +20,9 @@
 //
 // Writes go to the shard actor as messages and return when durable. A host
 // thread needs no actor of its own for that: it hands over a host_request and
-// waits on a future that the shard fulfils after the group's fsync (a blocking
-// CAF request from a plain thread would cost a scoped actor per call).
+// sleeps on its own futex word until the group's fsync is done; the actor wakes
+// one waiter a group and the waiters wake each other (answer_relay.h). A
+// blocking CAF request from a plain thread would cost a scoped actor per call.
 //
 // Supervision: a shard that dies (an exception in a handler, a failed fsync)
 // or cannot boot is restarted by its factory (reopen, replay) after a backoff
@@ -36,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/range_cursor.h"
 #include "actors/shard_actor.h"
 
 namespace magnetite {
@@ -93,9 +96,14 @@ class database {
                           std::optional<std::string_view> routing = {});
   // Atomic within one shard: every key must route to the same shard.
   status batch(std::span<const batch_write> writes, std::optional<std::string_view> routing = {});
-  // Entries of [from, to) across all shards in key order, at most `limit`.
+  // Entries of [from, to) across all shards in key order, at most `limit`
+  // (`to` empty: no upper bound). Read from the shards' views like get.
   result<std::vector<std::pair<std::string, std::string>>> range(std::string_view from, std::string_view to,
                                                                   std::size_t limit);
+  // The same as a cursor that pulls `chunk` entries per shard at a time and
+  // merges them in key order, on the calling thread, over one pinned view per
+  // shard (range_cursor.h): for ranges of any length.
+  result<range_cursor> scan(std::string_view from, std::string_view to, std::size_t chunk = 256);
   // Checkpoints every shard: their roots, and one root over them.
   struct commit_result {
     std::vector<hash128> roots;
@@ -117,6 +125,8 @@ class database {
   status start();
   template <class... R, class... Ts>
   result<std::tuple<R...>> ask(std::size_t shard, Ts&&... xs);
+  // The shard's published view, or why it has none (restarting, failed).
+  result<std::shared_ptr<const read_view>> serving_view(std::size_t shard) const;
   // Hands a write to the shard and waits for its answer (no actor on this thread).
   result<cas_outcome> submit(std::size_t shard, host_request_ptr r);
 

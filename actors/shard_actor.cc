@@ -1,6 +1,7 @@
 #include "actors/shard_actor.h"
 
 #include "actors/keyspace.h"
+#include "actors/range_cursor.h"
 #include "ttl/envelope.h"
 
 namespace magnetite {
@@ -266,30 +267,16 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       [=](range_atom, const std::string& from, const std::string& to,
           std::uint32_t limit) -> caf::result<std::vector<std::string>, std::vector<std::string>, bool> {
         if (auto e = down()) return *e;
+        auto chunk = read_range_chunk(*self->state.db->view(), from, to, limit, self->state.db->now_ns());
+        if (!chunk) return to_error(chunk.error());
         std::vector<std::string> keys, values;
-        bool more = false;
-        std::uint64_t now = self->state.db->now_ns();
-        std::string bad;
-        status s = self->state.db->view()->scan(
-            keyspace::data_key(from), to.empty() ? keyspace::data_end() : keyspace::data_key(to),
-            [&](std::string_view k, std::string_view stored) {
-              auto u = ttl::unwrap(stored);
-              if (!u) {
-                bad = u.error().message();
-                return false;
-              }
-              if (u->expired(now)) return true;
-              if (keys.size() == limit) {
-                more = true;
-                return false;
-              }
-              keys.emplace_back(keyspace::user_key_of(k));
-              values.emplace_back(u->value);
-              return true;
-            });
-        if (!s) return to_error(s);
-        if (!bad.empty()) return to_error(status::corruption(bad));
-        return {std::move(keys), std::move(values), more};
+        keys.reserve(chunk->entries.size());
+        values.reserve(chunk->entries.size());
+        for (auto& [k, v] : chunk->entries) {
+          keys.push_back(std::move(k));
+          values.push_back(std::move(v));
+        }
+        return {std::move(keys), std::move(values), chunk->more};
       },
       [=](commit_atom) -> caf::result<std::string> {
         if (auto e = down()) return *e;
