@@ -59,6 +59,7 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   wal::writer_options wo;
   wo.policy = s->options_.fsync;
   wo.interval = s->options_.fsync_interval;
+  wo.preallocate = s->options_.wal_preallocate;
   auto log = wal::log_writer::open(e, s->dir_ + "/wal", wo, *recovered);
   if (!log) return log.error();
   s->log_ = std::move(*log);

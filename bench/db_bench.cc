@@ -2,7 +2,7 @@
 // run, on the same disk.
 //
 //   db_bench [--dir D] [--seconds S] [--keys N] [--shards N] [--spin-polls N]
-//            [--only writes|gets|restart]
+//            [--wal-preallocate BYTES] [--only writes|gets|restart]
 //
 // Cases (16-byte keys, 100-byte values):
 //   writes   durable writes (acknowledged after fsync) from 1, 8 and 32 host
@@ -82,12 +82,14 @@ double run_threads(int threads, double seconds, Op op) {
 
 std::size_t shard_count = 2;
 std::size_t spin_polls = database_options{}.worker_spin_polls;
+std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
 
 database_options db_options(const std::string& dir) {
   database_options o;
   o.dir = dir;
   o.shards = shard_count;
   o.worker_spin_polls = spin_polls;
+  o.shard.wal_preallocate = wal_preallocate;
   o.shard.cache_bytes = (std::size_t{1} << 30) / shard_count;  // 1 GiB in all, like RocksDB's block cache below
   return o;
 }
@@ -244,10 +246,11 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--shards" && i + 1 < argc) shard_count = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--spin-polls" && i + 1 < argc) spin_polls = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--wal-preallocate" && i + 1 < argc) wal_preallocate = std::strtoull(argv[++i], nullptr, 10);
     else {
       fmt::print(stderr,
                  "usage: db_bench [--dir D] [--seconds S] [--keys N] [--shards N] [--spin-polls N] "
-                 "[--only writes|gets|restart]\n");
+                 "[--wal-preallocate BYTES] [--only writes|gets|restart]\n");
       return 2;
     }
   }
