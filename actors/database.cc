@@ -287,7 +287,10 @@ result<std::shared_ptr<const read_view>> database::serving_view(std::size_t shar
 result<cas_outcome> database::submit(std::size_t shard, host_request_ptr r) {
   auto w = std::make_shared<host_wait>();
   r->waiter = w;
-  caf::anon_send(shard_handle(shard), host_atom::value, std::move(r));
+  auto handle = shard_handle(shard);
+  // A send to no actor would keep `r` (and its answer) in this frame: never wait on it.
+  if (!handle) return status::io_error("shard unavailable: it has no actor", status_category::transient);
+  caf::anon_send(handle, host_atom::value, std::move(r));
   w->wait();
   if (!w->result()) return w->result();
   return w->outcome();

@@ -12,7 +12,7 @@
 //   (stats)                                          -> shard_stats
 //   (shutdown)                                       -> ok          checkpoints, then the actor quits
 //   (host, host_request)                             a write from a host thread; answered through
-//                                                    the request's own callback (database.h)
+//                                                    the request's waiter or callback (below)
 //   (group), (expire, generation), (aged),
 //   (durable)                                        internal: the actor sends them to itself
 //
@@ -73,7 +73,8 @@ typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
 // A write handed over by a host thread that has no actor of its own (see
 // database.h): the shard answers it exactly once, when the write's group is
 // durable or failed, through `waiter` (a blocked host thread: the group's
-// answers are relayed, see answer_relay.h) or else by calling `done`. A request
+// answers are relayed, see answer_relay.h) or by calling `done`: exactly one
+// of the two is set. A request
 // that is dropped unanswered (its shard died with it queued) answers itself
 // from its destructor with a transient error, so a host never waits on a dead
 // shard. In-process only.

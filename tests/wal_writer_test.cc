@@ -371,3 +371,32 @@ TEST_CASE("recovery: zeros after the last frame of a sealed segment are corrupti
   CHECK(r.error().code() == status_code::corruption);
   CHECK(r.error().message().find("sealed") != std::string::npos);
 }
+
+TEST_CASE("writer: after a failed reservation a segment is extended frame by frame; the next segment reserves again") {
+  wal_fixture fx;
+  fx.options.preallocate = 4096;
+  auto [rec, w] = fx.reopen();
+  std::string seg1 = fx.segment_path(1);
+  while (w->segment_bytes() < 4096 - 100) {
+    REQUIRE(w->append_put("k", std::string(50, 'v')).is_ok());
+    REQUIRE(w->sync().is_ok());
+  }
+  // The disk has room for frames but not for another 4 KiB reservation.
+  fx.env.set_space_limit(fx.env.contents(seg1)->size() + 1000);
+  REQUIRE(w->append_put("k", std::string(200, 'v')).is_ok());  // crosses the reservation
+  REQUIRE(w->sync().is_ok());
+  CHECK(fx.env.contents(seg1)->size() == w->segment_bytes());
+  // Space again: this segment does not try again (each group would pay for a
+  // failing fallocate on a full or unsupporting file system)...
+  fx.env.clear_faults();
+  REQUIRE(w->append_put("k", "v").is_ok());
+  REQUIRE(w->sync().is_ok());
+  CHECK(fx.env.contents(seg1)->size() == w->segment_bytes());
+  // ...and the next segment does.
+  REQUIRE(w->commit({hash128::of("r"), 1}).is_ok());
+  CHECK(fx.env.contents(fx.segment_path(2))->size() == 4096);
+  fx.env.crash();
+  auto r = fx.recover();
+  REQUIRE(r.is_ok());
+  CHECK(r->discarded_bytes == 0);
+}

@@ -114,14 +114,16 @@ result<std::uint64_t> log_writer::append_replication_state(std::string_view payl
 }
 
 std::uint64_t log_writer::reserve(file& f, std::uint64_t end, std::uint64_t reserved) {
-  if (options_.preallocate == 0 || end < reserved) return reserved;
+  if (options_.preallocate == 0 || reserve_failed_ || end < reserved) return reserved;
   std::uint64_t chunk = options_.preallocate;
   std::uint64_t target = (end / chunk + 1) * chunk;
   // A failure leaves the size as it was or larger (zeros either way, which
   // recovery reads as the unwritten end): the frames are then written by
-  // extending the file, which is slower, not less safe. A full disk shows up
-  // in that write.
+  // extending the file, which is slower, not less safe; a full disk or a
+  // failing device shows up in that write or its fdatasync. No new attempt in
+  // this segment (unsupported, or full: each group would pay for it).
   if (!f.preallocate(target).is_ok()) {
+    reserve_failed_ = true;
     auto size = f.size();
     return size ? std::max(reserved, *size) : reserved;
   }
@@ -173,7 +175,11 @@ status log_writer::sync_durable() {
 
 status log_writer::seal() {
   MAGNETITE_TRY(write_pending());
-  bool cut = segment_reserved_ > segment_size_;
+  // The file's size, not segment_reserved_: a reservation that failed half way
+  // may have grown the file without the writer knowing how far.
+  auto size = file_->size();
+  if (!size) return fail(size.error());
+  bool cut = *size > segment_size_;
   if (cut) {
     // Only the last segment may end in reserved zeros (docs/formats/wal.md).
     if (status s = file_->truncate(segment_size_); !s) return fail(std::move(s));
@@ -208,6 +214,7 @@ status log_writer::create_segment(std::uint64_t number, const commit_record* mar
   if (status s = (*f)->append(buf); !s) return fail(std::move(s));
   // Reserved before the first sync: the reservation is durable with the header,
   // and the first groups' fdatasyncs change no size.
+  reserve_failed_ = false;  // a new file: worth trying again
   std::uint64_t reserved = reserve(**f, buf.size(), buf.size());
   if (status s = (*f)->sync(); !s) return fail(std::move(s));
   if (status s = env_.rename(temp, path); !s) return fail(std::move(s));

@@ -17,9 +17,12 @@
 //
 // Reserved space: the writer keeps the current segment file `preallocate`
 // bytes (rounded) ahead of its last frame with env's preallocate, and writes
-// frames at their offset into that zero-filled space. On ext4 here an
-// fdatasync that changes no size and allocates no block was 20% faster
-// (docs/benchmarks.md). Recovery reads the zero tail of the last segment as
+// frames at their offset into that zero-filled space. Their fdatasync then
+// changes no file size and allocates no block (the first write into a
+// reserved block still marks it written, which the same fdatasync makes
+// durable); on this machine's ext4 it was about 20% faster
+// (docs/benchmarks.md). Best effort: where reserving fails, frames extend
+// the file as without it. Recovery reads the zero tail of the last segment as
 // its unwritten end (docs/formats/wal.md). A segment is cut back to its last
 // frame when it is sealed by a checkpoint, so only the last one has a tail.
 //
@@ -121,6 +124,7 @@ class log_writer {
   std::uint64_t segment_ = 0;
   std::uint64_t segment_size_ = 0;      // end of the last frame written
   std::uint64_t segment_reserved_ = 0;  // the file's size: frames + zero tail
+  bool reserve_failed_ = false;         // no more reserving in this segment
   std::uint64_t salt_ = 0;  // of the current segment
   std::string pending_;  // encoded frames not yet handed to the kernel
   std::uint64_t next_sequence_ = 1;
