@@ -284,10 +284,11 @@ result<std::shared_ptr<const read_view>> database::serving_view(std::size_t shar
   return status::io_error("shard is not serving yet", status_category::transient);
 }
 
-result<cas_outcome> database::submit(std::size_t shard, host_request_ptr r) {
+result<cas_outcome> database::submit(prepared p) {
   auto w = std::make_shared<host_wait>();
+  auto& r = p.request;
   r->waiter = w;
-  auto handle = shard_handle(shard);
+  auto handle = shard_handle(p.shard);
   // A send to no actor would keep `r` (and its answer) in this frame: never wait on it.
   if (!handle) return status::io_error("shard unavailable: it has no actor", status_category::transient);
   caf::anon_send(handle, host_atom::value, std::move(r));
@@ -311,33 +312,34 @@ status check_ttl(std::optional<std::chrono::nanoseconds> ttl) {
 }
 }  // namespace
 
-status database::put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
-                     std::optional<std::string_view> routing) {
+result<database::prepared> database::prepare_put(std::string_view key, std::string_view value,
+                                                 std::optional<std::chrono::nanoseconds> ttl,
+                                                 std::optional<std::string_view> routing) const {
   MAGNETITE_TRY(check_ttl(ttl));
   auto r = make_request(host_request::kind::put, key, ttl);
   r->value = std::string(value);
-  auto out = submit(shard_of(routing ? *routing : key), std::move(r));
-  return out ? status::ok() : out.error();
+  return prepared{shard_of(routing ? *routing : key), std::move(r)};
 }
 
-status database::del(std::string_view key, std::optional<std::string_view> routing) {
-  auto out = submit(shard_of(routing ? *routing : key), make_request(host_request::kind::del, key, std::nullopt));
-  return out ? status::ok() : out.error();
+result<database::prepared> database::prepare_del(std::string_view key, std::optional<std::string_view> routing) const {
+  return prepared{shard_of(routing ? *routing : key), make_request(host_request::kind::del, key, std::nullopt)};
 }
 
-result<cas_outcome> database::cas(std::string_view key, std::optional<std::string_view> expected,
-                                  std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
-                                  std::optional<std::string_view> routing) {
+result<database::prepared> database::prepare_cas(std::string_view key, std::optional<std::string_view> expected,
+                                                 std::optional<std::string_view> desired,
+                                                 std::optional<std::chrono::nanoseconds> ttl,
+                                                 std::optional<std::string_view> routing) const {
   MAGNETITE_TRY(check_ttl(ttl));
   auto r = make_request(host_request::kind::cas, key, ttl);
   r->has_expected = expected.has_value();
   r->expected = std::string(expected.value_or(""));
   r->has_desired = desired.has_value();
   r->value = std::string(desired.value_or(""));
-  return submit(shard_of(routing ? *routing : key), std::move(r));
+  return prepared{shard_of(routing ? *routing : key), std::move(r)};
 }
 
-status database::batch(std::span<const batch_write> writes, std::optional<std::string_view> routing) {
+result<database::prepared> database::prepare_batch(std::span<const batch_write> writes,
+                                                   std::optional<std::string_view> routing) const {
   if (writes.empty()) return status::invalid_argument("batch is empty");
   std::size_t target = shard_of(routing ? *routing : writes.front().key);
   auto r = make_request(host_request::kind::batch, writes.front().key, std::nullopt);
@@ -349,8 +351,35 @@ status database::batch(std::span<const batch_write> writes, std::optional<std::s
     MAGNETITE_TRY(check_ttl(w.ttl));
     r->ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
   }
-  auto out = submit(target, std::move(r));
-  return out ? status::ok() : out.error();
+  return prepared{target, std::move(r)};
+}
+
+namespace {
+status without_outcome(const result<cas_outcome>& r) { return r ? status::ok() : r.error(); }
+}  // namespace
+
+status database::put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
+                     std::optional<std::string_view> routing) {
+  auto p = prepare_put(key, value, ttl, routing);
+  return p ? without_outcome(submit(std::move(*p))) : p.error();
+}
+
+status database::del(std::string_view key, std::optional<std::string_view> routing) {
+  auto p = prepare_del(key, routing);
+  return p ? without_outcome(submit(std::move(*p))) : p.error();
+}
+
+result<cas_outcome> database::cas(std::string_view key, std::optional<std::string_view> expected,
+                                  std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
+                                  std::optional<std::string_view> routing) {
+  auto p = prepare_cas(key, expected, desired, ttl, routing);
+  if (!p) return p.error();
+  return submit(std::move(*p));
+}
+
+status database::batch(std::span<const batch_write> writes, std::optional<std::string_view> routing) {
+  auto p = prepare_batch(writes, routing);
+  return p ? without_outcome(submit(std::move(*p))) : p.error();
 }
 
 result<std::vector<std::pair<std::string, std::string>>> database::range(std::string_view from, std::string_view to,
@@ -406,14 +435,39 @@ result<database_stats> database::stats() {
   return out;
 }
 
-void database::put_async(std::string key, std::string value, std::optional<std::chrono::nanoseconds> ttl,
-                         std::function<void(status)> done) {
-  if (status s = check_ttl(ttl); !s) return done(s);
-  std::size_t shard = shard_of(key);
-  auto r = make_request(host_request::kind::put, key, ttl);
-  r->value = std::move(value);
-  r->done = [done = std::move(done)](const status& s, const cas_outcome&) { done(s); };
-  caf::anon_send(shard_handle(shard), host_atom::value, std::move(r));
+void database::submit_async(result<prepared> p, std::function<void(const status&, const cas_outcome&)> done) {
+  if (!p) return done(p.error(), cas_outcome{});
+  p->request->done = std::move(done);
+  auto handle = shard_handle(p->shard);
+  // A request that reaches no actor answers itself when it is destroyed.
+  caf::anon_send(handle, host_atom::value, std::move(p->request));
+}
+
+void database::put_async(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
+                         std::function<void(status)> done, std::optional<std::string_view> routing) {
+  submit_async(prepare_put(key, value, ttl, routing),
+               [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
+}
+
+void database::del_async(std::string_view key, std::function<void(status)> done,
+                         std::optional<std::string_view> routing) {
+  submit_async(prepare_del(key, routing), [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
+}
+
+void database::cas_async(std::string_view key, std::optional<std::string_view> expected,
+                         std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
+                         std::function<void(result<cas_outcome>)> done, std::optional<std::string_view> routing) {
+  submit_async(prepare_cas(key, expected, desired, ttl, routing),
+               [done = std::move(done)](const status& s, const cas_outcome& o) {
+                 if (s) done(o);
+                 else done(s);
+               });
+}
+
+void database::batch_async(std::span<const batch_write> writes, std::function<void(status)> done,
+                           std::optional<std::string_view> routing) {
+  submit_async(prepare_batch(writes, routing),
+               [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
 }
 
 }  // namespace magnetite

@@ -115,8 +115,14 @@ class database {
   // Asynchronous forms: `done` runs on an actor thread when the write is durable
   // (or failed), or on the calling thread when the request fails before it
   // reaches the shard (bad input, a dead shard). It must not block.
-  void put_async(std::string key, std::string value, std::optional<std::chrono::nanoseconds> ttl,
-                 std::function<void(status)> done);
+  void put_async(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
+                 std::function<void(status)> done, std::optional<std::string_view> routing = {});
+  void del_async(std::string_view key, std::function<void(status)> done, std::optional<std::string_view> routing = {});
+  void cas_async(std::string_view key, std::optional<std::string_view> expected, std::optional<std::string_view> desired,
+                 std::optional<std::chrono::nanoseconds> ttl, std::function<void(result<cas_outcome>)> done,
+                 std::optional<std::string_view> routing = {});
+  void batch_async(std::span<const batch_write> writes, std::function<void(status)> done,
+                   std::optional<std::string_view> routing = {});
 
   struct supervision;  // shared with the supervisor actor
 
@@ -127,8 +133,21 @@ class database {
   result<std::tuple<R...>> ask(std::size_t shard, Ts&&... xs);
   // The shard's published view, or why it has none (restarting, failed).
   result<std::shared_ptr<const read_view>> serving_view(std::size_t shard) const;
+  // A checked write request and the shard it goes to.
+  struct prepared {
+    std::size_t shard;
+    host_request_ptr request;
+  };
+  result<prepared> prepare_put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
+                               std::optional<std::string_view> routing) const;
+  result<prepared> prepare_del(std::string_view key, std::optional<std::string_view> routing) const;
+  result<prepared> prepare_cas(std::string_view key, std::optional<std::string_view> expected,
+                               std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
+                               std::optional<std::string_view> routing) const;
+  result<prepared> prepare_batch(std::span<const batch_write> writes, std::optional<std::string_view> routing) const;
   // Hands a write to the shard and waits for its answer (no actor on this thread).
-  result<cas_outcome> submit(std::size_t shard, host_request_ptr r);
+  result<cas_outcome> submit(prepared p);
+  void submit_async(result<prepared> p, std::function<void(const status&, const cas_outcome&)> done);
 
   database_options options_;
   env* fs_ = nullptr;

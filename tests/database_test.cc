@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <map>
 #include <random>
 #include <set>
@@ -225,4 +227,55 @@ TEST_CASE("database: a scan merges every shard in key order, chunk by chunk, ove
   REQUIRE(fresh.is_ok());
   REQUIRE(fresh->next().value());
   CHECK(fresh->key() == "a-new-first-key");
+}
+
+TEST_CASE("database: asynchronous put, del, cas and batch answer once, when durable, and change what gets read") {
+  testing::temp_dir d("db");
+  auto db = must_open(options_for(d.path(), 2));
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<status> answers;
+  std::optional<result<cas_outcome>> cas_answer;
+  auto record = [&](status s) {
+    std::lock_guard lk(mu);
+    answers.push_back(std::move(s));
+    cv.notify_all();
+  };
+  auto wait_for = [&](std::size_t n) {
+    std::unique_lock lk(mu);
+    REQUIRE(cv.wait_for(lk, 30s, [&] { return answers.size() >= n; }));
+  };
+
+  db->put_async("a", "1", std::nullopt, record);
+  db->put_async("b", "2", std::nullopt, record);
+  wait_for(2);
+  CHECK(db->get("a").value() == std::optional<std::string>("1"));
+  db->del_async("b", record);
+  wait_for(3);
+  CHECK(db->get("b").value() == std::nullopt);
+  db->cas_async("a", std::string_view("1"), std::string_view("one"), std::nullopt, [&](result<cas_outcome> r) {
+    std::lock_guard lk(mu);
+    cas_answer = std::move(r);
+    answers.push_back(status::ok());
+    cv.notify_all();
+  });
+  wait_for(4);
+  REQUIRE(cas_answer);
+  REQUIRE(cas_answer->is_ok());
+  CHECK((*cas_answer)->swapped);
+  CHECK(db->get("a").value() == std::optional<std::string>("one"));
+  std::vector<batch_write> together{{"x1", std::string("v"), std::nullopt}, {"x2", std::string("w"), std::nullopt}};
+  db->batch_async(together, record, std::string_view("x"));
+  wait_for(5);
+  CHECK(db->get("x2", std::string_view("x")).value() == std::optional<std::string>("w"));
+  // Bad input is answered at once, on the calling thread, and changes nothing.
+  db->put_async("c", "3", 0ns, record);
+  {
+    std::lock_guard lk(mu);
+    REQUIRE(answers.size() == 6);
+  }
+  CHECK(db->get("c").value() == std::nullopt);
+  std::lock_guard lk(mu);
+  for (std::size_t i = 0; i < 5; ++i) CHECK_MESSAGE(answers[i].is_ok(), answers[i].to_string());
+  CHECK(answers[5].code() == status_code::invalid_argument);
 }
