@@ -35,21 +35,30 @@ std::string shard_dir(const std::string& dir, std::size_t i) { return fmt::forma
 
 std::string manifest_text(std::size_t shards) { return fmt::format("magnetite-manifest 1\nshards {}\n", shards); }
 
-// Writes the manifest of a new database, or checks an existing one.
-status check_manifest(env& fs, const std::string& dir, std::size_t shards) {
+// The shard count an existing manifest records; nullopt if there is none.
+result<std::optional<std::size_t>> read_manifest(env& fs, const std::string& dir) {
   std::string path = dir + "/MANIFEST";
   auto exists = fs.exists(path);
   if (!exists) return exists.error();
-  if (*exists) {
-    auto text = read_whole_file(fs, path);
-    if (!text) return text.error();
-    std::size_t found = 0;
-    if (std::sscanf(text->c_str(), "magnetite-manifest 1\nshards %zu\n", &found) != 1 ||
-        *text != manifest_text(found))
-      return status::corruption(fmt::format("{}: not a magnetite manifest (format version 1)", path));
-    if (found != shards)
-      return status::invalid_argument(fmt::format(
-          "{} was created with {} shards; opening it with {} would move keys between shards", dir, found, shards));
+  if (!*exists) return std::optional<std::size_t>();
+  auto text = read_whole_file(fs, path);
+  if (!text) return text.error();
+  std::size_t found = 0;
+  if (std::sscanf(text->c_str(), "magnetite-manifest 1\nshards %zu\n", &found) != 1 || *text != manifest_text(found))
+    return status::corruption(fmt::format("{}: not a magnetite manifest (format version 1)", path));
+  return std::optional<std::size_t>(found);
+}
+
+// Writes the manifest of a new database, or checks an existing one.
+status check_manifest(env& fs, const std::string& dir, std::size_t shards) {
+  std::string path = dir + "/MANIFEST";
+  auto recorded = read_manifest(fs, dir);
+  if (!recorded) return recorded.error();
+  if (*recorded) {
+    if (**recorded != shards)
+      return status::invalid_argument(fmt::format("{} was created with {} shards; opening it with {} would move keys "
+                                                  "between shards",
+                                                  dir, **recorded, shards));
     return status::ok();
   }
   // A new database: the manifest appears whole (temp + rename) and durably.
@@ -252,6 +261,10 @@ database::~database() {
 
 std::size_t database::shard_of(std::string_view routing_key) const noexcept {
   return static_cast<std::size_t>(XXH3_64bits(routing_key.data(), routing_key.size()) % slots_.size());
+}
+
+result<std::optional<std::size_t>> database::recorded_shards(const std::string& dir, env* fs) {
+  return read_manifest(fs ? *fs : env::posix(), dir);
 }
 
 shard_actor database::shard_handle(std::size_t i) const {

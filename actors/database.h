@@ -75,6 +75,9 @@ struct database_stats {
 class database {
  public:
   static result<std::unique_ptr<database>> open(database_options options);
+  // The shard count recorded in `dir`'s MANIFEST, or nullopt for a directory
+  // that holds no database yet (a tool opens an existing one with its count).
+  static result<std::optional<std::size_t>> recorded_shards(const std::string& dir, env* fs = nullptr);
   // Checkpoints every shard and stops them.
   ~database();
   database(const database&) = delete;
