@@ -63,9 +63,6 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   auto log = wal::log_writer::open(e, s->dir_ + "/wal", wo, *recovered);
   if (!log) return log.error();
   s->log_ = std::move(*log);
-  // Opening may fsync (a new segment): counted, so a caller's before/after
-  // difference sees only its own fsyncs.
-  s->stats_.log_fsyncs = s->log_->stats().fsyncs;
 
   // The expiry index: the durable entries of the committed tree first, then
   // the replayed writes move them as they did the first time.
@@ -250,9 +247,7 @@ result<std::size_t> shard::stage_expired(std::size_t limit) {
 status shard::commit_group() {
   MAGNETITE_TRY(check_usable());
   if (staged_.empty()) return status::ok();
-  status s = log_->sync();
-  stats_.log_fsyncs = log_->stats().fsyncs;
-  if (!s) return fail(s);
+  if (status s = log_->sync(); !s) return fail(s);
   auto l = std::make_shared<layer>();
   l->entries.reserve(staged_.size());
   for (auto& [k, v] : staged_) {
@@ -276,11 +271,15 @@ status shard::commit_group() {
   return status::ok();
 }
 
+shard_stats shard::stats() const noexcept {
+  shard_stats out = stats_;
+  out.log_fsyncs = log_->stats().fsyncs;  // every fsync of the log, opening's included
+  return out;
+}
+
 status shard::sync_durable() {
   MAGNETITE_TRY(check_usable());
-  status s = log_->sync_durable();
-  stats_.log_fsyncs = log_->stats().fsyncs;
-  if (!s) return fail(s);
+  if (status s = log_->sync_durable(); !s) return fail(s);
   return status::ok();
 }
 
@@ -303,9 +302,7 @@ result<hash128> shard::checkpoint() {
   if (!root) return fail(root.error());
   auto position = store_->flush();
   if (!position) return fail(position.error());
-  status s = log_->commit({*root, *position});
-  stats_.log_fsyncs = log_->stats().fsyncs;
-  if (!s) return fail(s);
+  if (status s = log_->commit({*root, *position}); !s) return fail(s);
   ++stats_.checkpoints;
   publish(*root, {});
   return *root;

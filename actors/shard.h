@@ -139,7 +139,7 @@ class shard {
   std::optional<std::uint64_t> next_deadline() const { return expiry_.earliest(); }
   std::uint64_t now_ns() const { return options_.clock(); }
 
-  const shard_stats& stats() const noexcept { return stats_; }
+  shard_stats stats() const noexcept;
   // ok, or the error that stopped the shard.
   const status& failure() const noexcept { return failure_; }
 

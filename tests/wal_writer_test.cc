@@ -8,6 +8,16 @@ using namespace magnetite;
 using namespace magnetite::testing;
 using namespace std::chrono_literals;
 
+namespace {
+// A log holding one durable frame, its writer closed; where the frame ends.
+std::uint64_t one_durable_frame(wal_fixture& fx) {
+  auto [rec, w] = fx.reopen();
+  REQUIRE(w->append_put("a", "1").is_ok());
+  REQUIRE(w->sync().is_ok());
+  return w->segment_bytes();
+}
+}  // namespace
+
 TEST_CASE("writer: N appends and one sync cost one write and one fsync") {
   wal_fixture fx;
   auto [rec, w] = fx.reopen();
@@ -257,13 +267,7 @@ TEST_CASE("writer: a failed segment creation during commit stops the writer and 
 
 TEST_CASE("writer: open refuses a recovery that did not repair") {
   wal_fixture fx;
-  std::uint64_t end;
-  {
-    auto [rec, w] = fx.reopen();
-    REQUIRE(w->append_put("a", "1").is_ok());
-    REQUIRE(w->sync().is_ok());
-    end = w->segment_bytes();
-  }
+  std::uint64_t end = one_durable_frame(fx);
   auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);
   REQUIRE((*f)->write_at(end, "garbage").is_ok());
   auto r = fx.recover(/*repair=*/false);
@@ -351,13 +355,7 @@ TEST_CASE("writer: a sealed segment is cut at its last frame before its successo
 
 TEST_CASE("recovery: zeros after the last frame of a sealed segment are corruption") {
   wal_fixture fx;
-  std::uint64_t end;
-  {
-    auto [rec, w] = fx.reopen();
-    REQUIRE(w->append_put("a", "1").is_ok());
-    REQUIRE(w->sync().is_ok());
-    end = w->segment_bytes();
-  }
+  std::uint64_t end = one_durable_frame(fx);
   // Segment 1 gets a successor that does not start with a marker, so segment 1
   // is replayed and sealed; the writer never leaves zeros after a sealed one.
   auto f = fx.env.open(fx.segment_path(1), open_mode::open_existing);

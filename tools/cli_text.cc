@@ -24,7 +24,7 @@ result<std::string> unescape_field(std::string_view text) {
       continue;
     }
     unsigned v = 0;
-    if (i + 3 >= text.size() + 0 || text[i + 1] != 'x' ||
+    if (i + 3 >= text.size() || text[i + 1] != 'x' ||
         std::from_chars(text.data() + i + 2, text.data() + i + 4, v, 16).ptr != text.data() + i + 4)
       return status::invalid_argument(fmt::format("bad escape at offset {} of \"{}\"", i, text));
     out.push_back(static_cast<char>(v));

@@ -47,19 +47,22 @@ bool starts_with_commit(segment_file& s) {
 }
 
 // Looks for an intact frame flagged follows_sync with a sequence number of at
-// least `min_sequence` anywhere in [from, s.size). Such a frame was written after
-// everything before it was durable, so damage before it is not a torn write.
+// least `min_sequence` whose header starts in [from, before). Such a frame was
+// written after everything before it was durable, so damage before it is not a
+// torn write. `before` is where the segment's content ends: a header holds the
+// non-zero follows_sync flag, so none starts in the zeros after it (the
+// reserved space, up to 4 MiB, is not scanned at every open).
 // Reads a window at a time: headers are checked in constant time (salted
 // checksum), a payload only for a header that passes.
 result<std::optional<std::uint64_t>> find_sync_frame(segment_file& s, std::uint64_t salt, std::uint64_t from,
-                                                     std::uint64_t min_sequence) {
+                                                     std::uint64_t before, std::uint64_t min_sequence) {
   using found = std::optional<std::uint64_t>;
-  for (std::uint64_t base = from; base + frame_header_size <= s.size; base += scan_window) {
+  for (std::uint64_t base = from; base < before && base + frame_header_size <= s.size; base += scan_window) {
     auto buf = read_range(*s.handle, base, static_cast<std::size_t>(std::min<std::uint64_t>(
                                                scan_window + frame_header_size - 1, s.size - base)));
     if (!buf) return buf.error();
     std::string_view v(*buf);
-    for (std::size_t o = 0; o < scan_window && o + frame_header_size <= v.size(); ++o) {
+    for (std::size_t o = 0; o < scan_window && base + o < before && o + frame_header_size <= v.size(); ++o) {
       const auto* h = reinterpret_cast<const std::uint8_t*>(v.data() + o);
       if (h[17] != flag_follows_sync || h[16] == 0 || h[16] > max_record_type) continue;
       frame_header fh;
@@ -195,7 +198,7 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
       auto end = content_end(s, reader.offset());
       if (!end) return end.error();
       content = *end;  // == offset: only reserved zeros follow, a clean end
-      auto later = find_sync_frame(s, sh->salt, reader.offset() + 1, expected.value_or(0));
+      auto later = find_sync_frame(s, sh->salt, reader.offset() + 1, content, expected.value_or(0));
       if (!later) return later.error();
       if (*later)
         return corrupt_at(s, reader.offset(), fmt::format("{}, followed by an intact frame at offset {}", why, **later));
