@@ -8,7 +8,9 @@
 
 #include <xxhash.h>
 
+#include "actors/keyspace.h"
 #include "core/limits.h"
+#include "ttl/envelope.h"
 
 namespace magnetite {
 
@@ -202,6 +204,9 @@ status database::start() {
   }
   lock_ = std::move(*lock);
   MAGNETITE_TRY(check_manifest(*fs_, options_.dir, options_.shards));
+  auto checkpoints = checkpoint_log::open(*fs_, options_.dir, options_.shards);
+  if (!checkpoints) return checkpoints.error();
+  checkpoints_.emplace(std::move(*checkpoints));
 
   if (options_.system) {
     system_ = options_.system;
@@ -422,17 +427,125 @@ result<range_cursor> database::scan(std::string_view from, std::string_view to, 
 
 result<database::commit_result> database::commit() {
   commit_result out;
-  std::string concat;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     auto r = ask<std::string>(i, commit_atom::value);
     if (!r) return r.error();
     auto h = hash128::parse_hex(std::get<0>(*r));
     if (!h) return status::corruption(fmt::format("shard {} answered a malformed root", i));
     out.roots.push_back(*h);
-    auto b = h->to_bytes();
-    concat.append(reinterpret_cast<const char*>(b.data()), b.size());
   }
-  out.combined = hash128::of(concat);
+  out.combined = checkpoint_log::combine(out.roots);
+  std::lock_guard lk(checkpoints_mu_);
+  MAGNETITE_TRY(checkpoints_->append({out.combined, out.roots}));
+  return out;
+}
+
+std::vector<checkpoint> database::checkpoints() const {
+  std::lock_guard lk(checkpoints_mu_);
+  return {checkpoints_->entries().begin(), checkpoints_->entries().end()};
+}
+
+namespace {
+
+// The changes of user keys from a to b in one store, appended to out.
+status diff_in(tree::node_store& store, const hash128& a, const hash128& b, std::vector<key_change>& out) {
+  status inner;
+  auto user_value = [&](const std::optional<std::string>& stored) -> std::optional<std::string> {
+    if (!stored) return std::nullopt;
+    auto u = ttl::unwrap(*stored);
+    if (!u) {
+      inner = u.error();
+      return std::nullopt;
+    }
+    return std::string(u->value);
+  };
+  MAGNETITE_TRY(tree::diff(store, a, b, [&](const tree::diff_entry& e) {
+    if (e.key.empty() || e.key[0] != keyspace::data_tag) return true;  // expiry entries follow the values
+    key_change c;
+    c.what = e.what;
+    c.key = std::string(keyspace::user_key_of(e.key));
+    c.old_value = user_value(e.old_value);
+    c.new_value = user_value(e.new_value);
+    out.push_back(std::move(c));
+    return inner.is_ok();
+  }));
+  return inner;
+}
+
+}  // namespace
+
+result<std::vector<key_change>> database::diff(const hash128& a, const hash128& b) {
+  std::vector<key_change> out;
+  std::optional<checkpoint> ca, cb;
+  {
+    std::lock_guard lk(checkpoints_mu_);
+    if (auto c = checkpoints_->find(a)) ca = *c;
+    if (auto c = checkpoints_->find(b)) cb = *c;
+  }
+  if (ca && cb) {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (ca->roots[i] == cb->roots[i]) continue;
+      auto v = serving_view(i);
+      if (!v) return v.error();
+      MAGNETITE_TRY(diff_in(*(*v)->store(), ca->roots[i], cb->roots[i], out));
+    }
+    std::sort(out.begin(), out.end(), [](const key_change& x, const key_change& y) { return x.key < y.key; });
+    return out;
+  }
+  if (ca || cb)
+    return status::invalid_argument(fmt::format("{} is a combined checkpoint root and {} is not: diff compares two of "
+                                                "one kind",
+                                                ca ? a : b, ca ? b : a));
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto v = serving_view(i);
+    if (!v) return v.error();
+    auto& store = *(*v)->store();
+    if (!store.contains(a) || !store.contains(b)) continue;
+    MAGNETITE_TRY(diff_in(store, a, b, out));
+    return out;
+  }
+  return status::not_found(fmt::format("no shard holds both {} and {}, and they are not both retained combined "
+                                       "checkpoints",
+                                       a, b));
+}
+
+result<database_verify_report> database::verify() {
+  database_verify_report out;
+  std::vector<checkpoint> kept = checkpoints();
+  out.checkpoints = kept.size();
+  {
+    std::lock_guard lk(checkpoints_mu_);
+    out.problems = checkpoints_->damage();
+  }
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    std::vector<std::string> retained;
+    for (const auto& c : kept) retained.push_back(c.roots[i].to_hex());
+    auto r = ask<shard_verify_report>(i, verify_atom::value, std::move(retained));
+    if (!r) return r.error();
+    auto& rep = std::get<0>(*r);
+    for (const auto& p : rep.problems) out.problems.push_back(fmt::format("shard {}: {}", i, p));
+    out.shards.push_back(std::move(rep));
+    // A retained checkpoint whose tree the shard no longer holds cannot be diffed.
+    auto v = serving_view(i);
+    if (!v) return v.error();
+    for (const auto& c : kept)
+      if (!(*v)->store()->contains(c.roots[i]))
+        out.problems.push_back(fmt::format("shard {}: root {} of checkpoint {} is not in its node store", i,
+                                           c.roots[i], c.combined));
+  }
+  return out;
+}
+
+result<std::vector<tree::gc_result>> database::gc() {
+  std::vector<tree::gc_result> out;
+  std::vector<checkpoint> kept = checkpoints();
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    std::vector<std::string> retained;
+    for (const auto& c : kept) retained.push_back(c.roots[i].to_hex());
+    auto r = ask<tree::gc_result>(i, gc_atom::value, std::move(retained));
+    if (!r) return r.error();
+    out.push_back(std::get<0>(*r));
+  }
   return out;
 }
 
@@ -442,6 +555,9 @@ result<database_stats> database::stats() {
     auto r = ask<shard_stats>(i, stats_atom::value);
     if (!r) return r.error();
     out.shards.push_back(std::get<0>(*r));
+    auto u = ask<shard_usage>(i, usage_atom::value);
+    if (!u) return u.error();
+    out.usage.push_back(std::get<0>(*u));
   }
   std::lock_guard lk(supervision_->mu);
   out.restarts = supervision_->restarts;

@@ -5,6 +5,7 @@
 //   LOCK          held (flock) while open: a second process gets `busy`
 //   MANIFEST      "magnetite-manifest 1\nshards N\n": reopening with another
 //                 shard count is invalid_argument (keys would move)
+//   CHECKPOINTS   the combined roots commit() made, the last 16 (checkpoint_log.h)
 //   shard-000/    one shard (wal/, nodes/), and so on
 //
 // Routing: shard = XXH3-64(routing key) mod shards; the routing key is the key
@@ -34,11 +35,14 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "actors/checkpoint_log.h"
 #include "actors/range_cursor.h"
+#include "tree/diff.h"
 #include "actors/shard_actor.h"
 
 namespace magnetite {
@@ -68,9 +72,21 @@ struct database_options {
 };
 
 struct database_stats {
-  std::vector<shard_stats> shards;
+  std::vector<shard_stats> shards;   // counters since each shard's (re)start
+  std::vector<shard_usage> usage;    // what each shard holds now
   std::vector<std::uint64_t> restarts;
 };
+
+struct database_verify_report {
+  std::vector<shard_verify_report> shards;
+  std::size_t checkpoints = 0;        // retained checkpoints whose roots were walked
+  std::vector<std::string> problems;  // every shard's, prefixed "shard i: ", and the checkpoint log's
+};
+
+// A key that differs between two roots, as tree::diff_entry reports it but
+// with the user's key and values (TTL envelope removed; a change of deadline
+// alone shows as `changed` with equal values).
+using key_change = tree::diff_entry;
 
 class database {
  public:
@@ -114,6 +130,19 @@ class database {
   };
   result<commit_result> commit();
   result<database_stats> stats();
+  // The checkpoints commit() made that are still retained (checkpoint_log.h),
+  // oldest first: the combined roots diff() accepts.
+  std::vector<checkpoint> checkpoints() const;
+  // Keys added, removed and changed from root a to root b, in key order: two
+  // combined roots of retained checkpoints, or two roots one shard holds.
+  // Reads on the calling thread; cost grows with the difference, not the data.
+  result<std::vector<key_change>> diff(const hash128& a, const hash128& b);
+  // Reads back every node of every shard's current root and of the retained
+  // checkpoints, every log from its last commit marker, the expiry entries;
+  // each shard stops writing while it is checked. Damage is in the report.
+  result<database_verify_report> verify();
+  // Drops every node no current root or retained checkpoint reaches; per shard.
+  result<std::vector<tree::gc_result>> gc();
 
   // Asynchronous forms: `done` runs on an actor thread when the write is durable
   // (or failed), or on the calling thread when the request fails before it
@@ -160,6 +189,8 @@ class database {
   caf::actor_system* system_ = nullptr;
   std::vector<std::shared_ptr<shard_slot>> slots_;
   std::shared_ptr<supervision> supervision_;
+  mutable std::mutex checkpoints_mu_;
+  std::optional<checkpoint_log> checkpoints_;
   caf::actor supervisor_;
 };
 

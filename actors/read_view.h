@@ -58,6 +58,8 @@ class read_view {
               const std::function<bool(std::string_view key, std::string_view stored)>& fn) const;
 
   const hash128& root() const noexcept { return root_; }
+  // The node store its tree is in (reads are thread-safe).
+  const std::shared_ptr<tree::node_store>& store() const noexcept { return store_; }
   const std::vector<std::shared_ptr<const layer>>& layers() const noexcept { return layers_; }
   std::size_t layer_bytes() const noexcept;
   // The last log sequence whose write this view holds.

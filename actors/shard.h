@@ -45,6 +45,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "actors/read_view.h"
 #include "core/env.h"
@@ -88,13 +89,46 @@ struct cas_outcome {
   std::optional<std::string> current;  // the value found when the CAS failed
 };
 
+// Groups are counted by size in buckets of powers of two: bucket b holds the
+// groups of 2^b to 2^(b+1) - 1 writes, the last bucket every larger group.
+inline constexpr std::size_t group_size_buckets = 12;
+
+// Counters since the shard was opened (a restart starts them again).
 struct shard_stats {
   std::uint64_t writes = 0;             // staged (put, del, cas that swapped, batch)
+  std::uint64_t acknowledged = 0;       // writes of the groups committed (answered ok)
+  std::vector<std::uint64_t> group_sizes = std::vector<std::uint64_t>(group_size_buckets);
   std::uint64_t groups = 0;             // commit_group calls that made writes durable
   std::uint64_t checkpoints = 0;
   std::uint64_t replayed_records = 0;   // at open
   std::uint64_t expired = 0;            // keys deleted by stage_expired
   std::uint64_t log_fsyncs = 0;
+};
+
+// What the shard holds now; it costs a count over the tree and file sizes.
+struct shard_usage {
+  // Keys with a value: the tree's count (from its child references, not a
+  // walk) corrected by the layers. A key past its deadline counts until the
+  // TTL timer deletes it, normally within milliseconds of the deadline.
+  std::uint64_t keys = 0;
+  std::uint64_t wal_bytes = 0;    // log segment files, reserved space included
+  std::uint64_t node_bytes = 0;   // live pack files
+  std::uint64_t cache_hits = 0;   // node cache, since open
+  std::uint64_t cache_misses = 0;
+  std::uint64_t node_syncs = 0;   // pack fdatasyncs since open
+  std::string root;               // the last checkpoint's root, 32 hex digits
+};
+
+// What verify() checked and every problem it found. Each problem names the
+// file and offset (a log segment, a pack) where the damage is, when it is in a
+// file; a missing node names its parent.
+struct shard_verify_report {
+  std::uint64_t roots = 0;         // trees walked: the current root and the retained ones given
+  std::uint64_t nodes = 0;         // distinct nodes read back from disk and checked against their hash
+  std::uint64_t node_bytes = 0;
+  std::uint64_t log_frames = 0;    // frames of the log checked against their checksums
+  std::uint64_t expiring_keys = 0; // keys with a deadline matched to their expiry entry and the index
+  std::vector<std::string> problems;
 };
 
 class shard {
@@ -140,6 +174,19 @@ class shard {
   std::uint64_t now_ns() const { return options_.clock(); }
 
   shard_stats stats() const noexcept;
+  result<shard_usage> usage() const;
+
+  // ---- operator checks (each commits staged writes and checkpoints first) ----
+  // Reads back every node reachable from the current root and from
+  // `retained` (roots kept for diffs; those this store does not hold are
+  // skipped), the log from its last commit marker against its checksums, and
+  // the expiry entries against the values and the in-memory index. Changes
+  // nothing but the checkpoint; damage goes in the report, not the status.
+  result<shard_verify_report> verify(std::span<const hash128> retained);
+  // Drops every node not reachable from the current root or `retained` (those
+  // this store holds). A failed read (damage) fails gc and changes nothing; a
+  // failed write stops the shard.
+  result<tree::gc_result> gc(std::span<const hash128> retained);
   // ok, or the error that stopped the shard.
   const status& failure() const noexcept { return failure_; }
 
@@ -147,6 +194,10 @@ class shard {
   shard(env& e, std::string dir, shard_options options);
   status check_usable() const;
   status fail(status s);
+  // The current root, then the roots of `retained` this store holds.
+  std::vector<hash128> kept_roots(std::span<const hash128> retained) const;
+  // The expiry entries against the values and the index: problems found.
+  result<std::vector<std::string>> check_expiry(std::uint64_t& expiring) const;
   result<std::string> envelope_for(std::string_view value, std::optional<std::chrono::nanoseconds> ttl) const;
   // The stored bytes of a tree key as the next write sees them (staged first).
   result<bool> find_latest(std::string_view tree_key, std::string& out) const;

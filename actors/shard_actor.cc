@@ -163,6 +163,16 @@ void stop_if_failed(self_ptr self) {
   if (db && !db->failure().is_ok()) self->quit(to_error(db->failure()));
 }
 
+result<std::vector<hash128>> parse_roots(const std::vector<std::string>& hex) {
+  std::vector<hash128> out;
+  for (const auto& h : hex) {
+    auto r = hash128::parse_hex(h);
+    if (!r) return status::invalid_argument(fmt::format("not a root (32 hex digits): {:?}", h));
+    out.push_back(*r);
+  }
+  return out;
+}
+
 caf::typed_response_promise<ok_atom> ack_after_group(self_ptr self, status staged) {
   auto rp = self->make_response_promise<ok_atom>();
   if (!staged) {
@@ -287,6 +297,33 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       [=](stats_atom) -> caf::result<shard_stats> {
         if (auto e = down()) return *e;
         return self->state.db->stats();
+      },
+      [=](usage_atom) -> caf::result<shard_usage> {
+        if (auto e = down()) return *e;
+        auto u = self->state.db->usage();
+        if (!u) return to_error(u.error());
+        return std::move(*u);
+      },
+      [=](verify_atom, const std::vector<std::string>& retained) -> caf::result<shard_verify_report> {
+        if (auto e = down()) return *e;
+        auto roots = parse_roots(retained);
+        if (!roots) return to_error(roots.error());
+        if (!finish_group(self)) return to_error(self->state.db->failure());
+        auto r = self->state.db->verify(*roots);
+        if (!r) return to_error(r.error());
+        return std::move(*r);
+      },
+      [=](gc_atom, const std::vector<std::string>& retained) -> caf::result<tree::gc_result> {
+        if (auto e = down()) return *e;
+        auto roots = parse_roots(retained);
+        if (!roots) return to_error(roots.error());
+        if (!finish_group(self)) return to_error(self->state.db->failure());
+        auto r = self->state.db->gc(*roots);
+        if (!r) {
+          stop_if_failed(self);
+          return to_error(r.error());
+        }
+        return *r;
       },
       [=](shutdown_atom) -> caf::result<ok_atom> {
         if (self->state.db) {

@@ -9,7 +9,10 @@
 //   (batch, [batch_op])                              -> ok          all or nothing
 //   (range, from, to, limit)                         -> (keys, values, more)  to "": no bound
 //   (commit)                                         -> root (32 hex digits)
-//   (stats)                                          -> shard_stats
+//   (stats)                                          -> shard_stats    counters since open
+//   (usage)                                          -> shard_usage    keys, bytes, cache, root
+//   (verify, [retained root])                        -> shard_verify_report   damage is in the report
+//   (gc, [retained root])                            -> gc_result      nodes of other roots dropped
 //   (shutdown)                                       -> ok          checkpoints, then the actor quits
 //   (host, host_request)                             a write from a host thread; answered through
 //                                                    the request's waiter or callback (below)
@@ -44,6 +47,9 @@ using batch_atom = caf::atom_constant<caf::atom("batch")>;
 using range_atom = caf::atom_constant<caf::atom("range")>;
 using commit_atom = caf::atom_constant<caf::atom("commit")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using usage_atom = caf::atom_constant<caf::atom("usage")>;
+using verify_atom = caf::atom_constant<caf::atom("verify")>;
+using gc_atom = caf::atom_constant<caf::atom("gc")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
@@ -66,9 +72,35 @@ typename Inspector::result_type inspect(Inspector& f, batch_op& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
-  return f(caf::meta::type_name("shard_stats"), x.writes, x.groups, x.checkpoints, x.replayed_records, x.expired,
-           x.log_fsyncs);
+  return f(caf::meta::type_name("shard_stats"), x.writes, x.acknowledged, x.group_sizes, x.groups, x.checkpoints,
+           x.replayed_records, x.expired, x.log_fsyncs);
 }
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_usage& x) {
+  return f(caf::meta::type_name("shard_usage"), x.keys, x.wal_bytes, x.node_bytes, x.cache_hits, x.cache_misses,
+           x.node_syncs, x.root);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_verify_report& x) {
+  return f(caf::meta::type_name("shard_verify_report"), x.roots, x.nodes, x.node_bytes, x.log_frames,
+           x.expiring_keys, x.problems);
+}
+
+}  // namespace magnetite
+
+namespace magnetite::tree {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gc_result& x) {
+  return f(caf::meta::type_name("gc_result"), x.position, x.nodes_kept, x.bytes_kept, x.bytes_removed,
+           x.bytes_reclaimed, x.packs_removed);
+}
+
+}  // namespace magnetite::tree
+
+namespace magnetite {
 
 // A write handed over by a host thread that has no actor of its own (see
 // database.h): the shard answers it exactly once, when the write's group is
@@ -119,6 +151,9 @@ using shard_actor = caf::typed_actor<
                                                                                 std::vector<std::string>, bool>,
     caf::replies_to<commit_atom>::with<std::string>,
     caf::replies_to<stats_atom>::with<shard_stats>,
+    caf::replies_to<usage_atom>::with<shard_usage>,
+    caf::replies_to<verify_atom, std::vector<std::string>>::with<shard_verify_report>,
+    caf::replies_to<gc_atom, std::vector<std::string>>::with<tree::gc_result>,
     caf::replies_to<shutdown_atom>::with<ok_atom>,
     caf::reacts_to<group_atom>,
     caf::reacts_to<expire_atom, std::uint64_t>,

@@ -94,5 +94,7 @@ inline std::string path_join(std::string_view dir, std::string_view name) {
 
 // Reads a whole file: a convenience over open + read_at.
 result<std::string> read_whole_file(env& e, const std::string& path);
+// The sizes of the files directly in `dir` added up (subdirectories skipped).
+result<std::uint64_t> directory_bytes(env& e, const std::string& dir);
 
 }  // namespace magnetite

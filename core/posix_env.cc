@@ -231,4 +231,22 @@ result<std::string> read_whole_file(env& e, const std::string& path) {
   return out;
 }
 
+result<std::uint64_t> directory_bytes(env& e, const std::string& dir) {
+  auto names = e.list(dir);
+  if (!names) return names.error();
+  std::uint64_t total = 0;
+  for (const auto& name : *names) {
+    std::string path = path_join(dir, name);
+    auto is_dir = e.is_directory(path);
+    if (!is_dir) return is_dir.error();
+    if (*is_dir) continue;
+    auto f = e.open(path, open_mode::open_existing);
+    if (!f) return f.error();
+    auto sz = (*f)->size();
+    if (!sz) return sz.error();
+    total += *sz;
+  }
+  return total;
+}
+
 }  // namespace magnetite

@@ -3,13 +3,19 @@
 // fresh data directory as a user would run it.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <random>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "actors/database.h"
 #include "tests/support/temp_dir.h"
@@ -122,6 +128,249 @@ TEST_CASE("cli: put, get, del, scan and commit on a data directory, with clear e
     auto held = database::open(o);
     REQUIRE(held.is_ok());
     auto busy = run(data + " get alpha");
+    CHECK(busy.exit_code == 2);
+    CHECK(busy.err.find("in use") != std::string::npos);
+  }
+}
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  for (std::size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1) out.push_back(text.substr(at, nl - at));
+  return out;
+}
+
+// The value of "name": in a flat JSON object the tool printed (numbers and strings).
+std::string json_field(const std::string& json, const std::string& name) {
+  auto at = json.find("\"" + name + "\":");
+  if (at == std::string::npos) return "<missing " + name + ">";
+  at += name.size() + 3;
+  auto end = json.find_first_of(",}", at);
+  std::string v = json.substr(at, end - at);
+  if (!v.empty() && v.front() == '"') v = v.substr(1, v.size() - 2);
+  return v;
+}
+
+// The roots `commit --json` printed: the shards', then the combined one last.
+std::vector<std::string> roots_of(const std::string& commit_json) {
+  std::vector<std::string> out;
+  for (std::size_t at = 0; (at = commit_json.find('"', at)) != std::string::npos;) {
+    auto end = commit_json.find('"', at + 1);
+    std::string s = commit_json.substr(at + 1, end - at - 1);
+    if (s.size() == 32) out.push_back(s);
+    at = end + 1;
+  }
+  return out;
+}
+
+// The largest pack file under a shard's node store.
+std::string largest_pack(const std::string& shard_dir) {
+  std::string best;
+  std::uintmax_t size = 0;
+  for (const auto& e : std::filesystem::directory_iterator(shard_dir + "/nodes"))
+    if (e.path().extension() == ".pack" && e.file_size() > size) {
+      size = e.file_size();
+      best = e.path().string();
+    }
+  return best;
+}
+
+}  // namespace
+
+TEST_CASE("cli: load, commit, diff, stats, gc and verify, with damage found and named") {
+  testing::temp_dir d("cli-ops");
+  std::string data = "--data " + d.path() + "/db --shards 3";
+  auto l = run(data + " load --keys 2000 --writers 8 --value-size 40 --json");
+  REQUIRE(l.exit_code == 0);
+  CHECK(json_field(l.out, "keys") == "2000");
+  CHECK(json_field(l.out, "durable") == "true");
+  auto fsyncs = std::stoull(json_field(l.out, "log_fsyncs"));
+  CHECK(fsyncs > 0);
+  CHECK(fsyncs <= 2000);  // every acknowledged write was fsynced, some shared one
+  auto scanned = lines_of(run(data + " scan").out);
+  REQUIRE(scanned.size() == 2000);
+  std::string old_value_of_1_1;
+  for (const auto& line : scanned)
+    if (line.starts_with("1-1\t")) old_value_of_1_1 = line.substr(4);
+  CHECK(old_value_of_1_1.size() == 40);
+
+  auto a = run(data + " commit --json");
+  REQUIRE(a.exit_code == 0);
+  auto roots_a = roots_of(a.out);
+  REQUIRE(roots_a.size() == 4);
+  REQUIRE(run(data + " put x 1").exit_code == 0);
+  REQUIRE(run(data + " del 1-0").exit_code == 0);
+  REQUIRE(run(data + " put 1-1 changed").exit_code == 0);
+  auto b = run(data + " commit --json");
+  REQUIRE(b.exit_code == 0);
+  auto roots_b = roots_of(b.out);
+  REQUIRE(roots_b.size() == 4);
+
+  std::string expected_diff = "- 1-0\t" + scanned[0].substr(4) + "\n~ 1-1\t" + old_value_of_1_1 +
+                              "\tchanged\n+ x\t1\n1 added, 1 removed, 1 changed\n";
+  REQUIRE(scanned[0].starts_with("1-0\t"));
+  auto diff = run(data + " diff " + roots_a[3] + " " + roots_b[3]);
+  CHECK(diff.exit_code == 0);
+  CHECK(diff.out == expected_diff);
+  CHECK(run(data + " diff " + roots_b[3] + " " + roots_a[3]).out.ends_with("1 added, 1 removed, 1 changed\n"));
+  // Within one shard: the shard that holds x sees it added.
+  bool seen_in_a_shard = false;
+  for (int i = 0; i < 3; ++i) {
+    auto one = run(data + " diff " + roots_a[i] + " " + roots_b[i]);
+    CHECK(one.exit_code == 0);
+    seen_in_a_shard |= one.out.find("+ x\t1\n") != std::string::npos;
+  }
+  CHECK(seen_in_a_shard);
+  auto bad_root = run(data + " diff nothex " + roots_b[3]);
+  CHECK(bad_root.exit_code == 2);
+  CHECK(bad_root.err.find("not a root") != std::string::npos);
+  auto unknown = run(data + " diff " + std::string(32, '0') + " " + std::string(32, '1'));
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("no shard holds") != std::string::npos);
+  auto mixed = run(data + " diff " + roots_a[0] + " " + roots_b[3]);
+  CHECK(mixed.exit_code == 2);
+
+  auto st = run(data + " stats --json");
+  REQUIRE(st.exit_code == 0);
+  auto total = st.out.substr(st.out.find("\"total\":"));
+  CHECK(json_field(total, "keys") == "2000");  // 2000 + x - 1-0
+  CHECK(json_field(st.out, "last_commit") == roots_b[3]);
+  for (int i = 0; i < 3; ++i) CHECK(st.out.find("\"root\":\"" + roots_b[i] + "\"") != std::string::npos);
+  auto text = run(data + " stats");
+  CHECK(text.exit_code == 0);
+  CHECK(text.out.find("total") != std::string::npos);
+  CHECK(text.out.find("writes per group") != std::string::npos);
+
+  // Each process that wrote checkpointed at its close: those roots are no
+  // checkpoint of `commit`'s, so their nodes are garbage.
+  auto g = run(data + " gc --json");
+  REQUIRE(g.exit_code == 0);
+  CHECK(std::stoull(json_field(g.out, "bytes_reclaimed")) > 0);
+  CHECK(json_field(run(data + " gc --json").out, "bytes_reclaimed") == "0");
+  CHECK(run(data + " diff " + roots_a[3] + " " + roots_b[3]).out == expected_diff);  // retained through gc
+  CHECK(lines_of(run(data + " scan").out).size() == 2000);
+
+  auto ok = run(data + " verify");
+  CHECK(ok.exit_code == 0);
+  CHECK(lines_of(ok.out).back().starts_with("ok: 3 shards and 2 retained checkpoints"));
+
+  // One flipped bit in a node's record: verify names the shard, the pack and the offset.
+  std::string pack = largest_pack(d.path() + "/db/shard-001");
+  REQUIRE_FALSE(pack.empty());
+  {
+    std::FILE* f = std::fopen(pack.c_str(), "r+b");
+    REQUIRE(f);
+    long middle = static_cast<long>(std::filesystem::file_size(pack) / 2);
+    std::fseek(f, middle, SEEK_SET);
+    int byte = std::fgetc(f);
+    std::fseek(f, middle, SEEK_SET);
+    std::fputc(byte ^ 0x10, f);
+    std::fclose(f);
+  }
+  auto damaged = run(data + " verify");
+  CHECK(damaged.exit_code == 1);
+  CHECK(damaged.out.find("damage: shard 1: node ") != std::string::npos);
+  CHECK(damaged.out.find(pack + ", offset ") != std::string::npos);
+}
+
+TEST_CASE("cli: load --ack-log under SIGKILL: every acknowledged line is in the database with its value") {
+  testing::temp_dir d("cli-kill");
+  std::string dir = d.path() + "/db";
+  std::mt19937_64 rng(20261130);
+  std::map<std::string, std::string> acked;
+  for (int iter = 0; iter < 3; ++iter) {
+    CAPTURE(iter);
+    std::string ack_log = d.path() + fmt::format("/acks-{}", iter);
+    std::string seed = std::to_string(iter + 1);
+    pid_t pid = ::fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      std::string tool = tool_path();
+      int devnull = ::open("/dev/null", O_WRONLY);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      ::execl(tool.c_str(), tool.c_str(), "--data", dir.c_str(), "--shards", "3", "load", "--keys", "1000000",
+              "--writers", "16", "--seed", seed.c_str(), "--ack-log", ack_log.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    // Kill once writes are being acknowledged, at a random moment after that.
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    std::error_code ec;
+    auto acknowledged = [&] {
+      auto n = std::filesystem::file_size(ack_log, ec);
+      return !ec && n > 0;
+    };
+    while (!acknowledged() && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 300));
+    ::kill(pid, SIGKILL);
+    int wstatus = 0;
+    ::waitpid(pid, &wstatus, 0);
+    REQUIRE(WIFSIGNALED(wstatus));  // it was still loading: the kill is what ended it
+    auto text = read_whole_file(env::posix(), ack_log);
+    REQUIRE(text.is_ok());
+    auto lines = lines_of(*text);  // a line cut by the kill has no newline and is not counted
+    REQUIRE_FALSE(lines.empty());
+    for (const auto& line : lines) {
+      auto tab = line.find('\t');
+      REQUIRE(tab != std::string::npos);
+      acked[line.substr(0, tab)] = line.substr(tab + 1);
+    }
+  }
+  // Every key ever acknowledged, with the value acknowledged (keys are unique
+  // per seed, so the last value is the only one).
+  auto scanned = lines_of(run("--data " + dir + " scan").out);
+  std::map<std::string, std::string> stored;
+  for (const auto& line : scanned) {
+    auto tab = line.find('\t');
+    stored[line.substr(0, tab)] = line.substr(tab + 1);
+  }
+  std::size_t missing = 0;
+  for (const auto& [key, value] : acked) {
+    auto it = stored.find(key);
+    if (it == stored.end() || it->second != value) ++missing;
+  }
+  CHECK(acked.size() > 0);
+  CHECK(missing == 0);
+  CHECK(run("--data " + dir + " verify").exit_code == 0);
+}
+
+TEST_CASE("cli: the demo runs its whole tour, and its own checks pass") {
+  testing::temp_dir d("cli-demo");
+  auto r = run("--data " + d.path() + "/db demo");
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.find("Read back all 60,000 acknowledged keys: 0 lost.") != std::string::npos);
+  CHECK(r.out.find("TTL keys deleted by timer                    200 of 200") != std::string::npos);
+  CHECK(r.out.find("Its supervisor restarted it 1 time(s)") != std::string::npos);
+  CHECK(r.out.find("5 keys added, 3 deleted and 2 changed") != std::string::npos);
+  CHECK(r.out.find("no damage") != std::string::npos);
+  // A second run on the same directory works (its keys have their own prefix).
+  CHECK(run("--data " + d.path() + "/db demo").exit_code == 0);
+}
+
+TEST_CASE("cli: the new commands' errors are one line and a non-zero exit") {
+  testing::temp_dir d("cli-errors");
+  std::string data = "--data " + d.path() + "/db";
+  for (const char* bad : {" load", " load --keys 0", " load --keys 10 --durable --no-sync", " load --keys 10 --writers 0",
+                          " diff onlyone", " stats --frob", " verify extra"}) {
+    auto r = run(data + bad);
+    CAPTURE(bad);
+    CHECK(r.exit_code == 2);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  }
+  auto unwritable = run(data + " load --keys 10 --ack-log /nonexistent-dir/acks");
+  CHECK(unwritable.exit_code == 2);
+  CHECK(unwritable.err.find("/nonexistent-dir/acks") != std::string::npos);
+  database_options o;
+  o.dir = d.path() + "/db";
+  auto held = database::open(o);
+  REQUIRE(held.is_ok());
+  for (const char* cmd : {" verify", " gc", " stats", " load --keys 5", " demo"}) {
+    auto busy = run(data + cmd);
+    CAPTURE(cmd);
     CHECK(busy.exit_code == 2);
     CHECK(busy.err.find("in use") != std::string::npos);
   }

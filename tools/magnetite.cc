@@ -6,6 +6,13 @@
 //   magnetite del KEY
 //   magnetite scan [--from K] [--to K] [--prefix P] [--limit N] [--reverse]
 //   magnetite commit [--json]
+//   magnetite load --keys N [--writers W] [--value-size B] [--seed S] [--prefix P]
+//                  [--durable | --no-sync] [--ack-log FILE] [--json]
+//   magnetite stats [--json]
+//   magnetite verify
+//   magnetite diff ROOT_A ROOT_B
+//   magnetite gc [--json]
+//   magnetite demo
 //
 // Global: --data DIR, --shards N (used when the directory is created; an
 // existing database keeps its own count). Every error is one line on stderr and
@@ -19,6 +26,9 @@
 
 #include "actors/database.h"
 #include "tools/cli_text.h"
+#include "tools/demo.h"
+#include "tools/load_run.h"
+#include "tools/progress_bar.h"
 
 using namespace magnetite;
 
@@ -37,13 +47,25 @@ T must(result<T> r) {
   return std::move(*r);
 }
 
-std::unique_ptr<database> open_db(const std::string& dir, std::size_t shards) {
-  if (auto made = env::posix().create_dir(dir); !made) die(made);
-  auto recorded = must(database::recorded_shards(dir));
+result<std::unique_ptr<database>> try_open_db(const std::string& dir, std::size_t shards, shard_options so = {}) {
+  if (auto made = env::posix().create_dir(dir); !made) return made;
+  auto recorded = database::recorded_shards(dir);
+  if (!recorded) return recorded.error();
   database_options o;
   o.dir = dir;
-  o.shards = recorded ? *recorded : shards;
-  return must(database::open(std::move(o)));
+  o.shards = *recorded ? **recorded : shards;
+  o.shard = std::move(so);
+  return database::open(std::move(o));
+}
+
+std::unique_ptr<database> open_db(const std::string& dir, std::size_t shards, shard_options so = {}) {
+  return must(try_open_db(dir, shards, std::move(so)));
+}
+
+hash128 parse_root(const std::string& text) {
+  auto h = hash128::parse_hex(text);
+  if (!h) die(status::invalid_argument(fmt::format("not a root (32 hex digits, as `commit` prints): {}", text)));
+  return *h;
 }
 
 // What the command line asked for, filled in by CLI11.
@@ -55,11 +77,25 @@ struct command_line {
   std::optional<std::size_t> limit;
   bool reverse = false;
   bool json = false;
+  std::uint64_t keys = 0;
+  std::size_t writers = 8;
+  std::size_t value_size = 100;
+  std::uint64_t seed = 1;
+  bool durable = false;
+  bool no_sync = false;
+  std::string ack_log;
+  std::string root_a, root_b;
   CLI::App* put = nullptr;
   CLI::App* get = nullptr;
   CLI::App* del = nullptr;
   CLI::App* scan = nullptr;
   CLI::App* commit = nullptr;
+  CLI::App* load = nullptr;
+  CLI::App* stats = nullptr;
+  CLI::App* verify = nullptr;
+  CLI::App* diff = nullptr;
+  CLI::App* gc = nullptr;
+  CLI::App* demo = nullptr;
 };
 
 void declare(CLI::App& app, command_line& c) {
@@ -84,6 +120,29 @@ void declare(CLI::App& app, command_line& c) {
   c.scan->add_flag("--reverse", c.reverse, "descending key order (reads the whole range first)");
   c.commit = app.add_subcommand("commit", "checkpoint every shard; print the roots");
   c.commit->add_flag("--json", c.json, "one JSON object");
+  c.load = app.add_subcommand("load", "write N distinct keys <prefix><seed>-<i> from concurrent writers");
+  c.load->add_option("--keys", c.keys, "how many keys")->required()->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  c.load->add_option("--writers", c.writers, "concurrent writers")->check(CLI::Range(1, 1024))->capture_default_str();
+  c.load->add_option("--value-size", c.value_size, "bytes a value")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 24))
+      ->capture_default_str();
+  c.load->add_option("--seed", c.seed, "part of every key and value")->capture_default_str();
+  c.load->add_option("--prefix", c.prefix, "the keys' prefix");
+  auto durable = c.load->add_flag("--durable", c.durable, "acknowledge a write after its fsync (the default)");
+  auto no_sync = c.load->add_flag("--no-sync", c.no_sync,
+                                  "acknowledge once written to the log; fsync every 100 ms (the interval policy)");
+  durable->excludes(no_sync);
+  c.load->add_option("--ack-log", c.ack_log, "append key<TAB>value to FILE as each write is acknowledged");
+  c.load->add_flag("--json", c.json, "print the figures as one JSON object");
+  c.stats = app.add_subcommand("stats", "per shard and in total: keys, bytes, cache, fsyncs, groups, roots");
+  c.stats->add_flag("--json", c.json, "one JSON object");
+  c.verify = app.add_subcommand("verify", "check every node, log frame and expiry entry; exit 1 on damage");
+  c.diff = app.add_subcommand("diff", "keys added, removed and changed from ROOT_A to ROOT_B");
+  c.diff->add_option("ROOT_A", c.root_a, "a root as `commit` prints it")->required();
+  c.diff->add_option("ROOT_B", c.root_b)->required();
+  c.gc = app.add_subcommand("gc", "drop tree nodes no current root or retained checkpoint reaches");
+  c.gc->add_flag("--json", c.json, "one JSON object");
+  c.demo = app.add_subcommand("demo", "a guided tour of what magnetite does, on --data");
 }
 
 void scan(database& db, const command_line& c) {
@@ -117,9 +176,182 @@ void commit(database& db, const command_line& c) {
   fmt::print("combined   {}\n", r.combined.to_hex());
 }
 
+void load(database& db, const command_line& c) {
+  load_options o;
+  o.keys = c.keys;
+  o.writers = c.writers;
+  o.value_size = c.value_size;
+  o.seed = c.seed;
+  o.prefix = c.prefix.value_or("");
+  o.ack_log = c.ack_log;
+  progress_bar bar(c.keys, "writes");
+  if (bar.enabled() && !c.json) o.progress = [&](std::uint64_t done) { bar.update(done); };
+  auto before = must(db.stats());
+  auto r = must(run_load(db, o));
+  bar.finish();
+  auto after = must(db.stats());
+  std::uint64_t fsyncs = 0;
+  for (std::size_t i = 0; i < after.shards.size(); ++i) fsyncs += after.shards[i].log_fsyncs - before.shards[i].log_fsyncs;
+  double rate = r.seconds > 0 ? static_cast<double>(r.written) / r.seconds : 0;
+  double per_write = r.written ? static_cast<double>(fsyncs) / static_cast<double>(r.written) : 0;
+  if (c.json) {
+    fmt::print("{{\"keys\":{},\"writers\":{},\"value_size\":{},\"durable\":{},\"seconds\":{:.3f},"
+               "\"writes_per_second\":{:.0f},\"log_fsyncs\":{},\"fsyncs_per_write\":{:.4f},\"retries\":{}}}\n",
+               r.written, c.writers, c.value_size, c.no_sync ? "false" : "true", r.seconds, rate, fsyncs, per_write,
+               r.retries);
+    return;
+  }
+  fmt::print("{} keys from {} writers in {:.2f} s: {} writes/s ({}), {} log fsyncs ({:.3f} a write)\n",
+             with_commas(r.written), c.writers, r.seconds, with_commas(static_cast<std::uint64_t>(rate)),
+             c.no_sync ? "no-sync: acknowledged before the fsync" : "durable: acknowledged after the fsync",
+             with_commas(fsyncs), per_write);
+}
+
+std::string histogram_json(const std::vector<std::uint64_t>& h) {
+  std::string out;
+  for (std::size_t b = 0; b < h.size(); ++b) out += fmt::format("{}{}", b ? "," : "", h[b]);
+  return "[" + out + "]";
+}
+
+// "1", "2-3", "4-7", ..., "2048+": the bucket's group sizes.
+std::string bucket_name(std::size_t b) {
+  if (b + 1 == group_size_buckets) return fmt::format("{}+", std::uint64_t{1} << b);
+  if (b == 0) return "1";
+  return fmt::format("{}-{}", std::uint64_t{1} << b, (std::uint64_t{2} << b) - 1);
+}
+
+void stats(database& db, const command_line& c) {
+  auto st = must(db.stats());
+  shard_stats sum;
+  shard_usage total;
+  std::uint64_t restarts = 0;
+  for (std::size_t i = 0; i < st.shards.size(); ++i) {
+    const auto& s = st.shards[i];
+    const auto& u = st.usage[i];
+    sum.acknowledged += s.acknowledged;
+    sum.groups += s.groups;
+    sum.log_fsyncs += s.log_fsyncs;
+    sum.checkpoints += s.checkpoints;
+    sum.expired += s.expired;
+    sum.replayed_records += s.replayed_records;
+    for (std::size_t b = 0; b < group_size_buckets; ++b) sum.group_sizes[b] += s.group_sizes[b];
+    total.keys += u.keys;
+    total.wal_bytes += u.wal_bytes;
+    total.node_bytes += u.node_bytes;
+    total.cache_hits += u.cache_hits;
+    total.cache_misses += u.cache_misses;
+    total.node_syncs += u.node_syncs;
+    restarts += st.restarts[i];
+  }
+  auto combined = db.checkpoints();
+  if (c.json) {
+    auto one = [&](const shard_stats& s, const shard_usage& u, std::uint64_t r) {
+      return fmt::format("\"keys\":{},\"wal_bytes\":{},\"node_bytes\":{},\"cache_hits\":{},\"cache_misses\":{},"
+                         "\"log_fsyncs\":{},\"node_fsyncs\":{},\"acknowledged_writes\":{},\"groups\":{},"
+                         "\"group_sizes\":{},\"checkpoints\":{},\"expired\":{},\"replayed_records\":{},"
+                         "\"restarts\":{}",
+                         u.keys, u.wal_bytes, u.node_bytes, u.cache_hits, u.cache_misses, s.log_fsyncs, u.node_syncs,
+                         s.acknowledged, s.groups, histogram_json(s.group_sizes), s.checkpoints, s.expired,
+                         s.replayed_records, r);
+    };
+    std::string shards;
+    for (std::size_t i = 0; i < st.shards.size(); ++i)
+      shards += fmt::format("{}{{\"shard\":{},{},\"root\":\"{}\"}}", i ? "," : "", i,
+                            one(st.shards[i], st.usage[i], st.restarts[i]), st.usage[i].root);
+    fmt::print("{{\"shards\":[{}],\"total\":{{{}}},\"last_commit\":{}}}\n", shards, one(sum, total, restarts),
+               combined.empty() ? "null" : fmt::format("\"{}\"", combined.back().combined));
+    return;
+  }
+  fmt::print("counters are since this process opened the database (a restart of a shard starts its own again)\n");
+  fmt::print("{:>6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>8} {:>8}  {}\n", "shard", "keys", "wal", "nodes",
+             "cache hit", "miss", "fsyncs", "acked", "groups", "restarts", "root");
+  auto row = [&](std::string name, const shard_stats& s, const shard_usage& u, std::uint64_t r, std::string root) {
+    fmt::print("{:>6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>8} {:>8}  {}\n", name, with_commas(u.keys),
+               human_bytes(u.wal_bytes), human_bytes(u.node_bytes), with_commas(u.cache_hits),
+               with_commas(u.cache_misses), with_commas(s.log_fsyncs + u.node_syncs), with_commas(s.acknowledged),
+               with_commas(s.groups), r, root);
+  };
+  for (std::size_t i = 0; i < st.shards.size(); ++i)
+    row(std::to_string(i), st.shards[i], st.usage[i], st.restarts[i], st.usage[i].root);
+  row("total", sum, total, restarts, combined.empty() ? "" : fmt::format("{} (last commit)", combined.back().combined));
+  fmt::print("writes per group (fsync):");
+  for (std::size_t b = 0; b < group_size_buckets; ++b)
+    if (sum.group_sizes[b]) fmt::print("  {}: {}", bucket_name(b), with_commas(sum.group_sizes[b]));
+  fmt::print("{}\n", sum.groups ? "" : "  none yet");
+}
+
+int verify(const command_line& c) {
+  auto db = try_open_db(c.dir, c.shards);
+  if (!db && db.error().code() == status_code::corruption) {
+    fmt::print("damage: {}\n1 problem found (the database does not open)\n", db.error().message());
+    return 1;
+  }
+  if (!db) die(db.error());
+  auto r = must((*db)->verify());
+  for (std::size_t i = 0; i < r.shards.size(); ++i) {
+    const auto& s = r.shards[i];
+    fmt::print("shard {}: {} nodes ({}) from {} roots, {} log frames, {} expiring keys\n", i, with_commas(s.nodes),
+               human_bytes(s.node_bytes), s.roots, with_commas(s.log_frames), with_commas(s.expiring_keys));
+  }
+  for (const auto& p : r.problems) fmt::print("damage: {}\n", p);
+  if (!r.problems.empty()) {
+    fmt::print("{} problems found\n", r.problems.size());
+    return 1;
+  }
+  fmt::print("ok: {} shards and {} retained checkpoints, no damage\n", r.shards.size(), r.checkpoints);
+  return 0;
+}
+
+void diff(database& db, const command_line& c) {
+  hash128 a = parse_root(c.root_a);
+  hash128 b = parse_root(c.root_b);
+  auto changes = must(db.diff(a, b));
+  std::size_t added = 0, removed = 0, changed = 0;
+  for (const auto& ch : changes) {
+    std::string k = escape_field(ch.key);
+    switch (ch.what) {
+      case key_change::kind::added:
+        ++added;
+        fmt::print("+ {}\t{}\n", k, escape_field(*ch.new_value));
+        break;
+      case key_change::kind::removed:
+        ++removed;
+        fmt::print("- {}\t{}\n", k, escape_field(*ch.old_value));
+        break;
+      case key_change::kind::changed:
+        ++changed;
+        fmt::print("~ {}\t{}\t{}\n", k, escape_field(*ch.old_value), escape_field(*ch.new_value));
+        break;
+    }
+  }
+  fmt::print("{} added, {} removed, {} changed\n", added, removed, changed);
+}
+
+void gc(database& db, const command_line& c) {
+  auto r = must(db.gc());
+  std::uint64_t reclaimed = 0, kept = 0, nodes = 0;
+  for (const auto& g : r) {
+    reclaimed += g.bytes_reclaimed;
+    kept += g.bytes_kept;
+    nodes += g.nodes_kept;
+  }
+  if (c.json) {
+    fmt::print("{{\"bytes_reclaimed\":{},\"bytes_kept\":{},\"nodes_kept\":{}}}\n", reclaimed, kept, nodes);
+    return;
+  }
+  for (std::size_t i = 0; i < r.size(); ++i)
+    fmt::print("shard {}: kept {} nodes ({}), reclaimed {}\n", i, with_commas(r[i].nodes_kept),
+               human_bytes(r[i].bytes_kept), human_bytes(r[i].bytes_reclaimed));
+  fmt::print("reclaimed {} ({} bytes)\n", human_bytes(reclaimed), reclaimed);
+}
+
 // The command's exit code; failures are thrown.
 int execute(const command_line& c) {
-  auto db = open_db(c.dir, c.shards);
+  if (*c.verify) return verify(c);
+  if (*c.demo) return must(run_demo(c.dir, c.shards));
+  shard_options so;
+  if (*c.load && c.no_sync) so.fsync = wal::fsync_policy::interval;
+  auto db = open_db(c.dir, c.shards, so);
   if (*c.put) {
     std::optional<std::chrono::nanoseconds> ttl;
     if (!c.ttl.empty()) ttl = must(parse_duration(c.ttl));
@@ -137,6 +369,14 @@ int execute(const command_line& c) {
     scan(*db, c);
   } else if (*c.commit) {
     commit(*db, c);
+  } else if (*c.load) {
+    load(*db, c);
+  } else if (*c.stats) {
+    stats(*db, c);
+  } else if (*c.diff) {
+    diff(*db, c);
+  } else if (*c.gc) {
+    gc(*db, c);
   }
   return 0;
 }

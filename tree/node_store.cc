@@ -971,6 +971,85 @@ result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std
   return search_leaf((*n)->search_index(), leaf, key, value);
 }
 
+node_check node_store::check(std::span<const hash128> roots, std::size_t max_problems) {
+  node_check out;
+  struct item {
+    hash128 h;
+    std::optional<hash128> parent;
+  };
+  std::vector<item> stack;
+  for (const auto& r : roots) stack.push_back({r, std::nullopt});
+  std::unordered_set<hash128, hash128_hasher> seen;
+  auto problem = [&](std::string what) { out.problems.push_back(std::move(what)); };
+  while (!stack.empty() && out.problems.size() < max_problems) {
+    item it = stack.back();
+    stack.pop_back();
+    if (!seen.insert(it.h).second) continue;
+    std::string raw;
+    std::string where;
+    {
+      std::shared_ptr<pack> p;
+      node_location loc;
+      {
+        std::shared_lock sl(state_mu_);
+        if (auto pi = pending_at_.find(it.h); pi != pending_at_.end()) {
+          raw = pending_[pi->second].decoded->encode();
+        } else if (auto ii = index_.find(it.h); ii != index_.end()) {
+          loc = ii->second;
+          p = packs_.at(loc.pack);
+        }
+      }
+      if (p) {
+        auto rec = read_record(it.h, *p, loc);
+        if (!rec) {
+          problem(rec.error().message());
+          continue;
+        }
+        raw = std::move(rec->raw);
+        out.bytes += loc.length;
+        where = fmt::format("pack {}, offset {}", p->path, loc.offset);
+      } else if (raw.empty()) {
+        problem(it.parent ? fmt::format("node {} (a child of node {}) is not stored in {}", it.h, *it.parent, dir_)
+                          : fmt::format("root node {} is not stored in {}", it.h, dir_));
+        continue;
+      } else {
+        where = "pending (not yet written)";
+      }
+    }
+    ++out.nodes;
+    auto n = node::decode(raw);
+    if (!n) {
+      problem(fmt::format("node {}: {}: matches its hash but does not decode: {}", it.h, where, n.error().message()));
+      continue;
+    }
+    if (n->level() == 0) continue;
+    for (const auto& e : n->entries()) {
+      auto c = child_ref::decode(e.value);
+      if (!c) {
+        problem(fmt::format("node {}: {}: a bad child reference under key of {} bytes", it.h, where, e.key.size()));
+        continue;
+      }
+      stack.push_back({c->hash, it.h});
+    }
+  }
+  return out;
+}
+
+result<std::uint64_t> node_store::pack_bytes() const {
+  std::vector<std::shared_ptr<pack>> live;
+  {
+    std::shared_lock sl(state_mu_);
+    for (const auto& [number, p] : packs_) live.push_back(p);
+  }
+  std::uint64_t total = 0;
+  for (const auto& p : live) {
+    auto n = p->f->size();
+    if (!n) return n.error();
+    total += *n;
+  }
+  return total;
+}
+
 bool node_store::contains(const hash128& h) const {
   std::shared_lock sl(state_mu_);
   return index_.count(h) || pending_at_.count(h);

@@ -161,6 +161,13 @@ struct node_store_stats {
   std::uint64_t gc_runs = 0;
 };
 
+// What check() read: the nodes reachable from the roots it was given.
+struct node_check {
+  std::uint64_t nodes = 0;   // distinct nodes read back from their packs and checked
+  std::uint64_t bytes = 0;   // their records, headers included
+  std::vector<std::string> problems;  // each names the node and, when stored, its pack and offset
+};
+
 struct node_location {
   std::uint32_t pack = 0;
   std::uint64_t offset = 0;  // of the record header
@@ -188,6 +195,14 @@ class node_store final : public node_sink {
   // anything is switched (and the store stays usable).
   result<gc_result> gc(std::span<const hash128> roots_to_keep);
 
+  // Reads every node reachable from `roots` from its pack, bypassing the cache,
+  // and checks its record (header and payload checksums, hash, decoding) and
+  // its child references; a pending node is checked in memory. Damage is
+  // reported, not returned: the walk goes on past a bad node (not into its
+  // children) and stops after `max_problems` problems. Changes nothing.
+  node_check check(std::span<const hash128> roots, std::size_t max_problems = 100);
+  // Bytes of the live pack files (what the store takes on disk, index files aside).
+  result<std::uint64_t> pack_bytes() const;
   // Stored or pending.
   bool contains(const hash128& h) const;
   // Where a stored node's record is; nullopt if pending only or absent.

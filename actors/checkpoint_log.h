@@ -1,0 +1,73 @@
+// checkpoint_log: the checkpoints database::commit made, kept so that an
+// operator can name one later (`diff`), and `gc` and `verify` keep and check
+// their trees. The file is CHECKPOINTS in the data directory
+// (docs/formats/checkpoints.md), one line a commit:
+//
+//   <combined> <root of shard 0> ... <root of shard N-1>\n     (32 hex digits each)
+//
+// combined = XXH3-128 of the shard roots' 16-byte forms in shard order, so a
+// line checks itself. Invariants:
+// - A line is appended (and fdatasynced) only after every shard's checkpoint
+//   it names is durable, so every root of a line is in its shard's store
+//   unless gc dropped it (gc keeps the roots of the lines kept here).
+// - A crash mid-append leaves a last line without its newline: open() cuts it
+//   (it names a checkpoint that was never acknowledged). A complete line that
+//   fails its check is damage: it is skipped and reported by damage().
+// - At most `retained` lines are kept: once the file holds twice that, it is
+//   rewritten with the newest `retained` (temporary file, fsync, rename,
+//   directory fsync), so a crash leaves the old file or the new one.
+// Not thread-safe: the database serialises its calls.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/env.h"
+#include "core/hash128.h"
+
+namespace magnetite {
+
+struct checkpoint {
+  hash128 combined;
+  std::vector<hash128> roots;  // one a shard, in shard order
+};
+
+class checkpoint_log {
+ public:
+  static constexpr std::size_t retained = 16;
+  static constexpr std::string_view file_name = "CHECKPOINTS";
+
+  // Reads `dir`/CHECKPOINTS (none: empty) of a database of `shards` shards,
+  // cutting a torn last line.
+  static result<checkpoint_log> open(env& fs, std::string dir, std::size_t shards);
+
+  static hash128 combine(std::span<const hash128> roots);
+
+  // Oldest first.
+  const std::deque<checkpoint>& entries() const noexcept { return entries_; }
+  const checkpoint* find(const hash128& combined) const noexcept;
+  // Complete lines that failed their check at open, each with its offset.
+  const std::vector<std::string>& damage() const noexcept { return damage_; }
+  // The roots of shard i that the kept checkpoints name, oldest first.
+  std::vector<hash128> roots_of(std::size_t shard) const;
+
+  // Appends a checkpoint (durable when it returns ok).
+  status append(const checkpoint& c);
+
+ private:
+  checkpoint_log(env& fs, std::string dir, std::size_t shards) : fs_(&fs), dir_(std::move(dir)), shards_(shards) {}
+  std::string path() const { return path_join(dir_, file_name); }
+  status rewrite();
+
+  env* fs_;
+  std::string dir_;
+  std::size_t shards_;
+  std::deque<checkpoint> entries_;
+  std::size_t lines_in_file_ = 0;
+  std::vector<std::string> damage_;
+};
+
+}  // namespace magnetite
