@@ -279,3 +279,52 @@ TEST_CASE("database: asynchronous put, del, cas and batch answer once, when dura
   for (std::size_t i = 0; i < 5; ++i) CHECK_MESSAGE(answers[i].is_ok(), answers[i].to_string());
   CHECK(answers[5].code() == status_code::invalid_argument);
 }
+
+TEST_CASE("database: commit keeps its checkpoints; diff, verify and gc use them, across a reopen") {
+  testing::temp_dir d("db-ops");
+  database::commit_result a, b;
+  {
+    auto db = must_open(options_for(d.path(), 3));
+    for (int i = 0; i < 500; ++i) REQUIRE(db->put(fmt::format("k{:03}", i), "one").is_ok());
+    a = db->commit().value();
+    REQUIRE(db->del("k001").is_ok());
+    REQUIRE(db->put("k002", "two", 1h).is_ok());
+    REQUIRE(db->put("new", "three").is_ok());
+    b = db->commit().value();
+    auto st = db->stats().value();
+    std::uint64_t keys = 0, acked = 0;
+    for (const auto& u : st.usage) keys += u.keys;
+    for (const auto& s : st.shards) acked += s.acknowledged;
+    CHECK(keys == 500);
+    CHECK(acked == 503);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(st.usage[i].root == b.roots[i].to_hex());
+  }
+  auto db = must_open(options_for(d.path(), 3));
+  auto kept = db->checkpoints();
+  REQUIRE(kept.size() == 2);
+  CHECK(kept[0].combined == a.combined);
+  CHECK(kept[1].roots == b.roots);
+  auto changes = db->diff(a.combined, b.combined).value();
+  REQUIRE(changes.size() == 3);
+  CHECK(changes[0].key == "k001");
+  CHECK(changes[0].what == key_change::kind::removed);
+  CHECK(changes[0].old_value == std::optional<std::string>("one"));
+  CHECK(changes[1].key == "k002");
+  CHECK(changes[1].what == key_change::kind::changed);
+  CHECK(changes[1].new_value == std::optional<std::string>("two"));  // the user's value, not its envelope
+  CHECK(changes[2].key == "new");
+  CHECK(changes[2].what == key_change::kind::added);
+  CHECK(db->diff(b.combined, b.combined).value().empty());
+  CHECK(db->diff(a.combined, b.roots[0]).error().code() == status_code::invalid_argument);
+
+  auto v = db->verify().value();
+  CHECK(v.problems.empty());
+  CHECK(v.checkpoints == 2);
+  std::uint64_t expiring = 0;
+  for (const auto& s : v.shards) expiring += s.expiring_keys;
+  CHECK(expiring == 1);
+  auto g = db->gc().value();
+  CHECK(g.size() == 3);
+  CHECK(db->diff(a.combined, b.combined).value().size() == 3);  // both checkpoints kept through gc
+  CHECK(db->verify().value().problems.empty());
+}

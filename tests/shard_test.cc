@@ -11,6 +11,7 @@
 #include "core/fault_env.h"
 #include "tests/support/tree_model.h"
 #include "tree/prolly_tree.h"
+#include "wal/recovery.h"
 #include "ttl/envelope.h"
 
 using namespace magnetite;
@@ -327,4 +328,126 @@ TEST_CASE("shard: scans merge the layers over the tree, newest first, deletions 
   for (auto it = model.lower_bound("s150"); it != model.end() && it->first < "s250" && want.size() < 20; ++it)
     want.push_back(it->first);
   CHECK(got == want);
+}
+
+TEST_CASE("shard: usage counts keys through layers and checkpoints; stats count groups by size") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must_open(fe, small_options(clock));
+  std::mt19937_64 rng(5);
+  std::map<std::string, std::string> m;
+  for (int round = 0; round < 6; ++round) {
+    for (int i = 0; i < 300; ++i) {
+      std::string k = fmt::format("k{:04}", rng() % 800);
+      if (rng() % 4 == 0) {
+        REQUIRE(s->del(k).is_ok());
+        m.erase(k);
+      } else {
+        REQUIRE(s->put(k, "v").is_ok());
+        m[k] = "v";
+      }
+      if (rng() % 16 == 0) REQUIRE(s->commit_group().is_ok());
+    }
+    REQUIRE(s->commit_group().is_ok());
+    if (round % 2) must(s->checkpoint());
+    auto u = must(s->usage());
+    CHECK(u.keys == m.size());
+    CHECK(u.root == s->view()->root().to_hex());
+    CHECK(u.wal_bytes > 0);
+    if (round >= 1) CHECK(u.node_bytes > 0);
+  }
+
+  auto before = s->stats();
+  for (int size : {1, 3, 8, 2048, 5000}) {
+    for (int i = 0; i < size; ++i) REQUIRE(s->put(fmt::format("g{}-{}", size, i), "x").is_ok());
+    REQUIRE(s->commit_group().is_ok());
+  }
+  auto after = s->stats();
+  CHECK(after.acknowledged - before.acknowledged == 1 + 3 + 8 + 2048 + 5000);
+  CHECK(after.group_sizes[0] - before.group_sizes[0] == 1);
+  CHECK(after.group_sizes[1] - before.group_sizes[1] == 1);
+  CHECK(after.group_sizes[3] - before.group_sizes[3] == 1);
+  CHECK(after.group_sizes[group_size_buckets - 1] - before.group_sizes[group_size_buckets - 1] == 2);  // 2048, 5000
+  std::uint64_t groups = 0;
+  for (auto g : after.group_sizes) groups += g;
+  CHECK(groups == after.groups);
+}
+
+TEST_CASE("shard: verify passes a sound shard and finds an expiry entry the tree lost") {
+  fault_env fe;
+  manual_clock clock;
+  auto o = small_options(clock);
+  {
+    auto s = must_open(fe, o);
+    for (int i = 0; i < 200; ++i)
+      REQUIRE(s->put(fmt::format("k{:03}", i), "v", i % 3 ? std::nullopt : std::optional(std::chrono::nanoseconds(1h)))
+                  .is_ok());
+    REQUIRE(s->commit_group().is_ok());
+    auto ok = must(s->verify({}));
+    CHECK(ok.problems.empty());
+    CHECK(ok.expiring_keys == 67);
+    CHECK(ok.log_frames > 0);
+    CHECK(ok.roots == 1);
+    must(s->checkpoint());
+    REQUIRE(s->put("later", "v").is_ok());  // staged: verify commits it first
+    auto ok2 = must(s->verify({}));
+    CHECK(ok2.problems.empty());
+    CHECK(ok2.nodes > 1);
+    CHECK(must(s->get("later")) == std::optional<std::string>("v"));
+    must(s->checkpoint());
+  }
+  // Take the expiry entry of k000 out of the committed tree behind the shard's back.
+  auto log = must(wal::recover(fe, dir + "/wal"));
+  REQUIRE(log.last_commit);
+  {
+    auto store = must(tree::node_store::open(fe, dir + "/nodes", {}, log.last_commit->node_store_length));
+    tree::prolly_tree t(*store, o.chunking);
+    std::string stored;
+    REQUIRE(must(t.get(log.last_commit->root, keyspace::data_key("k000"), stored)));
+    auto deadline = must(ttl::unwrap(stored)).expires_at_ns;
+    REQUIRE(deadline);
+    std::vector<tree::edit> edits{{keyspace::expiry_key(*deadline, "k000"), std::nullopt}};
+    hash128 root = must(t.apply(log.last_commit->root, edits));
+    std::uint64_t position = must(store->flush());
+    auto w = must(wal::log_writer::open(fe, dir + "/wal", {}, log));
+    REQUIRE(w->commit({root, position}).is_ok());
+  }
+  auto s = must_open(fe, o);
+  auto bad = must(s->verify({}));
+  // No entry for its deadline, so (rebuilt from the entries) no index entry
+  // either, and the index counts one key fewer than the data.
+  REQUIRE(bad.problems.size() == 3);
+  CHECK(bad.problems[0].find("key \"k000\" expires at") != std::string::npos);
+  CHECK(bad.problems[0].find("no expiry entry") != std::string::npos);
+  CHECK(bad.problems[1].find("the expiry index does not say so") != std::string::npos);
+  CHECK(bad.problems[2].find("the expiry index holds 66 keys, the data 67") != std::string::npos);
+}
+
+TEST_CASE("shard: gc keeps the current and the retained roots and drops other checkpoints' nodes") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must_open(fe, small_options(clock));
+  std::vector<hash128> roots;
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 300; ++i) REQUIRE(s->put(fmt::format("k{:04}", i), fmt::format("round {}", round)).is_ok());
+    roots.push_back(must(s->checkpoint()));
+  }
+  auto before = must(s->usage()).node_bytes;
+  std::vector<hash128> retained{roots[1]};
+  auto r = must(s->gc(retained));
+  CHECK(r.bytes_reclaimed > 0);
+  CHECK(must(s->usage()).node_bytes < before);
+  tree::node_store& store = *s->view()->store();
+  CHECK(store.contains(roots[3]));
+  CHECK(store.contains(roots[1]));
+  CHECK_FALSE(store.contains(roots[0]));
+  CHECK_FALSE(store.contains(roots[2]));
+  auto v = must(s->verify(retained));
+  CHECK(v.problems.empty());
+  CHECK(v.roots == 2);
+  CHECK(must(s->get("k0007")) == std::optional<std::string>("round 3"));
+  // A retained root the store does not hold (dropped before) is skipped, not an error.
+  std::vector<hash128> gone{roots[0]};
+  CHECK(s->gc(gone).is_ok());
+  CHECK(must(s->verify(gone)).roots == 1);
 }

@@ -1,0 +1,101 @@
+// checkpoint_log: the combined roots database::commit keeps, on fault_env.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+
+#include "actors/checkpoint_log.h"
+#include "core/fault_env.h"
+
+using namespace magnetite;
+
+namespace {
+
+const std::string dir = "/db";
+const std::string path = "/db/CHECKPOINTS";
+
+checkpoint make(int i, std::size_t shards = 3) {
+  checkpoint c;
+  for (std::size_t s = 0; s < shards; ++s) c.roots.push_back(hash128::of(fmt::format("root {} of shard {}", i, s)));
+  c.combined = checkpoint_log::combine(c.roots);
+  return c;
+}
+
+checkpoint_log must_open(env& e, std::size_t shards = 3) {
+  auto l = checkpoint_log::open(e, dir, shards);
+  REQUIRE_MESSAGE(l.is_ok(), l.error().to_string());
+  return std::move(*l);
+}
+
+bool same(const checkpoint& a, const checkpoint& b) { return a.combined == b.combined && a.roots == b.roots; }
+
+}  // namespace
+
+TEST_CASE("checkpoint_log: appends survive a reopen; a mismatched checkpoint is refused") {
+  fault_env fe;
+  REQUIRE(fe.create_dir(dir).is_ok());
+  auto log = must_open(fe);
+  CHECK(log.entries().empty());
+  for (int i = 0; i < 3; ++i) REQUIRE(log.append(make(i)).is_ok());
+  checkpoint wrong = make(9);
+  wrong.combined = make(8).combined;
+  CHECK(log.append(wrong).code() == status_code::invalid_argument);
+  CHECK(log.append(make(9, 2)).code() == status_code::invalid_argument);
+  fe.crash();  // only what was synced remains
+  auto again = must_open(fe);
+  REQUIRE(again.entries().size() == 3);
+  for (int i = 0; i < 3; ++i) CHECK(same(again.entries()[i], make(i)));
+  CHECK(again.find(make(1).combined) != nullptr);
+  CHECK(again.find(make(7).combined) == nullptr);
+  CHECK(again.roots_of(2) == std::vector<hash128>{make(0).roots[2], make(1).roots[2], make(2).roots[2]});
+  CHECK(again.damage().empty());
+}
+
+TEST_CASE("checkpoint_log: a torn last line is cut; a damaged complete line is skipped and reported") {
+  fault_env fe;
+  REQUIRE(fe.create_dir(dir).is_ok());
+  {
+    auto log = must_open(fe);
+    for (int i = 0; i < 3; ++i) REQUIRE(log.append(make(i)).is_ok());
+  }
+  std::uint64_t whole = fe.contents(path)->size();
+  {
+    auto f = fe.open(path, open_mode::open_existing);
+    REQUIRE(f.is_ok());
+    REQUIRE((*f)->append(make(3).combined.to_hex() + " 12ab").is_ok());  // a crash mid-append
+    REQUIRE((*f)->sync().is_ok());
+  }
+  auto log = must_open(fe);
+  CHECK(log.entries().size() == 3);
+  CHECK(log.damage().empty());
+  CHECK(fe.contents(path)->size() == whole);
+  REQUIRE(log.append(make(4)).is_ok());
+  CHECK(must_open(fe).entries().size() == 4);
+
+  // Line 2 (offset = one line's length) loses a bit: skipped, reported with its offset.
+  std::uint64_t line = whole / 3;
+  REQUIRE(fe.flip_bit(path, line + 5, 0));
+  auto damaged = must_open(fe);
+  CHECK(damaged.entries().size() == 3);
+  CHECK_FALSE(damaged.find(make(1).combined));
+  REQUIRE(damaged.damage().size() == 1);
+  CHECK(damaged.damage()[0].find(fmt::format("{}, offset {}", path, line)) != std::string::npos);
+}
+
+TEST_CASE("checkpoint_log: it keeps the newest `retained` checkpoints, rewriting the file as it grows") {
+  fault_env fe;
+  REQUIRE(fe.create_dir(dir).is_ok());
+  const int n = 3 * static_cast<int>(checkpoint_log::retained) + 5;
+  auto log = must_open(fe);
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(log.append(make(i)).is_ok());
+    std::string text = *fe.contents(path);
+    CHECK(std::count(text.begin(), text.end(), '\n') < static_cast<long>(2 * checkpoint_log::retained));
+  }
+  REQUIRE(log.entries().size() == checkpoint_log::retained);
+  CHECK(same(log.entries().back(), make(n - 1)));
+  CHECK(same(log.entries().front(), make(n - static_cast<int>(checkpoint_log::retained))));
+  fe.crash();
+  auto again = must_open(fe);
+  REQUIRE(again.entries().size() == checkpoint_log::retained);
+  CHECK(same(again.entries().back(), make(n - 1)));
+}
