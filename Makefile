@@ -15,8 +15,9 @@ build: setup
 test: build
 	@scripts/run-tests $(BUILD)
 
+# The guided tour (docs/cli.md, "demo") on ./magnetite-data.
 demo: build
-	@$(BUILD)/tools/wal_tour
+	@$(BUILD)/tools/magnetite demo
 
 bench: build
 	@$(BUILD)/bench/wal_bench

@@ -290,8 +290,9 @@ int verify(const command_line& c) {
   auto r = must((*db)->verify());
   for (std::size_t i = 0; i < r.shards.size(); ++i) {
     const auto& s = r.shards[i];
-    fmt::print("shard {}: {} nodes ({}) from {} roots, {} log frames, {} expiring keys\n", i, with_commas(s.nodes),
-               human_bytes(s.node_bytes), s.roots, with_commas(s.log_frames), with_commas(s.expiring_keys));
+    fmt::print("shard {}: {} nodes ({}) from {} root{}, {} log frames, {} expiring keys\n", i, with_commas(s.nodes),
+               human_bytes(s.node_bytes), s.roots, s.roots == 1 ? "" : "s", with_commas(s.log_frames),
+               with_commas(s.expiring_keys));
   }
   for (const auto& p : r.problems) fmt::print("damage: {}\n", p);
   if (!r.problems.empty()) {
