@@ -1,14 +1,22 @@
 // bench_support: what every benchmark here needs: a steady clock, the keys all
-// of them use, and `must`, which ends the run on an error (a benchmark that
-// carries on past a failed write measures nothing).
+// of them use, `must`, which ends the run on an error (a benchmark that
+// carries on past a failed write measures nothing), and `preallocated_file`,
+// the raw-fdatasync baseline that wal_bench and db_bench both measure.
 #pragma once
 
 #include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -39,5 +47,68 @@ T must(result<T> r, const char* what) {
 inline void must(const status& s, const char* what) {
   if (!s) fail(what, s);
 }
+
+// The physical limit of a durable write, in plain POSIX (not magnetite's env):
+// records written one after the other with pwrite(2) into a file that was
+// filled with zeros and synced before use, each followed by fdatasync. The
+// file neither grows nor gets new blocks, so each fdatasync flushes data only,
+// which is what a log that reserves its space ahead (magnetite's WAL does) pays
+// a sync. At the end of the file the writes wrap around to its start. The file
+// is closed, not removed, when the object goes.
+class preallocated_file {
+ public:
+  static result<std::unique_ptr<preallocated_file>> create(const std::string& path, std::uint64_t capacity) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return errno_status("open", path);
+    std::unique_ptr<preallocated_file> f(new preallocated_file(fd, path, capacity));
+    std::vector<char> zero(std::size_t{1} << 20, 0);
+    for (std::uint64_t off = 0; off < capacity; off += zero.size())
+      if (auto s = f->write_at(zero.data(), static_cast<std::size_t>(std::min<std::uint64_t>(zero.size(), capacity - off)), off); !s)
+        return s;
+    if (::fsync(fd) != 0) return errno_status("fsync", path);
+    return f;
+  }
+
+  ~preallocated_file() { ::close(fd_); }
+  preallocated_file(const preallocated_file&) = delete;
+  preallocated_file& operator=(const preallocated_file&) = delete;
+
+  // Writes `record` at the next offset (back at 0 when it would pass the end),
+  // then fdatasync.
+  status write_and_sync(std::string_view record) {
+    if (offset_ + record.size() > capacity_) offset_ = 0;
+    if (auto s = write_at(record.data(), record.size(), offset_); !s) return s;
+    offset_ += record.size();
+    if (::fdatasync(fd_) != 0) return errno_status("fdatasync", path_);
+    return status::ok();
+  }
+
+ private:
+  preallocated_file(int fd, std::string path, std::uint64_t capacity)
+      : fd_(fd), path_(std::move(path)), capacity_(capacity) {}
+
+  static status errno_status(const char* op, const std::string& path) {
+    return status::io_error(fmt::format("{} {}: {}", op, path, std::strerror(errno)));
+  }
+
+  status write_at(const char* p, std::size_t n, std::uint64_t off) {
+    while (n > 0) {
+      ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(off));
+      if (w < 0) {
+        if (errno == EINTR) continue;
+        return errno_status("pwrite", path_);
+      }
+      p += w;
+      n -= static_cast<std::size_t>(w);
+      off += static_cast<std::uint64_t>(w);
+    }
+    return status::ok();
+  }
+
+  int fd_;
+  std::string path_;
+  std::uint64_t capacity_;
+  std::uint64_t offset_ = 0;
+};
 
 }  // namespace magnetite::bench

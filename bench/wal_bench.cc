@@ -51,6 +51,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_support.h"
 #include "core/env.h"
 #include "wal/log_writer.h"
 #include "wal/recovery.h"
@@ -258,41 +259,28 @@ void fdatasync_or_die(int fd, const std::string& path) {
 }
 
 sample run_raw(const case_def& c, const std::string& path, double warmup, double seconds) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) die_errno("open", path);
   std::vector<char> buf(c.bytes);
   for (std::size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<char>('a' + i % 26);
 
   // raw_overwrite: a file large enough for the whole run, written and synced
   // before timing, so each timed fdatasync flushes data only (no size change, no
-  // block allocation). Writes wrap around when they reach its end.
-  std::uint64_t capacity = 0;
+  // block allocation): bench::preallocated_file, which db_bench's raw case uses
+  // too. Writes wrap around when they reach its end.
+  std::unique_ptr<bench::preallocated_file> pre;
+  int fd = -1;
   if (c.kind == case_kind::raw_overwrite) {
-    capacity = 64ull << 20;
-    std::vector<char> zero(1 << 20, 0);
-    for (std::uint64_t off = 0; off < capacity; off += zero.size())
-      write_all(fd, zero.data(), zero.size(), path);
-    if (::fsync(fd) != 0) die_errno("fsync", path);
+    auto made = bench::preallocated_file::create(path, 64ull << 20);
+    pre = std::move(check(made, "preallocate"));
+  } else {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) die_errno("open", path);
   }
-  std::uint64_t offset = 0;
   auto one = [&] {
-    if (c.kind == case_kind::raw_overwrite) {
-      if (offset + c.bytes > capacity) offset = 0;
-      std::size_t left = c.bytes;
-      const char* p = buf.data();
-      while (left > 0) {
-        ssize_t w = ::pwrite(fd, p, left, static_cast<off_t>(offset));
-        if (w < 0) {
-          if (errno == EINTR) continue;
-          die_errno("pwrite", path);
-        }
-        p += w;
-        left -= static_cast<std::size_t>(w);
-        offset += static_cast<std::uint64_t>(w);
-      }
-    } else {
-      write_all(fd, buf.data(), buf.size(), path);
+    if (pre) {
+      check(pre->write_and_sync(std::string_view(buf.data(), buf.size())), "raw overwrite");
+      return;
     }
+    write_all(fd, buf.data(), buf.size(), path);
     fdatasync_or_die(fd, path);
   };
 
@@ -307,7 +295,8 @@ sample run_raw(const case_def& c, const std::string& path, double warmup, double
   s.seconds = since(t0);
   s.frames = s.syncs;
   s.bytes = s.syncs * c.bytes;
-  if (::close(fd) != 0) die_errno("close", path);
+  if (pre) pre.reset();
+  else if (::close(fd) != 0) die_errno("close", path);
   if (::unlink(path.c_str()) != 0) die_errno("unlink", path);
   return s;
 }

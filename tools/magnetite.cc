@@ -13,6 +13,7 @@
 //   magnetite diff ROOT_A ROOT_B
 //   magnetite gc [--json]
 //   magnetite demo
+//   magnetite bench [--workload writes|gets|restart|all] [--seconds S] [--json]
 //
 // Global: --data DIR, --shards N (used when the directory is created; an
 // existing database keeps its own count). Every error is one line on stderr and
@@ -25,6 +26,7 @@
 #include <string>
 
 #include "actors/database.h"
+#include "tools/bench_command.h"
 #include "tools/cli_text.h"
 #include "tools/demo.h"
 #include "tools/load_run.h"
@@ -96,6 +98,8 @@ struct command_line {
   CLI::App* diff = nullptr;
   CLI::App* gc = nullptr;
   CLI::App* demo = nullptr;
+  CLI::App* bench = nullptr;
+  bench_command_options bench_options;  // bench: all but data_dir
 };
 
 void declare(CLI::App& app, command_line& c) {
@@ -143,6 +147,10 @@ void declare(CLI::App& app, command_line& c) {
   c.gc = app.add_subcommand("gc", "drop tree nodes no current root or retained checkpoint reaches");
   c.gc->add_flag("--json", c.json, "one JSON object");
   c.demo = app.add_subcommand("demo", "a guided tour of what magnetite does, on --data");
+  c.bench = app.add_subcommand("bench", "bench/db_bench's side-by-side figures: ours beside RocksDB, LMDB, fdatasync");
+  c.bench->add_option("--workload", c.bench_options.workload, "writes, gets, restart or all")->capture_default_str();
+  c.bench->add_option("--seconds", c.bench_options.seconds, "length of each measured case (db_bench's default: 3)");
+  c.bench->add_flag("--json", c.bench_options.json, "print db_bench's JSON object instead of the table");
 }
 
 void scan(database& db, const command_line& c) {
@@ -350,6 +358,11 @@ void gc(database& db, const command_line& c) {
 int execute(const command_line& c) {
   if (*c.verify) return verify(c);
   if (*c.demo) return must(run_demo(c.dir, c.shards));
+  if (*c.bench) {
+    bench_command_options o = c.bench_options;
+    o.data_dir = c.dir;
+    return run_bench_command(o);
+  }
   shard_options so;
   if (*c.load && c.no_sync) so.fsync = wal::fsync_policy::interval;
   auto db = open_db(c.dir, c.shards, so);

@@ -1,0 +1,181 @@
+// `magnetite bench` (tools/bench_command.h): the built tool runs the built
+// bench/db_bench (both found beside this test's directory) on its cheapest
+// workload, restart, a few seconds a run, and its errors.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/env.h"
+#include "tests/support/temp_dir.h"
+
+using namespace magnetite;
+
+namespace {
+
+struct bench_run {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::filesystem::path build_root() {
+  return std::filesystem::read_symlink("/proc/self/exe").parent_path().parent_path();
+}
+std::string tool() { return (build_root() / "tools" / "magnetite").string(); }
+std::string db_bench() { return (build_root() / "bench" / "db_bench").string(); }
+
+// Runs `env_prefix magnetite args` through the shell, capturing stdout and stderr.
+bench_run run(const std::string& env_prefix, const std::string& args) {
+  testing::temp_dir scratch("cli-bench-out");
+  std::string out = scratch / "out", err = scratch / "err";
+  int rc = std::system(fmt::format("{} {} {} >{} 2>{}", env_prefix, tool(), args, out, err).c_str());
+  bench_run r;
+  r.exit_code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = read_whole_file(env::posix(), out).value();
+  r.err = read_whole_file(env::posix(), err).value();
+  return r;
+}
+
+// The text after "name": in one row object, up to the next ',' or '}'.
+std::string field(const std::string& row, const std::string& name) {
+  auto at = row.find("\"" + name + "\":");
+  if (at == std::string::npos) return "<missing " + name + ">";
+  at += name.size() + 3;
+  return row.substr(at, row.find_first_of(",}", at) - at);
+}
+
+double number(const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  return end && *end == '\0' && !text.empty() ? v : -1;
+}
+
+// The row objects of db_bench's JSON: each starts with {"workload".
+std::vector<std::string> rows_of(const std::string& json) {
+  std::vector<std::string> rows;
+  for (auto at = json.find("{\"workload\""); at != std::string::npos; at = json.find("{\"workload\"", at + 1))
+    rows.push_back(json.substr(at, json.find('}', at) - at + 1));
+  return rows;
+}
+
+std::size_t lines(const std::string& text) { return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("cli bench: the restart workload as JSON, db_bench from MAGNETITE_DB_BENCH, nothing left behind") {
+  REQUIRE_MESSAGE(std::filesystem::exists(db_bench()), "build bench/db_bench first (ninja -C build)");
+  testing::temp_dir d("cli-bench");
+  std::string data = d / "made/by/bench";  // missing: created for the run, removed after it
+  auto r = run("MAGNETITE_DB_BENCH=" + db_bench(), "--data " + data + " bench --workload restart --json --seconds 0.2");
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.rfind("{\"program\":\"db_bench\"", 0) == 0);
+  auto rows = rows_of(r.out);
+  REQUIRE_FALSE(rows.empty());
+  for (const auto& row : rows) {
+    CAPTURE(row);
+    CHECK(field(row, "workload") == "\"restart\"");
+    CHECK(field(row, "peer") == "\"rocksdb\"");
+    CHECK(number(field(row, "ours")) > 0);
+    CHECK(number(field(row, "peer_value")) > 0);
+    double ratio = number(field(row, "ratio"));
+    CHECK(ratio > 0);
+    // ratio = ours / peer_value, as printed (4 significant digits).
+    CHECK(ratio == doctest::Approx(number(field(row, "ours")) / number(field(row, "peer_value"))).epsilon(0.01));
+  }
+  CHECK_FALSE(std::filesystem::exists(d / "made"));  // created by bench, empty again, so removed
+}
+
+TEST_CASE("cli bench: the text table, db_bench found in the build tree, the data directory left as it was") {
+  REQUIRE(std::filesystem::exists(db_bench()));
+  testing::temp_dir d("cli-bench");
+  std::filesystem::create_directories(d / "data");
+  std::ofstream(d / "data/keep") << "mine";
+  auto r = run("env -u MAGNETITE_DB_BENCH", "--data " + d / "data" + " bench --workload restart --seconds 0.2");
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto header = r.out.find("\nworkload ");
+  REQUIRE(header != std::string::npos);
+  std::string header_line = r.out.substr(header + 1, r.out.find('\n', header + 1) - header - 1);
+  CHECK(header_line.find("magnetite") != std::string::npos);
+  CHECK(header_line.find("peer value") != std::string::npos);
+  CHECK(header_line.find("ours/peer") != std::string::npos);
+  auto row = r.out.find("\nrestart ");
+  REQUIRE(row != std::string::npos);
+  std::string row_line = r.out.substr(row + 1, r.out.find('\n', row + 1) - row - 1);
+  CHECK(row_line.find("rocksdb") != std::string::npos);
+  // The ratio column sits under its header and ends in 'x'.
+  auto column = header_line.find("ours/peer") + std::string("ours/peer").size();
+  REQUIRE(row_line.size() > column);
+  CHECK(row_line[column - 1] == 'x');
+  CHECK(number(row_line.substr(header_line.find("ours/peer"), column - 1 - header_line.find("ours/peer"))) > 0);
+  // Only the user's file is left in the data directory.
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(d / "data")) left.push_back(e.path().filename().string());
+  CHECK(left == std::vector<std::string>{"keep"});
+}
+
+TEST_CASE("cli bench: an unknown workload, a bad --seconds and a missing db_bench are one line and exit 2") {
+  testing::temp_dir d("cli-bench");
+  std::string data = "--data " + d / "data";
+  auto unknown = run("MAGNETITE_DB_BENCH=" + db_bench(), data + " bench --workload everything");
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.out.empty());
+  CHECK(lines(unknown.err) == 1);
+  CHECK(unknown.err.find("'everything'") != std::string::npos);
+  CHECK(unknown.err.find("writes, gets, restart or all") != std::string::npos);
+
+  auto zero = run("MAGNETITE_DB_BENCH=" + db_bench(), data + " bench --seconds 0");
+  CHECK(zero.exit_code == 2);
+  CHECK(lines(zero.err) == 1);
+  CHECK(zero.err.find("--seconds") != std::string::npos);
+
+  auto missing = run("MAGNETITE_DB_BENCH=/nonexistent", data + " bench --workload restart");
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.out.empty());
+  CHECK(lines(missing.err) == 1);
+  CHECK(missing.err.rfind("magnetite: db_bench not found: build the bench targets (ninja -C build) or set "
+                          "MAGNETITE_DB_BENCH",
+                          0) == 0);
+  CHECK_FALSE(std::filesystem::exists(d / "data"));  // nothing was run, nothing created
+}
+
+TEST_CASE("cli bench: what db_bench is given, and a db_bench that fails or prints no JSON") {
+  testing::temp_dir d("cli-bench");
+  std::string fake = d / "fake_db_bench";
+  // Records its arguments and whether its --dir exists, then does what $FAKE_MODE says.
+  std::ofstream(fake) << "#!/bin/sh\n"
+                         "echo \"$@\" > " << d / "args" << "\n"
+                         "[ -d \"$2\" ] && echo yes > " << d / "dir_existed" << "\n"
+                         "case \"$FAKE_MODE\" in\n"
+                         "  fail) echo 'db_bench: open: no space' >&2; exit 1;;\n"
+                         "  text) echo 'not json';;\n"
+                         "esac\n";
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  std::string data = d / "data";
+  std::filesystem::create_directories(data);
+
+  auto failed = run("FAKE_MODE=fail MAGNETITE_DB_BENCH=" + fake, "--data " + data + " bench --workload gets --seconds 0.5");
+  CHECK(failed.exit_code == 2);
+  CHECK(failed.err.find("db_bench: open: no space\n") == 0);  // its own message passes through
+  CHECK(failed.err.find("magnetite: db_bench failed (exit status 1)") != std::string::npos);
+  auto args = read_whole_file(env::posix(), d / "args").value();
+  CHECK(args.rfind("--dir " + data + "/bench-", 0) == 0);
+  CHECK(args.find(" --json --only gets --seconds 0.5\n") != std::string::npos);
+  CHECK(std::filesystem::exists(d / "dir_existed"));
+  CHECK(std::filesystem::is_empty(data));  // its directory removed even though it failed
+
+  auto text = run("FAKE_MODE=text MAGNETITE_DB_BENCH=" + fake, "--data " + data + " bench");
+  CHECK(text.exit_code == 2);
+  CHECK(lines(text.err) == 1);
+  CHECK(text.err.find("other than its JSON") != std::string::npos);
+  CHECK(read_whole_file(env::posix(), d / "args").value().find("--only") == std::string::npos);  // all: no --only
+}
