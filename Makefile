@@ -19,7 +19,10 @@ test: build
 demo: build
 	@$(BUILD)/tools/magnetite demo
 
+# Our engine beside RocksDB, LMDB and raw fdatasync (db_bench), then the log
+# alone beside raw fdatasync (wal_bench); files under ./bench-data.
 bench: build
+	@$(BUILD)/tools/magnetite --data bench-data bench
 	@$(BUILD)/bench/wal_bench
 
 # Address + undefined-behaviour sanitizers; any report fails the run.
