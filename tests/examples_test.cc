@@ -1,0 +1,260 @@
+// The examples/ programs and the installed library, checked as a user meets them:
+// the README's embedding example is examples/readme_example.cc byte for byte
+// and runs; examples/host_program runs its own actor system and checks itself;
+// `meson install` into a scratch DESTDIR holds the library, every header, the
+// tool and magnetite.pc (and no test or benchmark), and a program outside the
+// tree builds against it with `pkg-config --cflags --libs magnetite` and runs.
+//
+// Paths come from meson at configure time (tests/meson.build). In a sanitized
+// build the installed library needs the sanitizer's runtime, so the program
+// outside the tree is compiled with the same -fsanitize flags.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/temp_dir.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string source_root = MAGNETITE_SOURCE_ROOT;
+const std::string build_root = MAGNETITE_BUILD_ROOT;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+struct run_result {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs a shell command line, capturing its stdout and stderr.
+run_result run(const std::string& command) {
+  magnetite::testing::temp_dir scratch("examples-out");
+  std::string out = scratch / "out", err = scratch / "err";
+  int rc = std::system((command + " >" + quote(out) + " 2>" + quote(err)).c_str());
+  run_result r;
+  r.exit_code = rc != -1 && WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  r.out = read_file(out);
+  r.err = read_file(err);
+  return r;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// "root " and 32 lowercase hex digits.
+bool is_root_line(const std::string& line) {
+  if (line.size() != 37 || !line.starts_with("root ")) return false;
+  return std::all_of(line.begin() + 5, line.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// What readme_example prints: the same on every run (its root hash is checked for its form only).
+void check_readme_output(const run_result& r) {
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.err.empty());
+  auto lines = lines_of(r.out);
+  REQUIRE(lines.size() == 5);
+  CHECK(lines[0] == "apple is red");
+  CHECK(lines[1] == "fruit/apple = red");
+  CHECK(lines[2] == "fruit/kiwi = green");
+  CHECK(lines[3] == "session/42 expired");
+  CHECK(is_root_line(lines[4]));
+}
+
+// The first ```cpp block of README.md's "## Embedding" section, or "" if there is none.
+std::string readme_embedding_block(const std::string& readme) {
+  auto section = readme.find("\n## Embedding\n");
+  if (section == std::string::npos) return "";
+  auto open = readme.find("\n```cpp\n", section);
+  auto next_section = readme.find("\n## ", section + 1);
+  if (open == std::string::npos || (next_section != std::string::npos && open > next_section)) return "";
+  auto begin = open + 8;
+  auto close = readme.find("\n```\n", begin - 1);
+  if (close == std::string::npos) return "";
+  return readme.substr(begin, close + 1 - begin);
+}
+
+// Every header of the layers `meson install` installs, as "layer/name.h".
+std::vector<std::string> source_headers() {
+  std::vector<std::string> out;
+  for (const char* layer : {"core", "wal", "tree", "ttl", "actors"})
+    for (auto& e : fs::directory_iterator(fs::path(source_root) / layer))
+      if (e.path().extension() == ".h") out.push_back(std::string(layer) + "/" + e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// One `meson install` of this build into a scratch DESTDIR, made by the first
+// test that needs it and removed when the process ends.
+struct installed_tree {
+  magnetite::testing::temp_dir dir{"examples-install"};
+  std::string destdir = dir / "root";
+  run_result install = run(quote(MAGNETITE_MESON) + " install -C " + quote(build_root) + " --no-rebuild --destdir " +
+                           quote(destdir));
+
+  fs::path at(const std::string& absolute) const { return fs::path(destdir + absolute); }
+  fs::path libdir() const { return at(MAGNETITE_INSTALL_LIBDIR); }
+  fs::path includedir() const { return at(MAGNETITE_INSTALL_INCLUDEDIR); }
+  fs::path bindir() const { return at(MAGNETITE_INSTALL_BINDIR); }
+  // `pkg-config ARGS magnetite` against the installed .pc, its prefix moved into DESTDIR.
+  run_result pkg_config(const std::string& args) const {
+    return run("PKG_CONFIG_PATH=" + quote((libdir() / "pkgconfig").string()) + " pkg-config --define-variable=prefix=" +
+               quote(at(MAGNETITE_INSTALL_PREFIX).string()) + " " + args + " magnetite");
+  }
+  // Is `p` one of the files a host needs: the library, a header, the .pc, the tool?
+  bool expected(const fs::path& p) const {
+    if (p.parent_path() == bindir()) return p.filename() == "magnetite";
+    if (p.parent_path() == libdir()) return p.filename().string().starts_with("libmagnetite.so");
+    if (p == libdir() / "pkgconfig" / "magnetite.pc") return true;
+    return p.string().starts_with((includedir() / "magnetite").string() + "/") && p.extension() == ".h";
+  }
+};
+
+const installed_tree& installed() {
+  static installed_tree t;
+  return t;
+}
+
+std::string joined(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+// The compiler and sanitizer flags this build uses, for a program outside the tree.
+std::string compiler() {
+  std::string cxx = MAGNETITE_CXX;
+  std::string sanitize = MAGNETITE_SANITIZE;
+  if (sanitize != "none") cxx += " -fsanitize=" + sanitize + " -fno-omit-frame-pointer";
+  return cxx;
+}
+
+}  // namespace
+
+TEST_CASE("readme: the Embedding section's code is examples/readme_example.cc, byte for byte") {
+  std::string readme = read_file(fs::path(source_root) / "README.md");
+  std::string example = read_file(fs::path(source_root) / "examples" / "readme_example.cc");
+  REQUIRE(!example.empty());
+  std::string block = readme_embedding_block(readme);
+  REQUIRE_MESSAGE(!block.empty(), "README.md has no ```cpp block in a section '## Embedding'");
+  // On a difference, say where (not both texts whole).
+  auto a = lines_of(block), b = lines_of(example);
+  std::size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  bool same = block == example;
+  CHECK_MESSAGE(same, "README.md's block and examples/readme_example.cc differ first at line "
+                          << i + 1 << ":\n  README:  " << (i < a.size() ? a[i] : "<end>")
+                          << "\n  example: " << (i < b.size() ? b[i] : "<end>")
+                          << std::string(i == a.size() && i == b.size() ? " (the lines agree: a final newline differs)" : ""));
+  // "About 20 lines": what a new user reads before the links.
+  CHECK(lines_of(example).size() <= 40);
+}
+
+TEST_CASE("readme example: the built program prints what the README promises, on a new and a reopened directory") {
+  REQUIRE(fs::exists(MAGNETITE_README_EXAMPLE));
+  magnetite::testing::temp_dir d("readme-example");
+  std::string cmd = quote(MAGNETITE_README_EXAMPLE) + " " + quote(d / "db");
+  check_readme_output(run(cmd));
+  CHECK(fs::exists(fs::path(d / "db") / "MANIFEST"));
+  check_readme_output(run(cmd));  // reopened: same output
+}
+
+TEST_CASE("host program: its own actor system, typed messages and the C++ API agree, twice on one directory") {
+  REQUIRE(fs::exists(MAGNETITE_HOST_PROGRAM));
+  magnetite::testing::temp_dir d("host-program");
+  for (int round = 0; round < 2; ++round) {
+    auto r = run(quote(MAGNETITE_HOST_PROGRAM) + " " + quote(d / "db"));
+    INFO("round " << round << "\nstdout:\n" << r.out << "stderr:\n" << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.empty());
+    auto lines = lines_of(r.out);
+    REQUIRE(!lines.empty());
+    CHECK(lines.back() == "host_program: ok");
+    for (const char* step : {"put by message, db.get: user/ada = lovelace", "db.put, get by message: user/bob = babbage",
+                             "cas by message: user/ada = king", "empty key refused: invalid argument",
+                             "host actor: 200 async puts acknowledged", "commit by message: shard",
+                             "ttl by message: token/1 expired"})
+      CHECK_MESSAGE(r.out.find(step) != std::string::npos, step);
+  }
+}
+
+TEST_CASE("install: the library, every header, magnetite.pc and the tool, and no test or benchmark") {
+  const auto& t = installed();
+  REQUIRE_MESSAGE(t.install.exit_code == 0, "meson install:\n" << t.install.out << t.install.err);
+
+  CHECK(fs::exists(t.libdir() / "libmagnetite.so"));
+  CHECK(fs::exists(t.libdir() / "pkgconfig" / "magnetite.pc"));
+  CHECK(fs::exists(t.bindir() / "magnetite"));
+  for (const auto& h : source_headers())
+    CHECK_MESSAGE(fs::exists(t.includedir() / "magnetite" / h), "not installed: " << h
+                                                                 << " (add it to install_headers in meson.build)");
+
+  // Nothing but the library, headers, the .pc and the tool.
+  std::vector<std::string> unexpected;
+  for (auto& e : fs::recursive_directory_iterator(t.destdir))
+    if (!e.is_directory() && !t.expected(e.path())) unexpected.push_back(e.path().string().substr(t.destdir.size()));
+  CHECK_MESSAGE(unexpected.empty(), "installed but should not be: " << joined(unexpected));
+}
+
+TEST_CASE("install: a program outside the tree builds with `pkg-config --cflags --libs magnetite` and runs") {
+  const auto& t = installed();
+  REQUIRE_MESSAGE(t.install.exit_code == 0, "meson install:\n" << t.install.out << t.install.err);
+
+  auto flags = t.pkg_config("--cflags --libs");
+  INFO("pkg-config: " << flags.out << flags.err);
+  REQUIRE(flags.exit_code == 0);
+  std::string pc = flags.out.substr(0, flags.out.find('\n'));
+  CHECK(pc.find("-lmagnetite") != std::string::npos);
+  CHECK(pc.find("-lcaf_core") != std::string::npos);
+  CHECK(pc.find("-I" + (t.includedir() / "magnetite").string()) != std::string::npos);
+  // Only the installed tree: nothing of the source or the build directory.
+  CHECK(pc.find(source_root + "/") == std::string::npos);
+  CHECK(pc.find(build_root + "/") == std::string::npos);
+
+  // The README's program, copied out of the tree, plus one file that includes
+  // every installed header (their own includes must resolve in the install).
+  magnetite::testing::temp_dir work("examples-outside");
+  fs::copy_file(fs::path(source_root) / "examples" / "readme_example.cc", work / "app.cc");
+  {
+    std::ofstream all(work / "all_headers.cc");
+    for (const auto& h : source_headers()) all << "#include \"" << h << "\"\n";
+  }
+  std::string cxx = compiler() + " -std=c++20";
+  auto syntax = run("cd " + quote(work.path()) + " && " + cxx + " -fsyntax-only all_headers.cc " + pc);
+  INFO("all headers: " << syntax.err);
+  CHECK(syntax.exit_code == 0);
+
+  auto build = run("cd " + quote(work.path()) + " && " + cxx + " -O0 app.cc -o app " + pc + " -Wl,-rpath," +
+                   quote(t.libdir().string()));
+  INFO("compiler: " << build.out << build.err);
+  REQUIRE(build.exit_code == 0);
+  auto linked = run("ldd " + quote(work / "app"));
+  CHECK(linked.out.find((t.libdir() / "libmagnetite.so").string()) != std::string::npos);
+  check_readme_output(run(quote(work / "app") + " " + quote(work / "db")));
+}
