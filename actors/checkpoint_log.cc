@@ -86,9 +86,23 @@ std::vector<hash128> checkpoint_log::roots_of(std::size_t shard) const {
 status checkpoint_log::append(const checkpoint& c) {
   if (c.roots.size() != shards_ || combine(c.roots) != c.combined)
     return status::invalid_argument("checkpoint_log: a checkpoint whose roots do not match it");
-  entries_.push_back(c);
-  while (entries_.size() > retained) entries_.pop_front();
-  if (lines_in_file_ + 1 >= 2 * retained) return rewrite();
+  std::deque<checkpoint> next = entries_;
+  next.push_back(c);
+  while (next.size() > retained) next.pop_front();
+  // After a failed append the file may end in a fragment that the next line
+  // would complete into garbage: only a whole rewrite is safe then.
+  if (needs_rewrite_ || lines_in_file_ + 1 >= 2 * retained) return rewrite(std::move(next));
+  status s = append_line(c);
+  if (!s) {
+    needs_rewrite_ = true;
+    return s;
+  }
+  entries_ = std::move(next);
+  ++lines_in_file_;
+  return status::ok();
+}
+
+status checkpoint_log::append_line(const checkpoint& c) {
   auto exists = fs_->exists(path());
   if (!exists) return exists.error();
   auto f = fs_->open(path(), open_mode::open_or_create);
@@ -96,23 +110,34 @@ status checkpoint_log::append(const checkpoint& c) {
   MAGNETITE_TRY((*f)->append(line_of(c)));
   MAGNETITE_TRY((*f)->sync());
   if (!*exists) MAGNETITE_TRY(fs_->sync_dir(dir_));
-  ++lines_in_file_;
   return status::ok();
 }
 
-status checkpoint_log::rewrite() {
+status checkpoint_log::repair() { return rewrite(entries_); }
+
+// Entries change only once the new file is in place: a failure leaves the
+// old file (or the new one, complete) and the entries as they were.
+status checkpoint_log::rewrite(std::deque<checkpoint> next) {
   std::string text;
-  for (const auto& c : entries_) text += line_of(c);
+  for (const auto& c : next) text += line_of(c);
   std::string tmp = path() + ".tmp";
-  auto f = fs_->open(tmp, open_mode::create_truncate);
-  if (!f) return f.error();
-  MAGNETITE_TRY((*f)->append(text));
-  MAGNETITE_TRY((*f)->sync());
-  f->reset();
-  MAGNETITE_TRY(fs_->rename(tmp, path()));
-  MAGNETITE_TRY(fs_->sync_dir(dir_));
+  auto written = [&]() -> status {
+    auto f = fs_->open(tmp, open_mode::create_truncate);
+    if (!f) return f.error();
+    MAGNETITE_TRY((*f)->append(text));
+    MAGNETITE_TRY((*f)->sync());
+    f->reset();
+    MAGNETITE_TRY(fs_->rename(tmp, path()));
+    return fs_->sync_dir(dir_);
+  }();
+  if (!written) {
+    needs_rewrite_ = true;
+    return written;
+  }
+  entries_ = std::move(next);
   lines_in_file_ = entries_.size();
   damage_.clear();
+  needs_rewrite_ = false;
   return status::ok();
 }
 

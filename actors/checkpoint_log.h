@@ -16,6 +16,8 @@
 // - At most `retained` lines are kept: once the file holds twice that, it is
 //   rewritten with the newest `retained` (temporary file, fsync, rename,
 //   directory fsync), so a crash leaves the old file or the new one.
+// - A failed append changes no entry and may leave a fragment at the end of
+//   the file; the next append (or repair) therefore rewrites the whole file.
 // Not thread-safe: the database serialises its calls.
 #pragma once
 
@@ -54,13 +56,18 @@ class checkpoint_log {
   // The roots of shard i that the kept checkpoints name, oldest first.
   std::vector<hash128> roots_of(std::size_t shard) const;
 
-  // Appends a checkpoint (durable when it returns ok).
+  // Appends a checkpoint: durable and retained when it returns ok; on an
+  // error, not retained.
   status append(const checkpoint& c);
+  // Rewrites the file with the retained checkpoints only, dropping damaged
+  // lines (damage() is empty after it).
+  status repair();
 
  private:
   checkpoint_log(env& fs, std::string dir, std::size_t shards) : fs_(&fs), dir_(std::move(dir)), shards_(shards) {}
   std::string path() const { return path_join(dir_, file_name); }
-  status rewrite();
+  status append_line(const checkpoint& c);
+  status rewrite(std::deque<checkpoint> next);
 
   env* fs_;
   std::string dir_;
@@ -68,6 +75,7 @@ class checkpoint_log {
   std::deque<checkpoint> entries_;
   std::size_t lines_in_file_ = 0;
   std::vector<std::string> damage_;
+  bool needs_rewrite_ = false;
 };
 
 }  // namespace magnetite

@@ -426,6 +426,7 @@ result<range_cursor> database::scan(std::string_view from, std::string_view to, 
 }
 
 result<database::commit_result> database::commit() {
+  std::lock_guard ops(operations_mu_);
   commit_result out;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     auto r = ask<std::string>(i, commit_atom::value);
@@ -510,6 +511,7 @@ result<std::vector<key_change>> database::diff(const hash128& a, const hash128& 
 }
 
 result<database_verify_report> database::verify() {
+  std::lock_guard ops(operations_mu_);
   database_verify_report out;
   std::vector<checkpoint> kept = checkpoints();
   out.checkpoints = kept.size();
@@ -536,15 +538,21 @@ result<database_verify_report> database::verify() {
   return out;
 }
 
-result<std::vector<tree::gc_result>> database::gc() {
-  std::vector<tree::gc_result> out;
+result<database_gc_report> database::gc() {
+  std::lock_guard ops(operations_mu_);
+  database_gc_report out;
   std::vector<checkpoint> kept = checkpoints();
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     std::vector<std::string> retained;
     for (const auto& c : kept) retained.push_back(c.roots[i].to_hex());
     auto r = ask<tree::gc_result>(i, gc_atom::value, std::move(retained));
     if (!r) return r.error();
-    out.push_back(std::get<0>(*r));
+    out.shards.push_back(std::get<0>(*r));
+  }
+  std::lock_guard lk(checkpoints_mu_);
+  if (std::size_t damaged = checkpoints_->damage().size()) {
+    MAGNETITE_TRY(checkpoints_->repair());
+    out.damaged_checkpoints_dropped = damaged;
   }
   return out;
 }

@@ -77,6 +77,11 @@ struct database_stats {
   std::vector<std::uint64_t> restarts;
 };
 
+struct database_gc_report {
+  std::vector<tree::gc_result> shards;
+  std::size_t damaged_checkpoints_dropped = 0;  // CHECKPOINTS lines that failed their check
+};
+
 struct database_verify_report {
   std::vector<shard_verify_report> shards;
   std::size_t checkpoints = 0;        // retained checkpoints whose roots were walked
@@ -141,8 +146,10 @@ class database {
   // checkpoints, every log from its last commit marker, the expiry entries;
   // each shard stops writing while it is checked. Damage is in the report.
   result<database_verify_report> verify();
-  // Drops every node no current root or retained checkpoint reaches; per shard.
-  result<std::vector<tree::gc_result>> gc();
+  // Drops every node that no current root, retained checkpoint or view still
+  // held (an open scan cursor) reaches, per shard; and rewrites CHECKPOINTS
+  // without the lines verify reported damaged.
+  result<database_gc_report> gc();
 
   // Asynchronous forms: `done` runs on an actor thread when the write is durable
   // (or failed), or on the calling thread when the request fails before it
@@ -189,7 +196,10 @@ class database {
   caf::actor_system* system_ = nullptr;
   std::vector<std::shared_ptr<shard_slot>> slots_;
   std::shared_ptr<supervision> supervision_;
-  mutable std::mutex checkpoints_mu_;
+  // commit, verify and gc run one at a time: a gc between a commit's shard
+  // checkpoints and its CHECKPOINTS line could drop a root the line then names.
+  std::mutex operations_mu_;
+  mutable std::mutex checkpoints_mu_;  // guards checkpoints_ (checkpoints() and diff read it)
   std::optional<checkpoint_log> checkpoints_;
   caf::actor supervisor_;
 };

@@ -35,8 +35,14 @@ layer layer::merge(const layer& newer, const layer& older) {
 }
 
 read_view::read_view(std::shared_ptr<tree::node_store> store, tree::chunk_policy policy, hash128 root,
-                     std::vector<std::shared_ptr<const layer>> layers, std::uint64_t sequence)
-    : store_(std::move(store)), policy_(policy), root_(root), layers_(std::move(layers)), sequence_(sequence) {}
+                     std::vector<std::shared_ptr<const layer>> layers, std::uint64_t sequence,
+                     std::shared_ptr<const hash128> root_pin)
+    : store_(std::move(store)),
+      policy_(policy),
+      root_(root),
+      layers_(std::move(layers)),
+      sequence_(sequence),
+      root_pin_(std::move(root_pin)) {}
 
 std::size_t read_view::layer_bytes() const noexcept {
   std::size_t total = 0;

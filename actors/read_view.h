@@ -44,8 +44,11 @@ struct layer {
 
 class read_view {
  public:
+  // `root_pin` is shared by every view of one root: while any of them lives,
+  // the owner's gc keeps that root's nodes (shard.h).
   read_view(std::shared_ptr<tree::node_store> store, tree::chunk_policy policy, hash128 root,
-            std::vector<std::shared_ptr<const layer>> layers, std::uint64_t sequence);
+            std::vector<std::shared_ptr<const layer>> layers, std::uint64_t sequence,
+            std::shared_ptr<const hash128> root_pin = nullptr);
 
   // The stored bytes under a tree key: true and `out` set, or false if absent.
   result<bool> find(std::string_view tree_key, std::string& out) const;
@@ -71,6 +74,7 @@ class read_view {
   hash128 root_;
   std::vector<std::shared_ptr<const layer>> layers_;
   std::uint64_t sequence_;
+  std::shared_ptr<const hash128> root_pin_;
 };
 
 }  // namespace magnetite

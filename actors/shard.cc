@@ -2,6 +2,7 @@
 
 #include "actors/keyspace.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "wal/recovery.h"
@@ -118,8 +119,13 @@ status shard::fail(status s) {
 }
 
 void shard::publish(hash128 root, std::vector<std::shared_ptr<const layer>> layers) {
+  if (!root_pin_ || *root_pin_ != root) {
+    root_pin_ = std::make_shared<const hash128>(root);
+    std::erase_if(pinned_roots_, [](const auto& w) { return w.expired(); });
+    pinned_roots_.push_back(root_pin_);
+  }
   view_ = std::make_shared<const read_view>(store_, options_.chunking, root, std::move(layers),
-                                            log_ ? log_->last_sequence() : 0);
+                                            log_ ? log_->last_sequence() : 0, root_pin_);
 }
 
 result<std::string> shard::envelope_for(std::string_view value, std::optional<std::chrono::nanoseconds> ttl) const {
@@ -243,6 +249,7 @@ result<std::size_t> shard::stage_expired(std::size_t limit) {
     auto seq = log_->append_delete(d.key);
     if (!seq) return fail(seq.error());
     MAGNETITE_TRY(stage(d.key, std::nullopt));
+    ++staged_expiries_;
     ++stats_.expired;
   }
   return due.size();
@@ -258,10 +265,14 @@ status shard::commit_group() {
     l->bytes += k.size() + (v ? v->size() : 0);
     l->entries.push_back({k, std::move(v)});
   }
-  stats_.acknowledged += staged_writes_;
-  ++stats_.group_sizes[std::min<std::size_t>(std::bit_width(staged_writes_) - 1, group_size_buckets - 1)];
+  // Deletions by the TTL timer are nobody's acknowledged writes.
+  if (std::size_t user = staged_writes_ - staged_expiries_) {
+    stats_.acknowledged += user;
+    ++stats_.group_sizes[std::min<std::size_t>(std::bit_width(user) - 1, group_size_buckets - 1)];
+  }
   staged_.clear();
   staged_writes_ = 0;
+  staged_expiries_ = 0;
   ++stats_.groups;
   // Layers stay few: the newest merges into the one below while it is at least
   // half that one's size, so sizes grow geometrically (like a binary counter)
@@ -354,8 +365,13 @@ result<shard_usage> shard::usage() const {
 
 std::vector<hash128> shard::kept_roots(std::span<const hash128> retained) const {
   std::vector<hash128> roots{view_->root()};
-  for (const auto& r : retained)
-    if (r != view_->root() && store_->contains(r)) roots.push_back(r);
+  auto add = [&](const hash128& r) {
+    if (std::find(roots.begin(), roots.end(), r) == roots.end() && store_->contains(r)) roots.push_back(r);
+  };
+  for (const auto& r : retained) add(r);
+  // Roots of views still held elsewhere (a host's scan cursor, say).
+  for (const auto& w : pinned_roots_)
+    if (auto pin = w.lock()) add(*pin);
   return roots;
 }
 

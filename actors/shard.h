@@ -96,7 +96,8 @@ inline constexpr std::size_t group_size_buckets = 12;
 // Counters since the shard was opened (a restart starts them again).
 struct shard_stats {
   std::uint64_t writes = 0;             // staged (put, del, cas that swapped, batch)
-  std::uint64_t acknowledged = 0;       // writes of the groups committed (answered ok)
+  std::uint64_t acknowledged = 0;       // writes of the groups committed (answered ok); not TTL deletions
+  // Groups that held acknowledged writes, by how many (buckets above).
   std::vector<std::uint64_t> group_sizes = std::vector<std::uint64_t>(group_size_buckets);
   std::uint64_t groups = 0;             // commit_group calls that made writes durable
   std::uint64_t checkpoints = 0;
@@ -176,16 +177,17 @@ class shard {
   shard_stats stats() const noexcept;
   result<shard_usage> usage() const;
 
-  // ---- operator checks (each commits staged writes and checkpoints first) ----
+  // ---- operator checks (each commits staged writes first) ----
   // Reads back every node reachable from the current root and from
   // `retained` (roots kept for diffs; those this store does not hold are
   // skipped), the log from its last commit marker against its checksums, and
   // the expiry entries against the values and the in-memory index. Changes
   // nothing but the checkpoint; damage goes in the report, not the status.
   result<shard_verify_report> verify(std::span<const hash128> retained);
-  // Drops every node not reachable from the current root or `retained` (those
-  // this store holds). A failed read (damage) fails gc and changes nothing; a
-  // failed write stops the shard.
+  // Drops every node not reachable from the current root, `retained` (those
+  // this store holds) or the root of a view still held anywhere (a scan
+  // cursor keeps reading its snapshot). A failed read (damage) fails gc and
+  // changes nothing; a failed write stops the shard.
   result<tree::gc_result> gc(std::span<const hash128> retained);
   // ok, or the error that stopped the shard.
   const status& failure() const noexcept { return failure_; }
@@ -215,8 +217,12 @@ class shard {
   std::unique_ptr<wal::log_writer> log_;
   std::map<std::string, std::optional<std::string>, std::less<>> staged_;  // tree keys
   std::size_t staged_writes_ = 0;
+  std::size_t staged_expiries_ = 0;  // of staged_writes_, deletions by stage_expired
   ttl::expiry_index expiry_;
   std::shared_ptr<const read_view> view_;
+  // Every view of one root shares its pin; gc keeps the roots whose pins live.
+  std::shared_ptr<const hash128> root_pin_;
+  std::vector<std::weak_ptr<const hash128>> pinned_roots_;
   shard_stats stats_;
   status failure_;
 };

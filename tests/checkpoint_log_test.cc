@@ -99,3 +99,47 @@ TEST_CASE("checkpoint_log: it keeps the newest `retained` checkpoints, rewriting
   REQUIRE(again.entries().size() == checkpoint_log::retained);
   CHECK(same(again.entries().back(), make(n - 1)));
 }
+
+TEST_CASE("checkpoint_log: a failed append retains nothing and leaves no fragment for the next line to complete") {
+  for (int mode = 0; mode < 3; ++mode) {
+    CAPTURE(mode);
+    fault_env fe;
+    REQUIRE(fe.create_dir(dir).is_ok());
+    auto log = must_open(fe);
+    for (int i = 0; i < 3; ++i) REQUIRE(log.append(make(i)).is_ok());
+    if (mode == 0) fe.fail_write(1, status_code::no_space, 20);  // a torn line, the disk full
+    if (mode == 1) fe.fail_sync(1);                               // the line may never reach the disk
+    if (mode == 2) fe.fail_write(1, status_code::io_error, 0);
+    CHECK_FALSE(log.append(make(3)).is_ok());
+    CHECK_FALSE(log.find(make(3).combined));
+    CHECK(log.entries().size() == 3);
+    REQUIRE(log.append(make(4)).is_ok());
+    REQUIRE(log.append(make(5)).is_ok());
+    fe.crash();
+    auto again = must_open(fe);
+    CHECK(again.damage().empty());
+    REQUIRE(again.entries().size() == 5);
+    CHECK(same(again.entries()[3], make(4)));
+    CHECK(same(again.entries()[4], make(5)));
+    CHECK_FALSE(again.find(make(3).combined));
+  }
+}
+
+TEST_CASE("checkpoint_log: repair drops damaged lines and keeps the good ones") {
+  fault_env fe;
+  REQUIRE(fe.create_dir(dir).is_ok());
+  {
+    auto log = must_open(fe);
+    for (int i = 0; i < 4; ++i) REQUIRE(log.append(make(i)).is_ok());
+  }
+  REQUIRE(fe.flip_bit(path, 3, 1));  // the first line
+  auto log = must_open(fe);
+  CHECK(log.damage().size() == 1);
+  REQUIRE(log.repair().is_ok());
+  CHECK(log.damage().empty());
+  fe.crash();
+  auto again = must_open(fe);
+  CHECK(again.damage().empty());
+  REQUIRE(again.entries().size() == 3);
+  CHECK(same(again.entries()[0], make(1)));
+}

@@ -421,3 +421,50 @@ TEST_CASE("cli: a corrupt log is one error naming the segment and offset; verify
   // Nothing was modified: the damage is still there to be examined.
   CHECK(run("--data " + dir + " get k001").exit_code == 2);
 }
+
+TEST_CASE("cli: an ack log that cannot take a whole line is cut back to its last whole line, and load stops") {
+  testing::temp_dir d("cli-ackfull");
+  std::string dir = d.path() + "/db", acks = d.path() + "/acks";
+  // RLIMIT_FSIZE stands in for a full disk: the ack log, which grows fastest,
+  // meets it first, with a write(2) that stores only part of its line.
+  int rc = std::system(fmt::format("bash -c 'ulimit -f 8; trap \"\" XFSZ; exec {} --data {} --shards 4 load --keys 100000 "
+                                   "--writers 8 --ack-log {}' >/dev/null 2>{}/err",
+                                   tool_path(), dir, acks, d.path())
+                           .c_str());
+  REQUIRE(WIFEXITED(rc));
+  CHECK(WEXITSTATUS(rc) == 2);
+  auto err = read_whole_file(env::posix(), d.path() + "/err").value();
+  CHECK(err.find("writing the ack log") != std::string::npos);
+  auto text = read_whole_file(env::posix(), acks).value();
+  REQUIRE_FALSE(text.empty());
+  CHECK(text.size() <= 8192);
+  CHECK(text.back() == '\n');  // no fragment left for anyone to complete
+  std::map<std::string, std::string> stored;
+  for (const auto& line : lines_of(run("--data " + dir + " scan").out)) {
+    auto tab = line.find('\t');
+    stored[line.substr(0, tab)] = line.substr(tab + 1);
+  }
+  std::size_t missing = 0, lines = 0;
+  for (const auto& line : lines_of(text)) {
+    ++lines;
+    auto tab = line.find('\t');
+    REQUIRE(tab != std::string::npos);
+    auto it = stored.find(line.substr(0, tab));
+    if (it == stored.end() || it->second != line.substr(tab + 1)) ++missing;
+  }
+  CHECK(lines > 10);
+  CHECK(missing == 0);
+}
+
+TEST_CASE("cli: commands that read never create a database where there is none") {
+  testing::temp_dir d("cli-typo");
+  std::string dir = d.path() + "/typo";
+  for (const char* cmd : {" get x", " scan", " stats", " verify", " gc", " commit",
+                          " diff 00000000000000000000000000000000 11111111111111111111111111111111"}) {
+    auto r = run("--data " + dir + cmd);
+    CAPTURE(cmd);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("no database in " + dir) != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir));
+  }
+}

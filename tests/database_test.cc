@@ -324,7 +324,66 @@ TEST_CASE("database: commit keeps its checkpoints; diff, verify and gc use them,
   for (const auto& s : v.shards) expiring += s.expiring_keys;
   CHECK(expiring == 1);
   auto g = db->gc().value();
-  CHECK(g.size() == 3);
+  CHECK(g.shards.size() == 3);
+  CHECK(g.damaged_checkpoints_dropped == 0);
   CHECK(db->diff(a.combined, b.combined).value().size() == 3);  // both checkpoints kept through gc
   CHECK(db->verify().value().problems.empty());
+}
+
+TEST_CASE("database: gc keeps the snapshot an open scan cursor reads, whatever was checkpointed since") {
+  testing::temp_dir d("db-gc-cursor");
+  auto db = must_open(options_for(d.path(), 2));
+  for (int i = 0; i < 400; ++i) REQUIRE(db->put(fmt::format("k{:03}", i), "before").is_ok());
+  REQUIRE(db->commit().is_ok());
+  auto cursor = db->scan("", "", 16).value();
+  // More commits than CHECKPOINTS retains, each rewriting every key: the
+  // cursor's root is neither current nor retained.
+  for (int round = 0; round < static_cast<int>(checkpoint_log::retained) + 2; ++round) {
+    for (int i = 0; i < 400; i += 7) REQUIRE(db->put(fmt::format("k{:03}", i), fmt::format("after {}", round)).is_ok());
+    REQUIRE(db->commit().is_ok());
+  }
+  auto g = db->gc().value();
+  std::uint64_t reclaimed = 0;
+  for (const auto& s : g.shards) reclaimed += s.bytes_reclaimed;
+  CHECK(reclaimed > 0);
+  int n = 0;
+  for (auto more = cursor.next(); ; more = cursor.next()) {
+    REQUIRE_MESSAGE(more.is_ok(), more.error().to_string());
+    if (!*more) break;
+    CHECK(cursor.key() == fmt::format("k{:03}", n));
+    CHECK(cursor.value() == "before");
+    ++n;
+  }
+  CHECK(n == 400);
+}
+
+TEST_CASE("database: commits racing gc never record a checkpoint whose tree gc dropped") {
+  testing::temp_dir d("db-gc-race");
+  auto db = must_open(options_for(d.path(), 4));
+  std::atomic<int> writers_done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 40; ++round) {
+        for (int i = 0; i < 20; ++i) CHECK(db->put(fmt::format("t{}-{}-{}", t, round, i), "v").is_ok());
+        CHECK(db->commit().is_ok());
+      }
+      ++writers_done;
+    });
+  // A damaged checkpoint would leave the retained window after 16 more
+  // commits: look after every gc.
+  int gcs = 0;
+  std::vector<std::string> problems;
+  while (writers_done.load() < 2) {
+    CHECK(db->gc().is_ok());
+    ++gcs;
+    auto v = db->verify().value();
+    problems.insert(problems.end(), v.problems.begin(), v.problems.end());
+  }
+  for (auto& t : threads) t.join();
+  CHECK(gcs > 0);
+  CHECK_MESSAGE(problems.empty(), (problems.empty() ? std::string() : problems[0]));
+  auto kept = db->checkpoints();
+  REQUIRE(kept.size() == checkpoint_log::retained);
+  CHECK(db->diff(kept.front().combined, kept.back().combined).is_ok());
 }

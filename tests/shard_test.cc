@@ -451,3 +451,22 @@ TEST_CASE("shard: gc keeps the current and the retained roots and drops other ch
   CHECK(s->gc(gone).is_ok());
   CHECK(must(s->verify(gone)).roots == 1);
 }
+
+TEST_CASE("shard: deletions by the TTL timer are not counted as acknowledged writes") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must_open(fe, small_options(clock));
+  for (int i = 0; i < 5; ++i) REQUIRE(s->put(fmt::format("t{}", i), "v", std::chrono::nanoseconds(1s)).is_ok());
+  REQUIRE(s->commit_group().is_ok());
+  auto before = s->stats();
+  CHECK(before.acknowledged == 5);
+  clock.advance(2s);
+  CHECK(must(s->stage_expired(100)) == 5);
+  REQUIRE(s->put("mixed-in", "v").is_ok());  // one user write in the timer's group
+  REQUIRE(s->commit_group().is_ok());
+  auto after = s->stats();
+  CHECK(after.expired - before.expired == 5);
+  CHECK(after.acknowledged - before.acknowledged == 1);
+  CHECK(after.group_sizes[0] - before.group_sizes[0] == 1);  // a group of one acknowledged write
+  CHECK(must(s->stage_expired(100)) == 0);
+}

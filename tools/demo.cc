@@ -227,7 +227,7 @@ result<int> run_demo(const std::string& dir, std::size_t shards) {
   auto g = db.gc();
   if (!g) return g.error();
   std::uint64_t reclaimed = 0;
-  for (const auto& r : *g) reclaimed += r.bytes_reclaimed;
+  for (const auto& r : g->shards) reclaimed += r.bytes_reclaimed;
   fmt::print("   reclaimed {}\n", human_bytes(reclaimed));
 
   fmt::print("\nSummary\n");

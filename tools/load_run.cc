@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -35,34 +36,45 @@ std::string load_value(std::uint64_t seed, std::uint64_t i, std::size_t size) {
 
 namespace {
 
+// Writers append one at a time: a failed or short write(2) is cut back to the
+// line's start before anyone appends again, so a failure leaves no fragment
+// that a later line would complete into a line nobody acknowledged.
 class ack_log {
  public:
-  static result<ack_log> open(const std::string& path) {
-    if (path.empty()) return ack_log(-1);
+  static result<std::unique_ptr<ack_log>> open(const std::string& path) {
+    if (path.empty()) return std::unique_ptr<ack_log>(new ack_log(-1, path));
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) return status::io_error(fmt::format("--ack-log {}: {}", path, std::strerror(errno)));
-    return ack_log(fd);
+    return std::unique_ptr<ack_log>(new ack_log(fd, path));
   }
-  ack_log(ack_log&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
   ~ack_log() {
     if (fd_ >= 0) ::close(fd_);
   }
-  // One write(2): a line is in the file whole or (killed mid-call) torn at its
-  // end, never interleaved with another writer's.
-  status record(std::string_view key, std::string_view value) const {
+  // One write(2) a line: killed mid-call, the file ends in a torn last line at
+  // worst, never a torn line inside it.
+  status record(std::string_view key, std::string_view value) {
     if (fd_ < 0) return status::ok();
     std::string line = escape_field(key) + '\t' + escape_field(value) + '\n';
+    std::lock_guard lk(mu_);
+    if (!broken_.is_ok()) return broken_;
+    off_t start = ::lseek(fd_, 0, SEEK_END);
     ssize_t n;
     do n = ::write(fd_, line.data(), line.size());
     while (n < 0 && errno == EINTR);
-    if (n != static_cast<ssize_t>(line.size()))
-      return status::io_error(fmt::format("writing the ack log: {}", n < 0 ? std::strerror(errno) : "short write"));
-    return status::ok();
+    if (n == static_cast<ssize_t>(line.size())) return status::ok();
+    broken_ = status::io_error(fmt::format("writing the ack log {}: {}", path_, n < 0 ? std::strerror(errno) : "short write"));
+    if (start >= 0 && ::ftruncate(fd_, start) != 0)
+      broken_ = status::io_error(fmt::format("{}; and cutting the torn line failed: {}", broken_.message(),
+                                             std::strerror(errno)));
+    return broken_;
   }
 
  private:
-  explicit ack_log(int fd) : fd_(fd) {}
+  ack_log(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   int fd_;
+  std::string path_;
+  std::mutex mu_;
+  status broken_;
 };
 
 bool worth_retrying(const status& s) {
@@ -96,7 +108,7 @@ result<load_result> run_load(database& db, const load_options& o) {
         retries.fetch_add(1, std::memory_order_relaxed);
         std::this_thread::sleep_for(pause);  // the shard is restarting: give it time
       }
-      if (s) s = log->record(key, value);
+      if (s) s = (*log)->record(key, value);
       if (!s) {
         std::lock_guard lk(error_mu);
         if (error.is_ok()) error = s;

@@ -9,8 +9,10 @@
 // Acknowledgement contract (the ack log): after put(key i) returned ok, and
 // before the writer takes another key, the line "key<TAB>value\n" (escaped as
 // `scan` prints, cli_text.h) is appended to the ack log with ONE write(2) on a
-// descriptor opened O_APPEND. A process killed at any moment therefore leaves
-// a log whose every complete line is a write the database acknowledged.
+// descriptor opened O_APPEND, one writer at a time. A process killed at any
+// moment therefore leaves a log whose every complete line is a write the
+// database acknowledged. A failed or short write is cut back to the start of
+// its line and stops the load with an error.
 //
 // A write that fails with a transient or ambiguous error (its shard is
 // restarting) is retried until `retry_for` has passed since its first attempt:

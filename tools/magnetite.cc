@@ -26,6 +26,7 @@
 #include <string>
 
 #include "actors/database.h"
+#include "core/limits.h"
 #include "tools/bench_command.h"
 #include "tools/cli_text.h"
 #include "tools/demo.h"
@@ -49,10 +50,15 @@ T must(result<T> r) {
   return std::move(*r);
 }
 
-result<std::unique_ptr<database>> try_open_db(const std::string& dir, std::size_t shards, shard_options so = {}) {
-  if (auto made = env::posix().create_dir(dir); !made) return made;
+// Commands that only read or inspect (create = false) never make a database
+// where there is none: a mistyped --data is an error, not a new empty store.
+result<std::unique_ptr<database>> try_open_db(const std::string& dir, std::size_t shards, bool create,
+                                              shard_options so = {}) {
   auto recorded = database::recorded_shards(dir);
   if (!recorded) return recorded.error();
+  if (!*recorded && !create)
+    return status::not_found(fmt::format("no database in {} (put, load or demo creates one)", dir));
+  if (auto made = env::posix().create_dir(dir); !made) return made;
   database_options o;
   o.dir = dir;
   o.shards = *recorded ? **recorded : shards;
@@ -60,8 +66,8 @@ result<std::unique_ptr<database>> try_open_db(const std::string& dir, std::size_
   return database::open(std::move(o));
 }
 
-std::unique_ptr<database> open_db(const std::string& dir, std::size_t shards, shard_options so = {}) {
-  return must(try_open_db(dir, shards, std::move(so)));
+std::unique_ptr<database> open_db(const std::string& dir, std::size_t shards, bool create, shard_options so = {}) {
+  return must(try_open_db(dir, shards, create, std::move(so)));
 }
 
 hash128 parse_root(const std::string& text) {
@@ -125,12 +131,18 @@ void declare(CLI::App& app, command_line& c) {
   c.commit = app.add_subcommand("commit", "checkpoint every shard; print the roots");
   c.commit->add_flag("--json", c.json, "one JSON object");
   c.load = app.add_subcommand("load", "write N distinct keys <prefix><seed>-<i> from concurrent writers");
-  c.load->add_option("--keys", c.keys, "how many keys")->required()->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
+  c.load->add_option("--keys", c.keys, "how many keys")
+      ->required()
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
   c.load->add_option("--writers", c.writers, "concurrent writers")->check(CLI::Range(1, 1024))->capture_default_str();
   c.load->add_option("--value-size", c.value_size, "bytes a value")
-      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 24))
+      ->check(CLI::Range(std::size_t{0}, limits::max_user_value_bytes))
       ->capture_default_str();
-  c.load->add_option("--seed", c.seed, "part of every key and value")->capture_default_str();
+  c.load->add_option("--seed", c.seed, "part of every key and value")
+      ->check(CLI::Validator(
+          [](std::string& v) { return v.starts_with('-') ? std::string("must not be negative") : std::string(); },
+          "NON-NEGATIVE"))
+      ->capture_default_str();
   c.load->add_option("--prefix", c.prefix, "the keys' prefix");
   auto durable = c.load->add_flag("--durable", c.durable, "acknowledge a write after its fsync (the default)");
   auto no_sync = c.load->add_flag("--no-sync", c.no_sync,
@@ -199,7 +211,12 @@ void load(database& db, const command_line& c) {
   bar.finish();
   auto after = must(db.stats());
   std::uint64_t fsyncs = 0;
-  for (std::size_t i = 0; i < after.shards.size(); ++i) fsyncs += after.shards[i].log_fsyncs - before.shards[i].log_fsyncs;
+  for (std::size_t i = 0; i < after.shards.size(); ++i) {
+    // A shard that restarted during the load counts again from zero: count its
+    // fsyncs since the restart (fewer than the truth, never garbage).
+    std::uint64_t b = before.shards[i].log_fsyncs, a = after.shards[i].log_fsyncs;
+    fsyncs += a >= b && after.restarts[i] == before.restarts[i] ? a - b : a;
+  }
   double rate = r.seconds > 0 ? static_cast<double>(r.written) / r.seconds : 0;
   double per_write = r.written ? static_cast<double>(fsyncs) / static_cast<double>(r.written) : 0;
   if (c.json) {
@@ -289,7 +306,7 @@ void stats(database& db, const command_line& c) {
 }
 
 int verify(const command_line& c) {
-  auto db = try_open_db(c.dir, c.shards);
+  auto db = try_open_db(c.dir, c.shards, false);
   if (!db && db.error().code() == status_code::corruption) {
     fmt::print("damage: {}\n1 problem found (the database does not open)\n", db.error().message());
     return 1;
@@ -337,7 +354,8 @@ void diff(database& db, const command_line& c) {
 }
 
 void gc(database& db, const command_line& c) {
-  auto r = must(db.gc());
+  auto report = must(db.gc());
+  const auto& r = report.shards;
   std::uint64_t reclaimed = 0, kept = 0, nodes = 0;
   for (const auto& g : r) {
     reclaimed += g.bytes_reclaimed;
@@ -345,13 +363,16 @@ void gc(database& db, const command_line& c) {
     nodes += g.nodes_kept;
   }
   if (c.json) {
-    fmt::print("{{\"bytes_reclaimed\":{},\"bytes_kept\":{},\"nodes_kept\":{}}}\n", reclaimed, kept, nodes);
+    fmt::print("{{\"bytes_reclaimed\":{},\"bytes_kept\":{},\"nodes_kept\":{},\"damaged_checkpoints_dropped\":{}}}\n",
+               reclaimed, kept, nodes, report.damaged_checkpoints_dropped);
     return;
   }
   for (std::size_t i = 0; i < r.size(); ++i)
     fmt::print("shard {}: kept {} nodes ({}), reclaimed {}\n", i, with_commas(r[i].nodes_kept),
                human_bytes(r[i].bytes_kept), human_bytes(r[i].bytes_reclaimed));
   fmt::print("reclaimed {} ({} bytes)\n", human_bytes(reclaimed), reclaimed);
+  if (report.damaged_checkpoints_dropped)
+    fmt::print("dropped {} damaged lines of CHECKPOINTS\n", report.damaged_checkpoints_dropped);
 }
 
 // The command's exit code; failures are thrown.
@@ -365,7 +386,8 @@ int execute(const command_line& c) {
   }
   shard_options so;
   if (*c.load && c.no_sync) so.fsync = wal::fsync_policy::interval;
-  auto db = open_db(c.dir, c.shards, so);
+  bool creates = *c.put || *c.del || *c.load;
+  auto db = open_db(c.dir, c.shards, creates, so);
   if (*c.put) {
     std::optional<std::chrono::nanoseconds> ttl;
     if (!c.ttl.empty()) ttl = must(parse_duration(c.ttl));
