@@ -468,3 +468,23 @@ TEST_CASE("cli: commands that read never create a database where there is none")
     CHECK_FALSE(std::filesystem::exists(dir));
   }
 }
+
+TEST_CASE("cli: load draws a progress bar on a terminal and none on a pipe") {
+  testing::temp_dir d("cli-tty");
+  // script(1) (util-linux, essential on Debian) runs the tool on a pseudo-terminal.
+  std::string typescript = d.path() + "/typescript";
+  int rc = std::system(fmt::format("script -qec '{} --data {}/db load --keys 2000 --writers 4' {} >/dev/null 2>&1",
+                                   tool_path(), d.path(), typescript)
+                           .c_str());
+  REQUIRE(WIFEXITED(rc));
+  CHECK(WEXITSTATUS(rc) == 0);
+  auto tty = read_whole_file(env::posix(), typescript).value();
+  CHECK(tty.find("\r  [") != std::string::npos);
+  CHECK(tty.find("] 100%") != std::string::npos);
+  CHECK(tty.find("2,000/2,000") != std::string::npos);
+  auto piped = run("--data " + d.path() + "/db load --keys 100 --writers 4 --seed 2");
+  CHECK(piped.exit_code == 0);
+  CHECK(piped.err.empty());
+  CHECK(piped.out.find('\r') == std::string::npos);
+  CHECK(piped.out.starts_with("100 keys from 4 writers"));
+}
