@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -25,6 +26,16 @@
 namespace magnetite::bench {
 
 using clock_type = std::chrono::steady_clock;
+
+// The wall clock as 2026-11-30T02:21:19Z, for a run's report.
+inline std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 inline double since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();

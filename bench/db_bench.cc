@@ -131,15 +131,6 @@ std::string json_string(std::string_view s) {
   return out + "\"";
 }
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // "PASS" or "MISS" for the text lines, and the row's verdict.
 const char* verdict(bool met) { return met ? "PASS" : "MISS"; }
 

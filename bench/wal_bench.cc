@@ -369,15 +369,6 @@ struct case_result {
   double min_syncs = 0, max_syncs = 0;
 };
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 std::string json_escape(std::string_view s) {
   std::string out;
   for (char ch : s) {
@@ -424,7 +415,7 @@ int main(int argc, char** argv) {
 
   make_dirs(e, opt.dir);
   g_tmp_dir = make_tmp_dir(opt.dir);
-  const std::string date = utc_now();
+  const std::string date = bench::utc_now();
   const unsigned cpus = std::thread::hardware_concurrency();
   const double est = (opt.seconds + opt.warmup) * static_cast<double>(cases.size()) * opt.rounds;
   fmt::print(stderr, "wal_bench: {} cases x {} rounds x ({}s + {}s warm-up) ~ {:.0f}s in {}\n",
