@@ -2,7 +2,7 @@
 # scripts/setup), so they work on a fresh Debian machine.
 BUILD ?= build
 
-.PHONY: all setup build test demo bench sanitize tsan crash-torture clean
+.PHONY: all setup build test demo bench sanitize tsan crash-torture torture clean
 
 all: build
 
@@ -39,6 +39,12 @@ tsan:
 # The SIGKILL crash test at length (make test runs 100 iterations).
 crash-torture: build
 	@MAGNETITE_CRASH_ITERATIONS=$${ITERATIONS:-3000} build/tests/crash_tests
+
+# kill -9 torture (tests/torture/torture.cc): a mixed workload killed at random
+# moments, also in commits and gcs, checked against what was acknowledged.
+# `make test` runs a 12-iteration slice.
+torture: build
+	@$(BUILD)/tests/torture --seed $${SEED:-1} --iterations $${ITERATIONS:-1000} --shards $${SHARDS:-3}
 
 clean:
 	rm -rf build build-asan build-tsan
