@@ -28,6 +28,7 @@ status database_options::validate() const {
   if (shards == 0 || shards > 4096)
     return status::invalid_argument(fmt::format("database option shards = {}: must be 1..4096", shards));
   if (restart_backoff.count() <= 0) return status::invalid_argument("database option restart_backoff must be > 0");
+  if (restart_window.count() <= 0) return status::invalid_argument("database option restart_window must be > 0");
   return shard.validate();
 }
 
@@ -37,8 +38,30 @@ std::string shard_dir(const std::string& dir, std::size_t i) { return fmt::forma
 
 std::string manifest_text(std::size_t shards) { return fmt::format("magnetite-manifest 1\nshards {}\n", shards); }
 
+// A data directory is a directory, or does not exist yet: a regular file
+// there (or in place of one of its parents) is refused by name.
+status check_data_directory(env& fs, const std::string& dir) {
+  for (std::string p = dir; !p.empty();) {
+    auto exists = fs.exists(p);
+    if (exists && !*exists) return status::ok();  // made by open
+    if (exists) {
+      auto is_dir = fs.is_directory(p);
+      if (!is_dir) return is_dir.error();
+      if (*is_dir) return status::ok();
+      return status::invalid_argument(p == dir ? fmt::format("data directory {} is not a directory", dir)
+                                               : fmt::format("data directory {}: {} is not a directory", dir, p));
+    }
+    // stat failed (ENOTDIR: a parent is a file): look at the parent.
+    auto slash = p.find_last_of('/');
+    if (slash == std::string::npos || slash == 0) return exists.error();
+    p.resize(slash);
+  }
+  return status::ok();
+}
+
 // The shard count an existing manifest records; nullopt if there is none.
 result<std::optional<std::size_t>> read_manifest(env& fs, const std::string& dir) {
+  MAGNETITE_TRY(check_data_directory(fs, dir));
   std::string path = dir + "/MANIFEST";
   auto exists = fs.exists(path);
   if (!exists) return exists.error();
@@ -46,9 +69,34 @@ result<std::optional<std::size_t>> read_manifest(env& fs, const std::string& dir
   auto text = read_whole_file(fs, path);
   if (!text) return text.error();
   std::size_t found = 0;
-  if (std::sscanf(text->c_str(), "magnetite-manifest 1\nshards %zu\n", &found) != 1 || *text != manifest_text(found))
+  if (std::sscanf(text->c_str(), "magnetite-manifest 1\nshards %zu\n", &found) != 1 || *text != manifest_text(found)) {
+    // A newer magnetite's manifest is refused as such, never guessed at.
+    unsigned version = 0;
+    int used = 0;
+    if (std::sscanf(text->c_str(), "magnetite-manifest %u%n", &version, &used) == 1 && version > 1 &&
+        (static_cast<std::size_t>(used) == text->size() || (*text)[static_cast<std::size_t>(used)] == '\n'))
+      return status::make(status_code::not_supported, status_category::permanent,
+                          fmt::format("{}: format version {} (this build reads version 1): written by a newer "
+                                      "magnetite",
+                                      path, version));
     return status::corruption(fmt::format("{}: not a magnetite manifest (format version 1)", path));
+  }
   return std::optional<std::size_t>(found);
+}
+
+// The shard directories (shard-NNN) in `dir`, by number.
+result<std::vector<std::size_t>> shard_directories(env& fs, const std::string& dir) {
+  auto names = fs.list(dir);
+  if (!names) return names.error();
+  std::vector<std::size_t> out;
+  for (const auto& n : *names) {
+    std::size_t i = 0;
+    int used = 0;
+    if (n.starts_with("shard-") && std::sscanf(n.c_str(), "shard-%zu%n", &i, &used) == 1 &&
+        static_cast<std::size_t>(used) == n.size())
+      out.push_back(i);
+  }
+  return out;
 }
 
 // Writes the manifest of a new database, or checks an existing one.
@@ -56,6 +104,20 @@ status check_manifest(env& fs, const std::string& dir, std::size_t shards) {
   std::string path = dir + "/MANIFEST";
   auto recorded = read_manifest(fs, dir);
   if (!recorded) return recorded.error();
+  // Shard directories the manifest does not account for: it was edited, or
+  // lost, and opening would route keys away from the shards that hold them.
+  auto shard_dirs = shard_directories(fs, dir);
+  if (!shard_dirs) return shard_dirs.error();
+  for (std::size_t i : *shard_dirs) {
+    if (!*recorded)
+      return status::corruption(fmt::format("{} holds {} but no MANIFEST: not opened, it would be taken for a new "
+                                            "database",
+                                            dir, shard_dir(dir, i)));
+    if (i >= **recorded)
+      return status::corruption(fmt::format("{} records {} shards but {} exists: the manifest does not match the "
+                                            "data directory",
+                                            path, **recorded, shard_dir(dir, i)));
+  }
   if (*recorded) {
     if (**recorded != shards)
       return status::invalid_argument(fmt::format("{} was created with {} shards; opening it with {} would move keys "
@@ -195,6 +257,7 @@ result<std::unique_ptr<database>> database::open(database_options options) {
 
 status database::start() {
   fs_ = options_.fs ? options_.fs : &env::posix();
+  MAGNETITE_TRY(check_data_directory(*fs_, options_.dir));
   MAGNETITE_TRY(fs_->create_dir(options_.dir));
   auto lock = fs_->lock(options_.dir + "/LOCK");
   if (!lock) {
@@ -287,8 +350,22 @@ result<std::tuple<R...>> database::ask(std::size_t shard, Ts&&... xs) {
   return out;
 }
 
+namespace {
+// A routing key follows the rules of a key (1 to max_user_key_bytes bytes):
+// "no routing key" is nullopt, never an empty one.
+status check_routing(std::optional<std::string_view> routing) {
+  if (!routing) return status::ok();
+  if (routing->empty()) return status::invalid_argument("routing key is empty");
+  if (routing->size() > limits::max_user_key_bytes)
+    return status::invalid_argument(fmt::format("routing key of {} bytes exceeds the limit of {} bytes",
+                                                routing->size(), limits::max_user_key_bytes));
+  return status::ok();
+}
+}  // namespace
+
 result<std::optional<std::string>> database::get(std::string_view key, std::optional<std::string_view> routing) {
   MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(check_routing(routing));
   auto view = serving_view(shard_of(routing ? *routing : key));
   if (!view) return view.error();
   return (*view)->get(key, options_.shard.clock());
@@ -324,8 +401,10 @@ host_request_ptr make_request(host_request::kind op, std::string_view key, std::
   return r;
 }
 
+// The shard checks these too; checked here, bad input is answered on the
+// calling thread and never reaches a shard (docs/embedding.md).
 status check_ttl(std::optional<std::chrono::nanoseconds> ttl) {
-  if (ttl && ttl->count() == 0) return status::invalid_argument("ttl of 0 ns: must be > 0");
+  if (ttl && ttl->count() <= 0) return status::invalid_argument(fmt::format("ttl of {} ns: must be > 0", ttl->count()));
   return status::ok();
 }
 }  // namespace
@@ -333,13 +412,18 @@ status check_ttl(std::optional<std::chrono::nanoseconds> ttl) {
 result<database::prepared> database::prepare_put(std::string_view key, std::string_view value,
                                                  std::optional<std::chrono::nanoseconds> ttl,
                                                  std::optional<std::string_view> routing) const {
+  MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(limits::check_user_value(value));
   MAGNETITE_TRY(check_ttl(ttl));
+  MAGNETITE_TRY(check_routing(routing));
   auto r = make_request(host_request::kind::put, key, ttl);
   r->value = std::string(value);
   return prepared{shard_of(routing ? *routing : key), std::move(r)};
 }
 
 result<database::prepared> database::prepare_del(std::string_view key, std::optional<std::string_view> routing) const {
+  MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(check_routing(routing));
   return prepared{shard_of(routing ? *routing : key), make_request(host_request::kind::del, key, std::nullopt)};
 }
 
@@ -347,7 +431,11 @@ result<database::prepared> database::prepare_cas(std::string_view key, std::opti
                                                  std::optional<std::string_view> desired,
                                                  std::optional<std::chrono::nanoseconds> ttl,
                                                  std::optional<std::string_view> routing) const {
+  MAGNETITE_TRY(limits::check_user_key(key));
+  if (desired) MAGNETITE_TRY(limits::check_user_value(*desired));
+  if (!desired && ttl) return status::invalid_argument("a delete takes no ttl");
   MAGNETITE_TRY(check_ttl(ttl));
+  MAGNETITE_TRY(check_routing(routing));
   auto r = make_request(host_request::kind::cas, key, ttl);
   r->has_expected = expected.has_value();
   r->expected = std::string(expected.value_or(""));
@@ -359,14 +447,21 @@ result<database::prepared> database::prepare_cas(std::string_view key, std::opti
 result<database::prepared> database::prepare_batch(std::span<const batch_write> writes,
                                                    std::optional<std::string_view> routing) const {
   if (writes.empty()) return status::invalid_argument("batch is empty");
+  if (writes.size() > limits::max_batch_mutations)
+    return status::invalid_argument(fmt::format("batch of {} mutations exceeds the limit of {}", writes.size(),
+                                                limits::max_batch_mutations));
+  MAGNETITE_TRY(check_routing(routing));
   std::size_t target = shard_of(routing ? *routing : writes.front().key);
   auto r = make_request(host_request::kind::batch, writes.front().key, std::nullopt);
   for (const auto& w : writes) {
+    MAGNETITE_TRY(limits::check_user_key(w.key));
+    if (w.value) MAGNETITE_TRY(limits::check_user_value(*w.value));
+    else if (w.ttl) return status::invalid_argument(fmt::format("batch write {}: a delete takes no ttl", r->ops.size()));
+    MAGNETITE_TRY(check_ttl(w.ttl));
     if (!routing && shard_of(w.key) != target)
       return status::invalid_argument(fmt::format(
           "batch keys route to different shards ({} and {}): pass a routing key to keep them together",
           target, shard_of(w.key)));
-    MAGNETITE_TRY(check_ttl(w.ttl));
     r->ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
   }
   return prepared{target, std::move(r)};

@@ -384,13 +384,20 @@ int execute(const command_line& c) {
     o.data_dir = c.dir;
     return run_bench_command(o);
   }
+  // Bad input is refused before the data directory is opened (or created).
+  std::optional<std::chrono::nanoseconds> ttl;
+  if (*c.put || *c.get || *c.del) {
+    if (auto s = limits::check_user_key(c.key); !s) die(s);
+  }
+  if (*c.put) {
+    if (auto s = limits::check_user_value(c.value); !s) die(s);
+    if (!c.ttl.empty()) ttl = must(parse_duration(c.ttl));
+  }
   shard_options so;
   if (*c.load && c.no_sync) so.fsync = wal::fsync_policy::interval;
   bool creates = *c.put || *c.del || *c.load;
   auto db = open_db(c.dir, c.shards, creates, so);
   if (*c.put) {
-    std::optional<std::chrono::nanoseconds> ttl;
-    if (!c.ttl.empty()) ttl = must(parse_duration(c.ttl));
     if (auto s = db->put(c.key, c.value, ttl); !s) die(s);
   } else if (*c.get) {
     auto v = must(db->get(c.key));

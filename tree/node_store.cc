@@ -611,6 +611,8 @@ status node_store::do_open(std::optional<std::uint64_t> committed) {
         if (!bytes) return bytes.error();
         lp.index_size = bytes->size();
         auto ih = parse_file_header(*bytes, index_magic, "node store index", index_path);
+        // A newer version's index is refused, not rebuilt over (it is not damage).
+        if (!ih && ih.error().code() == status_code::not_supported) return ih.error();
         if (ih && ih->a == num && ih->b == lp.p->salt) {
           lp.index_usable = true;
           std::string_view rest = std::string_view(*bytes).substr(file_header_size);
