@@ -2,7 +2,7 @@
 # scripts/setup), so they work on a fresh Debian machine.
 BUILD ?= build
 
-.PHONY: all setup build test demo bench sanitize tsan crash-torture torture clean
+.PHONY: all setup build test demo bench sanitize tsan crash-torture torture fuzz clean
 
 all: build
 
@@ -46,5 +46,13 @@ crash-torture: build
 torture: build
 	@$(BUILD)/tests/torture --seed $${SEED:-1} --iterations $${ITERATIONS:-1000} --shards $${SHARDS:-3}
 
+# libFuzzer (docs/fuzzing.md): a clang build in build-fuzz/ (FUZZ=1 scripts/setup),
+# then each target of tests/fuzz/ for FUZZ_SECONDS (60) from a scratch copy of
+# its seed corpus, one after another; any crash or sanitizer report fails.
+FUZZ_BUILD ?= build-fuzz
+fuzz:
+	@BUILD_DIR=$(FUZZ_BUILD) FUZZ=1 scripts/setup
+	@tests/fuzz/run-fuzzers $(FUZZ_BUILD)
+
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz

@@ -174,6 +174,10 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
         why = "damaged frame (truncated or checksum mismatch)";
       } else if (expected && reader.frame().header.sequence != *expected) {
         why = fmt::format("frame has sequence {} where {} was expected", reader.frame().header.sequence, *expected);
+      } else if (reader.frame().header.sequence == 0 || reader.frame().header.sequence == UINT64_MAX) {
+        // Numbers start at 1, and the last one has no successor: the next
+        // sequence must not wrap to 0 (found by tests/fuzz, wal_recovery).
+        why = fmt::format("frame has sequence {}, outside 1 .. 2^64-2", reader.frame().header.sequence);
       }
       if (why.empty()) {
         const parsed_frame& f = reader.frame();
