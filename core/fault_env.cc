@@ -74,6 +74,10 @@ struct fault_env::state {
   status_code write_fail_code = status_code::io_error;
   std::size_t write_fail_keep = 0;
   std::optional<std::uint64_t> space_limit;
+  std::string target;  // target_paths(): only these paths move the counters
+
+  // Whether an operation on `path` counts towards (and can trip) a fault.
+  bool targeted(const std::string& path) const { return target.empty() || path.find(target) != std::string::npos; }
 
   directory* find_dir(const std::string& d) {
     auto it = dirs.find(normalize_dir(d));
@@ -100,7 +104,7 @@ struct fault_env::state {
   status write(inode& f, std::uint64_t offset, std::string_view data, const std::string& path) {
     std::size_t keep = data.size();
     std::optional<status> failure;
-    if (write_fail_in > 0 && --write_fail_in == 0) {
+    if (write_fail_in > 0 && targeted(path) && --write_fail_in == 0) {
       keep = std::min(write_fail_keep, data.size());
       failure = status::make(write_fail_code, status_category::permanent,
                              fmt::format("write {}: injected {}", path, to_string(write_fail_code)));
@@ -159,7 +163,7 @@ class fault_file final : public file {
   status sync() override {
     std::lock_guard lk(s_->mu);
     MAGNETITE_TRY(check_alive());
-    if (s_->sync_fail_in > 0 && --s_->sync_fail_in == 0) {
+    if (s_->sync_fail_in > 0 && s_->targeted(path_) && --s_->sync_fail_in == 0) {
       // As Linux does after a failed writeback: the dirty pages are dropped
       // (they will never reach the disk) but reads still see them.
       f_->pending.clear();
@@ -274,7 +278,7 @@ status fault_env::sync_dir(const std::string& path) {
   std::lock_guard lk(s_->mu);
   directory* dir = s_->find_dir(path);
   if (!dir) return status::not_found(fmt::format("fsync directory {}: no such directory", path));
-  if (s_->dir_sync_fail_in > 0 && --s_->dir_sync_fail_in == 0)
+  if (s_->dir_sync_fail_in > 0 && s_->targeted(normalize_dir(path) + "/") && --s_->dir_sync_fail_in == 0)
     return status::io_error(fmt::format("fsync directory {}: Input/output error (injected)", path));
   dir->durable = dir->now;
   dir->pending.clear();
@@ -307,7 +311,7 @@ status fault_env::remove(const std::string& path) {
   directory* dir = s_->find_dir(d);
   if (!dir || !dir->now.count(name))
     return status::not_found(fmt::format("unlink {}: No such file or directory", path));
-  if (s_->remove_fail_in > 0 && --s_->remove_fail_in == 0)
+  if (s_->remove_fail_in > 0 && s_->targeted(path) && --s_->remove_fail_in == 0)
     return status::io_error(fmt::format("unlink {}: Input/output error (injected)", path));
   dir->change({{name, nullptr}});
   return status::ok();
@@ -380,10 +384,16 @@ void fault_env::set_space_limit(std::optional<std::uint64_t> bytes) {
   s_->space_limit = bytes;
 }
 
+void fault_env::target_paths(std::string substring) {
+  std::lock_guard lk(s_->mu);
+  s_->target = std::move(substring);
+}
+
 void fault_env::clear_faults() {
   std::lock_guard lk(s_->mu);
   s_->sync_fail_in = s_->dir_sync_fail_in = s_->write_fail_in = s_->remove_fail_in = 0;
   s_->space_limit.reset();
+  s_->target.clear();
 }
 
 bool fault_env::flip_bit(const std::string& path, std::uint64_t offset, int bit) {

@@ -18,6 +18,14 @@
 //   set_space_limit(b)    writes beyond b bytes of total file data store what fits
 //                         and fail with no_space.
 //   fail_remove(n)        the n-th remove from now fails with EIO.
+//   target_paths(s)       aims the four "n-th from now" faults above at one kind
+//                         of file: from now on their counters count only
+//                         operations on paths that contain the substring s
+//                         ("/wal/", ".pack", "CHECKPOINTS"); operations on other
+//                         paths neither fail nor move the counters. A directory
+//                         sync is matched by the directory's path plus '/', so
+//                         "/wal/" also aims at the log's directory. "" (the
+//                         default) counts every path; clear_faults() resets it.
 //   flip_bit(path, byte, bit)  media corruption: flips a bit now and durably.
 //   crash(...)            the process and the machine died: every handle and lock
 //                         taken before becomes invalid (operations on it fail).
@@ -79,6 +87,7 @@ class fault_env final : public env {
   void fail_write(std::uint64_t nth, status_code code, std::size_t keep_bytes = 0);
   void fail_remove(std::uint64_t nth);
   void set_space_limit(std::optional<std::uint64_t> bytes);
+  void target_paths(std::string substring);
   // Flips bit `bit` (0-7) of byte `offset` of the file, in its current and its
   // durable contents. Returns false if the file or the byte does not exist.
   bool flip_bit(const std::string& path, std::uint64_t offset, int bit);

@@ -125,6 +125,44 @@ TEST_CASE("fault_env: injected write failures keep a prefix, the space limit giv
   CHECK(e.sync_dir("/d").is_ok());
 }
 
+TEST_CASE("fault_env: target_paths aims the n-th-from-now faults at matching paths only") {
+  fault_env e;
+  REQUIRE(e.create_dir("/d").is_ok());
+  REQUIRE(e.create_dir("/d/wal").is_ok());
+  auto log = must_open(e, "/d/wal/1.log");
+  auto pack = must_open(e, "/d/1.pack");
+  e.target_paths("/wal/");
+
+  // Syncs of other files neither fail nor move the counter: the 2nd sync of a
+  // log file fails, however many pack syncs come between.
+  e.fail_sync(2);
+  REQUIRE(log->append("a").is_ok());
+  CHECK(log->sync().is_ok());
+  REQUIRE(pack->append("p").is_ok());
+  CHECK(pack->sync().is_ok());
+  CHECK(pack->sync().is_ok());
+  CHECK(log->sync().code() == status_code::io_error);
+
+  e.fail_write(1, status_code::no_space);
+  CHECK(pack->append("q").is_ok());
+  CHECK(log->append("b").code() == status_code::no_space);
+
+  e.fail_dir_sync(1);
+  CHECK(e.sync_dir("/d").is_ok());
+  CHECK(e.sync_dir("/d/wal").code() == status_code::io_error);
+
+  e.fail_remove(1);
+  CHECK(e.remove("/d/1.pack").is_ok());
+  CHECK(e.remove("/d/wal/1.log").code() == status_code::io_error);
+  CHECK(e.remove("/d/wal/1.log").is_ok());
+
+  // clear_faults() drops the target: every path counts again.
+  e.clear_faults();
+  auto other = must_open(e, "/d/other");
+  e.fail_sync(1);
+  CHECK(other->sync().code() == status_code::io_error);
+}
+
 TEST_CASE("fault_env: flip_bit corrupts current and durable bytes") {
   fault_env e;
   REQUIRE(e.create_dir("/d").is_ok());
