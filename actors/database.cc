@@ -123,7 +123,11 @@ status check_manifest(env& fs, const std::string& dir, std::size_t shards) {
       return status::invalid_argument(fmt::format("{} was created with {} shards; opening it with {} would move keys "
                                                   "between shards",
                                                   dir, **recorded, shards));
-    return status::ok();
+    // The MANIFEST may be one a failed open renamed into place just before its
+    // directory fsync failed: visible, not durable. Shard directories made on
+    // its word would then outlive it in a power cut, and the database could
+    // not be opened again. So it is made durable before it is trusted.
+    return fs.sync_dir(dir);
   }
   // A new database: the manifest appears whole (temp + rename) and durably.
   std::string tmp = path + ".tmp";

@@ -116,7 +116,12 @@ TEST_CASE("recovery: a torn last frame at every byte offset is cut, and the log 
   }
 }
 
-TEST_CASE("recovery: a flipped bit in any byte of the last frame is detected and cut") {
+TEST_CASE("recovery: a flipped bit in the last frame: in its header it is cut as torn, in its payload it is "
+          "corruption") {
+  // A torn write leaves a frame short or missing whole sectors (zeros); a bit
+  // flipped in a whole frame's payload cannot be one, and the frame may hold
+  // an acknowledged write, so it is reported, never cut. A damaged header
+  // cannot be told from a torn one, and is cut.
   wal_fixture probe;
   std::vector<std::uint64_t> offsets;
   std::uint64_t end;
@@ -125,15 +130,65 @@ TEST_CASE("recovery: a flipped bit in any byte of the last frame is detected and
     offsets = write_durable(*w, 4);
     end = w->segment_bytes();
   }
+  int cut = 0, refused = 0;
   for (std::uint64_t byte = offsets[3]; byte < end; ++byte) {
     CAPTURE(byte);
     wal_fixture fx;
     durable_log(fx, 4);
     REQUIRE(fx.env.flip_bit(fx.segment_path(1), byte, static_cast<int>(byte % 8)));
+    std::string before = *fx.env.contents(fx.segment_path(1));
+    bool ends_in_zero = before[end - 1] == '\0';  // the flip may make the last byte 0: could be torn
     auto r = fx.recover();
-    REQUIRE(r.is_ok());
-    check_keys(*r, 3);  // the damaged frame is never returned as data
-    CHECK(r->discarded_bytes == end - offsets[3]);
+    if (byte < offsets[3] + wal::frame_header_size || ends_in_zero) {
+      REQUIRE(r.is_ok());
+      check_keys(*r, 3);  // the damaged frame is never returned as data
+      CHECK(r->discarded_bytes == end - offsets[3]);
+      ++cut;
+    } else {
+      REQUIRE_FALSE(r.is_ok());
+      CHECK(r.error().code() == status_code::corruption);
+      CHECK(r.error().message().find(fmt::format("offset {}", offsets[3])) != std::string::npos);
+      CHECK(r.error().message().find("media damage") != std::string::npos);
+      CHECK(*fx.env.contents(fx.segment_path(1)) == before);
+      ++refused;
+    }
+  }
+  CHECK(cut >= static_cast<int>(wal::frame_header_size));
+  CHECK(refused > 0);
+}
+
+TEST_CASE("recovery: a frame that lost a whole sector or its end to a crash is torn; one whole sector is not "
+          "damage enough to refuse") {
+  // Frames of 1 500 bytes span sectors. The last one loses, as a crash may
+  // leave it: its last 100 bytes; one 512-byte sector in its middle; the
+  // sector holding its end. Each reads as zeros (space reserved or past the old
+  // end of the file) and is cut as a torn tail.
+  for (int variant = 0; variant < 3; ++variant) {
+    CAPTURE(variant);
+    wal_fixture fx;
+    std::uint64_t last, end;
+    {
+      auto [rec, w] = fx.reopen();
+      for (int i = 0; i < 3; ++i) {
+        last = w->segment_bytes();
+        REQUIRE(w->append_put(key_of(i), std::string(1500, static_cast<char>('a' + i))).is_ok());
+        REQUIRE(w->sync().is_ok());
+      }
+      end = w->segment_bytes();
+    }
+    std::uint64_t from = 0, to = 0;
+    if (variant == 0) from = end - 100, to = end;
+    if (variant == 1) from = (last / 512 + 1) * 512, to = from + 512;
+    if (variant == 2) from = (end - 1) / 512 * 512, to = end;
+    REQUIRE(from > last);
+    REQUIRE(to <= end);
+    auto f = fx.env.open(fx.segment_path(1), open_mode::open_or_create);
+    REQUIRE(f.is_ok());
+    REQUIRE((*f)->write_at(from, std::string(to - from, '\0')).is_ok());
+    auto r = fx.recover();
+    REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
+    REQUIRE(r->tail.size() == 2);
+    CHECK(r->last_segment_end == last);
   }
 }
 
@@ -161,7 +216,9 @@ TEST_CASE("recovery: a flipped bit in any byte of a middle frame is corruption a
 
 TEST_CASE("recovery: damage inside the last unsynced group is a torn tail, not corruption") {
   // Under commit_only, later groups are written without an fsync between them:
-  // a crash may persist them out of order, so damage there is torn.
+  // a crash may persist them out of order, so a frame there that lost a
+  // sector is torn even when an intact frame follows it (one without
+  // follows_sync).
   wal_fixture fx;
   fx.options.policy = wal::fsync_policy::commit_only;
   std::uint64_t second;
@@ -171,14 +228,19 @@ TEST_CASE("recovery: damage inside the last unsynced group is a torn tail, not c
     REQUIRE(w->sync_durable().is_ok());
     second = w->segment_bytes();
     for (int i = 0; i < 3; ++i) {
-      REQUIRE(w->append_put(key_of(i), "x").is_ok());
+      REQUIRE(w->append_put(key_of(i), std::string(1500, 'x')).is_ok());
       REQUIRE(w->sync().is_ok());
     }
   }
-  REQUIRE(fx.env.flip_bit(fx.segment_path(1), second + 25, 0));
+  // The second sector of the second group's frame is lost.
+  std::uint64_t hole = (second / 512 + 1) * 512;
+  auto f = fx.env.open(fx.segment_path(1), open_mode::open_or_create);
+  REQUIRE(f.is_ok());
+  REQUIRE((*f)->write_at(hole, std::string(512, '\0')).is_ok());
   auto r = fx.recover();
-  REQUIRE(r.is_ok());
+  REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
   REQUIRE(r->tail.size() == 1);
+  CHECK(r->last_segment_end == second);
   CHECK(r->discarded_bytes > 0);
 }
 

@@ -219,6 +219,11 @@ status log_writer::create_segment(std::uint64_t number, const commit_record* mar
   if (status s = (*f)->sync(); !s) return fail(std::move(s));
   if (status s = env_.rename(temp, path); !s) return fail(std::move(s));
   if (status s = env_.sync_dir(dir_); !s) return fail(std::move(s));
+  // The handle still carries the temporary name, and every error of a later
+  // write or fdatasync would name a file that no longer exists: write on
+  // through a handle opened by the segment's name. If that open fails, the
+  // old handle (same file) still works; only its errors are misnamed.
+  if (auto named = env_.open(path, open_mode::open_existing)) f = std::move(named);
   file_ = std::move(*f);
   segment_ = number;
   segment_size_ = buf.size();

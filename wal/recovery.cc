@@ -91,6 +91,40 @@ result<std::uint64_t> content_end(segment_file& s, std::uint64_t from) {
   return end;
 }
 
+// True if the damaged frame at `at` is whole: its header checks (with the
+// expected sequence number), its bytes lie inside the file, its last byte is
+// not zero and none of the 512-byte sectors it touches reads as zeros within
+// it, yet its payload fails its checksum. A write torn by a crash leaves a
+// frame short, or missing whole sectors, or cut inside its last sector; all of
+// them read as zeros here (reserved space, or space past the old end of the
+// file). A whole frame with a bad payload is media damage: cutting it as a
+// torn tail would silently drop a group that may have been acknowledged.
+// A damaged frame that merely could be torn (its payload ends in a zero byte,
+// or holds a zero sector of its own) is still treated as torn.
+result<bool> whole_but_damaged(segment_file& s, std::uint64_t salt, std::uint64_t at,
+                               std::optional<std::uint64_t> expected) {
+  constexpr std::uint64_t sector = 512;
+  if (at + frame_header_size > s.size) return false;
+  auto head = read_range(*s.handle, at, frame_header_size);
+  if (!head) return head.error();
+  frame_header fh;
+  if (check_frame_header(*head, salt, fh) != frame_check::ok) return false;
+  if (expected && fh.sequence != *expected) return false;
+  std::uint64_t end = at + frame_header_size + fh.length;
+  if (end > s.size) return false;
+  auto bytes = read_range(*s.handle, at, static_cast<std::size_t>(end - at));
+  if (!bytes) return bytes.error();
+  std::string_view v(*bytes);
+  if (v.size() != end - at || v.back() == '\0') return false;
+  if (checksum32(v.substr(frame_header_size), salt) == fh.payload_checksum) return false;
+  for (std::uint64_t from = at; from < end;) {
+    std::uint64_t to = std::min(end, (from / sector + 1) * sector);
+    if (v.substr(from - at, to - from).find_first_not_of('\0') == std::string_view::npos) return false;
+    from = to;
+  }
+  return true;
+}
+
 status corrupt_at(const segment_file& s, std::uint64_t offset, std::string_view what) {
   return status::corruption(fmt::format("WAL segment {}, offset {}: {}; the log is corrupt, not torn, "
                                         "and nothing was modified",
@@ -199,6 +233,14 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
         continue;
       }
       if (!last) return corrupt_at(s, reader.offset(), why + " in a sealed segment");
+      if (st == log_reader::step::damaged) {
+        auto whole = whole_but_damaged(s, sh->salt, reader.offset(), expected);
+        if (!whole) return whole.error();
+        if (*whole)
+          return corrupt_at(s, reader.offset(),
+                            "a whole frame (no sector of it missing) whose payload fails its checksum: media "
+                            "damage, not a torn write");
+      }
       auto end = content_end(s, reader.offset());
       if (!end) return end.error();
       content = *end;  // == offset: only reserved zeros follow, a clean end
