@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace magnetite {
 
 namespace {
@@ -43,6 +45,34 @@ hash128 checkpoint_log::combine(std::span<const hash128> roots) {
   return hash128::of(concat);
 }
 
+namespace {
+
+// What the file's bytes hold: the retained checkpoints, the damaged complete
+// lines, and where a torn last line (no newline) starts.
+struct parsed_file {
+  std::deque<checkpoint> entries;
+  std::size_t lines = 0;
+  std::vector<std::string> damage;
+  std::size_t end = 0;  // < text.size(): a torn last line starts here
+};
+
+parsed_file parse_file(std::string_view text, std::size_t shards, const std::string& path) {
+  parsed_file out;
+  while (out.end < text.size()) {
+    std::size_t nl = text.find('\n', out.end);
+    if (nl == std::string_view::npos) break;  // torn last line
+    auto c = parse_line(text.substr(out.end, nl - out.end), shards);
+    if (c) out.entries.push_back(std::move(*c));
+    else out.damage.push_back(fmt::format("{}, offset {}: {}", path, out.end, c.error().message()));
+    ++out.lines;
+    out.end = nl + 1;
+  }
+  while (out.entries.size() > checkpoint_log::retained) out.entries.pop_front();
+  return out;
+}
+
+}  // namespace
+
 result<checkpoint_log> checkpoint_log::open(env& fs, std::string dir, std::size_t shards) {
   checkpoint_log log(fs, std::move(dir), shards);
   auto exists = fs.exists(log.path());
@@ -50,24 +80,41 @@ result<checkpoint_log> checkpoint_log::open(env& fs, std::string dir, std::size_
   if (!*exists) return log;
   auto text = read_whole_file(fs, log.path());
   if (!text) return text.error();
-  std::size_t at = 0;
-  while (at < text->size()) {
-    std::size_t nl = text->find('\n', at);
-    if (nl == std::string::npos) break;  // torn last line
-    auto c = parse_line(std::string_view(*text).substr(at, nl - at), shards);
-    if (c) log.entries_.push_back(std::move(*c));
-    else log.damage_.push_back(fmt::format("{}, offset {}: {}", log.path(), at, c.error().message()));
-    ++log.lines_in_file_;
-    at = nl + 1;
-  }
-  while (log.entries_.size() > retained) log.entries_.pop_front();
-  if (at < text->size()) {  // cut the torn line before anything is appended after it
+  parsed_file parsed = parse_file(*text, shards, log.path());
+  log.entries_ = std::move(parsed.entries);
+  log.damage_ = std::move(parsed.damage);
+  log.lines_in_file_ = parsed.lines;
+  if (parsed.end < text->size()) {  // cut the torn line before anything is appended after it
     auto f = fs.open(log.path(), open_mode::open_existing);
     if (!f) return f.error();
-    MAGNETITE_TRY((*f)->truncate(at));
+    MAGNETITE_TRY((*f)->truncate(parsed.end));
     MAGNETITE_TRY((*f)->sync());
   }
   return log;
+}
+
+std::vector<std::string> checkpoint_log::check_file() const {
+  std::vector<std::string> out;
+  auto exists = fs_->exists(path());
+  if (!exists) return {exists.error().message()};
+  std::string text;
+  if (*exists) {
+    auto bytes = read_whole_file(*fs_, path());
+    if (!bytes) return {bytes.error().message()};
+    text = std::move(*bytes);
+  }
+  parsed_file parsed = parse_file(text, shards_, path());
+  out = std::move(parsed.damage);
+  // After a failed append the file may hold a fragment or a line that is not
+  // retained; the next append rewrites it whole.
+  if (needs_rewrite_) return out;
+  if (parsed.end < text.size())
+    out.push_back(fmt::format("{}, offset {}: a line without its newline", path(), parsed.end));
+  auto same = [](const checkpoint& a, const checkpoint& b) { return a.combined == b.combined && a.roots == b.roots; };
+  if (!std::equal(parsed.entries.begin(), parsed.entries.end(), entries_.begin(), entries_.end(), same))
+    out.push_back(fmt::format("{}: holds {} intact checkpoints where the database retains {} (or other ones)",
+                              path(), parsed.entries.size(), entries_.size()));
+  return out;
 }
 
 const checkpoint* checkpoint_log::find(const hash128& combined) const noexcept {

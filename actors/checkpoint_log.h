@@ -53,6 +53,10 @@ class checkpoint_log {
   const checkpoint* find(const hash128& combined) const noexcept;
   // Complete lines that failed their check at open, each with its offset.
   const std::vector<std::string>& damage() const noexcept { return damage_; }
+  // Reads the file again and reports what differs from what open() read and
+  // append() wrote since: damaged lines, a fragment at its end, checkpoints
+  // missing or changed. Changes nothing.
+  std::vector<std::string> check_file() const;
   // The roots of shard i that the kept checkpoints name, oldest first.
   std::vector<hash128> roots_of(std::size_t shard) const;
 

@@ -616,7 +616,7 @@ result<database_verify_report> database::verify() {
   out.checkpoints = kept.size();
   {
     std::lock_guard lk(checkpoints_mu_);
-    out.problems = checkpoints_->damage();
+    out.problems = checkpoints_->check_file();
   }
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     std::vector<std::string> retained;

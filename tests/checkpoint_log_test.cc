@@ -143,3 +143,36 @@ TEST_CASE("checkpoint_log: repair drops damaged lines and keeps the good ones") 
   REQUIRE(again.entries().size() == 3);
   CHECK(same(again.entries()[0], make(1)));
 }
+
+TEST_CASE("checkpoint_log: check_file reads the file again and reports damage done after open") {
+  fault_env fe;
+  REQUIRE(fe.create_dir(dir).is_ok());
+  auto log = must_open(fe);
+  CHECK(log.check_file().empty());  // no file yet, nothing retained
+  for (int i = 0; i < 3; ++i) REQUIRE(log.append(make(i)).is_ok());
+  CHECK(log.check_file().empty());
+  std::string good = *fe.contents(path);
+  std::size_t second = good.find('\n') + 1;
+
+  // A hex digit of the second line flipped on disk, under the open log.
+  REQUIRE(fe.flip_bit(path, second + 5, 0));
+  auto found = log.check_file();
+  REQUIRE(found.size() == 2);  // the damaged line, and a retained checkpoint the file no longer holds
+  CHECK(found[0].find(fmt::format("{}, offset {}", path, second)) != std::string::npos);
+  CHECK(found[1].find("holds 2 intact checkpoints where the database retains 3") != std::string::npos);
+  REQUIRE(fe.flip_bit(path, second + 5, 0));
+  CHECK(log.check_file().empty());
+
+  // The file cut short (a lost tail): a fragment, and a checkpoint missing.
+  {
+    auto f = fe.open(path, open_mode::open_existing);
+    REQUIRE(f.is_ok());
+    REQUIRE((*f)->truncate(good.size() - 10).is_ok());
+  }
+  auto cut = log.check_file();
+  REQUIRE(cut.size() == 2);
+  CHECK(cut[0].find("a line without its newline") != std::string::npos);
+  CHECK(cut[1].find("holds 2 intact checkpoints") != std::string::npos);
+  CHECK(log.entries().size() == 3);  // check_file changes nothing
+  CHECK(fe.contents(path)->size() == good.size() - 10);
+}

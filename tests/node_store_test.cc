@@ -1444,3 +1444,33 @@ TEST_CASE("node_store: check reads every reachable node from disk, past the cach
   for (int i = 0; i < 10; ++i) strangers.push_back(hash128::of(fmt::format("stranger {}", i)));
   CHECK(s->check(strangers, 3).problems.size() == 3);
 }
+
+TEST_CASE("node_store: check reads the MANIFEST again and reports damage done to it after open") {
+  fault_env fe;
+  node_store_options o = small_options();
+  std::mt19937_64 rng(12);
+  model m = random_model(rng, 500, 100000);
+  auto s = must_open(fe, o, std::nullopt);
+  prolly_tree t(*s, small_nodes);
+  hash128 root = must(t.build(entries_of(m)));
+  must(s->flush());
+  std::vector<hash128> roots{root};
+  CHECK(s->check(roots).problems.empty());  // no MANIFEST before the first gc: none expected
+  must(s->gc(roots));
+  CHECK(s->check(roots).problems.empty());
+  std::string manifest = std::string(store_dir) + "/MANIFEST";
+  REQUIRE(fe.contents(manifest));
+
+  REQUIRE(fe.flip_bit(manifest, 17, 1));  // inside its header's first-pack field
+  auto damaged = s->check(roots);
+  REQUIRE(damaged.problems.size() == 1);
+  CHECK(damaged.problems[0].find(manifest) != std::string::npos);
+  REQUIRE(fe.flip_bit(manifest, 17, 1));
+  CHECK(s->check(roots).problems.empty());
+
+  REQUIRE(fe.remove(manifest).is_ok());
+  auto missing = s->check(roots);
+  REQUIRE(missing.problems.size() == 1);
+  CHECK(missing.problems[0].find(manifest + ": missing") != std::string::npos);
+  check_tree(*s, root, m);  // the open store still reads everything
+}

@@ -504,6 +504,32 @@ result<std::shared_ptr<node_store::pack>> node_store::create_pack(std::uint32_t 
 
 // ---- open / recovery -----------------------------------------------------------------
 
+namespace {
+// What a node store's MANIFEST says (written by gc): nullopt if there is none.
+struct store_manifest {
+  std::uint32_t first_pack;
+  std::uint64_t gc_position;
+};
+
+result<std::optional<store_manifest>> read_store_manifest(env& e, const std::string& dir) {
+  std::string path = path_join(dir, manifest_file_name);
+  auto exists = e.exists(path);
+  if (!exists) return exists.error();
+  if (!*exists) return std::optional<store_manifest>();
+  auto bytes = read_whole_file(e, path);
+  if (!bytes) return bytes.error();
+  auto h = parse_file_header(*bytes, manifest_magic, "node store manifest", path);
+  if (!h) return h.error();
+  std::uint64_t first = h->a, floor = h->b;
+  if (bytes->size() != file_header_size || first == 0 || first > max_pack_number ||
+      position_pack(floor) < first || position_offset(floor) < file_header_size)
+    return status::corruption(fmt::format("node store manifest {}: inconsistent contents (first pack {}, gc "
+                                          "position {:#x}, {} bytes)",
+                                          path, first, floor, bytes->size()));
+  return std::optional<store_manifest>(store_manifest{static_cast<std::uint32_t>(first), floor});
+}
+}  // namespace
+
 status node_store::do_open(std::optional<std::uint64_t> committed) {
   MAGNETITE_TRY(env_.create_dir(dir_));
   auto lk = env_.lock(path_join(dir_, store_lock_file_name));
@@ -511,22 +537,11 @@ status node_store::do_open(std::optional<std::uint64_t> committed) {
   lock_ = std::move(*lk);
 
   // The manifest: which packs are live since the last gc, and gc's position.
-  std::string manifest_path = path_join(dir_, manifest_file_name);
-  auto has_manifest = env_.exists(manifest_path);
-  if (!has_manifest) return has_manifest.error();
-  if (*has_manifest) {
-    auto bytes = read_whole_file(env_, manifest_path);
-    if (!bytes) return bytes.error();
-    auto h = parse_file_header(*bytes, manifest_magic, "node store manifest", manifest_path);
-    if (!h) return h.error();
-    std::uint64_t first = h->a, floor = h->b;
-    if (bytes->size() != file_header_size || first == 0 || first > max_pack_number ||
-        position_pack(floor) < first || position_offset(floor) < file_header_size)
-      return status::corruption(fmt::format("node store manifest {}: inconsistent contents (first pack {}, gc "
-                                            "position {:#x}, {} bytes)",
-                                            manifest_path, first, floor, bytes->size()));
-    first_pack_ = static_cast<std::uint32_t>(first);
-    gc_floor_ = floor;
+  auto manifest = read_store_manifest(env_, dir_);
+  if (!manifest) return manifest.error();
+  if (*manifest) {
+    first_pack_ = (*manifest)->first_pack;
+    gc_floor_ = (*manifest)->gc_position;
   }
 
   auto names = env_.list(dir_);
@@ -975,6 +990,24 @@ result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std
 
 node_check node_store::check(std::span<const hash128> roots, std::size_t max_problems) {
   node_check out;
+  {
+    // The MANIFEST is read only at open: damage to it would otherwise show only
+    // at the next open, which it would fail.
+    std::lock_guard wl(write_mu_);
+    auto m = read_store_manifest(env_, dir_);
+    if (!m) {
+      out.problems.push_back(m.error().message());
+    } else if (*m ? !gc_floor_ || (*m)->first_pack != first_pack_ || (*m)->gc_position != *gc_floor_
+                  : gc_floor_.has_value()) {
+      out.problems.push_back(fmt::format("node store manifest {}: {} where the open store has first pack {} and "
+                                         "gc position {:#x}",
+                                         path_join(dir_, manifest_file_name),
+                                         *m ? fmt::format("first pack {}, gc position {:#x}", (*m)->first_pack,
+                                                          (*m)->gc_position)
+                                            : std::string("missing"),
+                                         first_pack_, gc_floor_.value_or(0)));
+    }
+  }
   struct item {
     hash128 h;
     std::optional<hash128> parent;
