@@ -177,15 +177,25 @@ void on_shard_failure(supervisor_ptr self, std::size_t i, const caf::error& reas
     std::lock_guard lk(st.shared->mu);
     ++st.shared->restarts[i];
   }
-  if (h.size() > st.max_restarts) {
-    status failed = status::failed(fmt::format("shard {} failed {} times within {} ms and was stopped; last error: {}",
-                                               i, h.size(), st.window.count(), to_status(reason).to_string()));
+  status why = to_status(reason);
+  // Damaged files or a newer format do not heal: restarting would only find
+  // them again, max_restarts times, with backoff.
+  bool hopeless = why.category() == status_category::permanent &&
+                  (why.code() == status_code::corruption || why.code() == status_code::not_supported);
+  if (hopeless || h.size() > st.max_restarts) {
+    // A hopeless boot keeps its code (corruption, not_supported): it says what
+    // is wrong with the files, which `failed` would hide.
+    status failed =
+        hopeless ? status::make(why.code(), status_category::permanent,
+                                fmt::format("shard {} was stopped: its files cannot be opened: {}", i, why.message()))
+                 : status::failed(fmt::format("shard {} failed {} times within {} ms and was stopped; last error: {}",
+                                              i, h.size(), st.window.count(), why.to_string()));
     slot.error.store(std::make_shared<const status>(failed));
     spawn_one(self, i, failed);
     return;
   }
   slot.error.store(std::make_shared<const status>(status::io_error(
-      fmt::format("shard {} is restarting after: {}", i, to_status(reason).message()), status_category::transient)));
+      fmt::format("shard {} is restarting after: {}", i, why.message()), status_category::transient)));
   std::size_t shift = std::min<std::size_t>(st.streak[i]++, 10);
   self->delayed_send(self, st.backoff * (1u << shift), restart_atom::value, i);
 }

@@ -29,7 +29,10 @@
 // or cannot boot is restarted by its factory (reopen, replay) after a backoff
 // that doubles from `restart_backoff`; more than `max_restarts` restarts within
 // `restart_window` mark it failed, and every request then gets a permanent
-// `failed` error. The other shards keep serving throughout.
+// `failed` error. A boot that finds its files damaged or of a newer format
+// (permanent corruption / not_supported) is not retried, since that does not
+// heal: the shard answers with that error for good. The other shards keep
+// serving throughout.
 #pragma once
 
 #include <chrono>

@@ -359,8 +359,7 @@ struct harness {
     for (;;) {
       auto st = db->stats();
       if (st) return status::ok();
-      if (st.error().category() == status_category::permanent && st.error().code() == status_code::failed)
-        return st.error();
+      if (st.error().category() == status_category::permanent) return st.error();
       if (std::chrono::steady_clock::now() > deadline) return st.error();
       std::this_thread::sleep_for(1ms);  // a poll interval, not a stand-in for an answer
     }
@@ -1131,9 +1130,9 @@ TEST_CASE("fault matrix: a bit flip in the header of the log's last group is cut
 }
 
 // Supervision when the restart cannot succeed: the log of one shard is damaged
-// (media), then a failed fsync kills that shard. Its restarts find the damage,
-// so after max_restarts it stays failed, with an error that names the segment;
-// the other shard serves throughout.
+// (media), then a failed fsync kills that shard. Its restart finds the damage,
+// so it stays failed at once (corruption does not heal), with an error that
+// names the segment; the other shard serves throughout.
 TEST_CASE("fault matrix: a shard whose log is damaged stays failed, naming the segment; the others serve") {
   harness h;
   REQUIRE(h.open().is_ok());
@@ -1156,9 +1155,11 @@ TEST_CASE("fault matrix: a shard whose log is damaged stays failed, naming the s
 
   status settled = h.settle();
   REQUIRE_FALSE(settled.is_ok());
-  CHECK(settled.code() == status_code::failed);
+  CHECK(settled.code() == status_code::corruption);  // the cause, not a bare `failed`
   CHECK_MESSAGE(settled.message().find(name) != std::string::npos, describe(settled));
   CHECK_MESSAGE(settled.message().find("corrupt") != std::string::npos, describe(settled));
+  // Stopped at the first restart that found the damage, not after max_restarts.
+  CHECK_MESSAGE(settled.message().find("its files cannot be opened") != std::string::npos, describe(settled));
   // Reads and writes of that shard get the permanent error; the other shard
   // still has every acknowledged write and takes new ones.
   std::size_t checked = 0;
@@ -1166,7 +1167,7 @@ TEST_CASE("fault matrix: a shard whose log is damaged stays failed, naming the s
     auto got = h.db->get(k);
     if (h.db->shard_of(k) == damaged) {
       REQUIRE_FALSE(got.is_ok());
-      CHECK(got.error().code() == status_code::failed);
+      CHECK(got.error().code() == status_code::corruption);
     } else {
       REQUIRE_MESSAGE(got.is_ok(), describe(got.error()));
       CHECK(*got == std::optional<std::string>(v));
@@ -1182,7 +1183,7 @@ TEST_CASE("fault matrix: a shard whose log is damaged stays failed, naming the s
   do same = h.fresh_key();
   while (h.db->shard_of(same) != damaged);
   status refused = h.db->put(same, "refused");
-  CHECK(refused.code() == status_code::failed);
+  CHECK(refused.code() == status_code::corruption);
   if (std::getenv("MAGNETITE_FAULT_MATRIX"))
     std::printf("| bit flip (media) + fsync fails (EIO) | WAL segment | durable put, then restarts | %s | %s | "
                 "n/a (not reopened) | 0 on the other shard | n/a |\n",
