@@ -29,11 +29,14 @@
 #include "actors/database.h"
 #include "core/hash128.h"
 #include "core/limits.h"
+#include "tests/support/database_fixture.h"
 #include "tests/support/temp_dir.h"
 #include "wal/format.h"
 
 using namespace magnetite;
 using namespace std::chrono_literals;
+using magnetite::testing::must_open;
+using magnetite::testing::options_for;
 namespace fs = std::filesystem;
 
 namespace {
@@ -136,20 +139,6 @@ std::string changes(const tree_state& before, const tree_state& after) {
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
 
 // ---- the library ---------------------------------------------------------------------
-
-database_options options_for(const std::string& dir, std::size_t shards = 3) {
-  database_options o;
-  o.dir = dir;
-  o.shards = shards;
-  o.shard.chunking = {256, 64, 1024};
-  return o;
-}
-
-std::unique_ptr<database> must_open(database_options o) {
-  auto db = database::open(std::move(o));
-  REQUIRE_MESSAGE(db.is_ok(), db.error().to_string());
-  return std::move(*db);
-}
 
 using entries = std::vector<std::pair<std::string, std::string>>;
 
@@ -733,7 +722,7 @@ TEST_CASE("bad input: a data directory that is a regular file, or inside one, is
   auto before = snapshot(file);
   for (const auto& dir : {file, file + "/db"}) {
     CAPTURE(dir);
-    auto opened = database::open(options_for(dir));
+    auto opened = database::open(options_for(dir, 3));
     REQUIRE_FALSE(opened.is_ok());
     check_error(opened.error(), status_code::invalid_argument, {file, "not a directory"});
     auto recorded = database::recorded_shards(dir);
@@ -750,13 +739,13 @@ TEST_CASE("bad input: a data directory that is a regular file, or inside one, is
   fs::rename(shard1, d.path() + "/shard-001.moved");
   write_bytes(shard1, "in the way\n");
   auto db_before = snapshot(db_dir);
-  auto opened = database::open(options_for(db_dir));
+  auto opened = database::open(options_for(db_dir, 3));
   REQUIRE_FALSE(opened.is_ok());
   check_error(opened.error(), status_code::invalid_argument, {shard1, "not a directory"});
   CHECK_UNCHANGED(db_before, db_dir);
   fs::remove(shard1);
   fs::rename(d.path() + "/shard-001.moved", shard1);
-  auto db = must_open(options_for(db_dir));
+  auto db = must_open(options_for(db_dir, 3));
   CHECK(everything(*db) == as_entries(model));
 }
 

@@ -11,26 +11,15 @@
 #include <thread>
 
 #include "actors/database.h"
+#include "tests/support/database_fixture.h"
 #include "tests/support/temp_dir.h"
 
 using namespace magnetite;
 using namespace std::chrono_literals;
+using magnetite::testing::must_open;
+using magnetite::testing::options_for;
 
 namespace {
-
-database_options options_for(const std::string& dir, std::size_t shards = 4) {
-  database_options o;
-  o.dir = dir;
-  o.shards = shards;
-  o.shard.chunking = {256, 64, 1024};
-  return o;
-}
-
-std::unique_ptr<database> must_open(database_options o) {
-  auto db = database::open(std::move(o));
-  REQUIRE_MESSAGE(db.is_ok(), db.error().to_string());
-  return std::move(*db);
-}
 
 }  // namespace
 
