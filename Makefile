@@ -31,10 +31,16 @@ sanitize:
 	@ninja -C build-asan
 	@scripts/run-tests build-asan
 
+# The thread sanitizer, on the suites that run without CAF's scheduler threads
+# (shard_tests drives the shard actors through CAF's test coordinator). The
+# others hand work over through Debian's libcaf_core, which is not built with
+# the sanitizer, so it cannot see that hand-off and reports races that are not
+# there (docs/reliability.md, "Sanitizers"). TSAN_SUITES= (empty) runs them all.
+TSAN_SUITES ?= core_tests wal_tests tree_tests node_store_tests ttl_tests shard_tests fuzz_corpus_tests
 tsan:
 	@BUILD_DIR=build-tsan BUILD_TYPE=debugoptimized SANITIZE=thread scripts/setup
-	@ninja -C build-tsan
-	@scripts/run-tests build-tsan
+	@ninja -C build-tsan $(if $(TSAN_SUITES),$(addprefix tests/,$(TSAN_SUITES)))
+	@scripts/run-tests build-tsan $(TSAN_SUITES)
 
 # The SIGKILL crash test at length (make test runs 100 iterations).
 crash-torture: build
