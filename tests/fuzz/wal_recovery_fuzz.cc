@@ -108,7 +108,9 @@ MAGNETITE_FUZZ_TARGET(wal_recovery) {
                rec.type == wal::record_type::batch);
     FUZZ_CHECK(!rec.mutations.empty() && rec.sequence < r->next_sequence);
   }
-  for (std::size_t i = 1; i < r->tail.size(); ++i) FUZZ_CHECK(r->tail[i].sequence == r->tail[i - 1].sequence + 1);
+  // Increasing, not consecutive: a replication-state frame takes a number and
+  // is not a tail record (found by this target: regress-replication-state-between).
+  for (std::size_t i = 1; i < r->tail.size(); ++i) FUZZ_CHECK(r->tail[i].sequence > r->tail[i - 1].sequence);
   FUZZ_CHECK(r->repaired == repair);
   FUZZ_CHECK(r->frames >= r->tail.size());
 
