@@ -359,7 +359,11 @@ struct harness {
     for (;;) {
       auto st = db->stats();
       if (st) return status::ok();
-      if (st.error().category() == status_category::permanent) return st.error();
+      // The supervisor's last word: the shard "was stopped" (a boot error
+      // alone is answered by the booting shard before the supervisor decides).
+      if (st.error().category() == status_category::permanent &&
+          st.error().message().find("was stopped") != std::string::npos)
+        return st.error();
       if (std::chrono::steady_clock::now() > deadline) return st.error();
       std::this_thread::sleep_for(1ms);  // a poll interval, not a stand-in for an answer
     }
