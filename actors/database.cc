@@ -60,8 +60,8 @@ status check_data_directory(env& fs, const std::string& dir) {
 }
 
 // The shard count an existing manifest records; nullopt if there is none.
+// The caller has checked that `dir` is a directory (check_data_directory).
 result<std::optional<std::size_t>> read_manifest(env& fs, const std::string& dir) {
-  MAGNETITE_TRY(check_data_directory(fs, dir));
   std::string path = dir + "/MANIFEST";
   auto exists = fs.exists(path);
   if (!exists) return exists.error();
@@ -346,7 +346,9 @@ std::size_t database::shard_of(std::string_view routing_key) const noexcept {
 }
 
 result<std::optional<std::size_t>> database::recorded_shards(const std::string& dir, env* fs) {
-  return read_manifest(fs ? *fs : env::posix(), dir);
+  env& e = fs ? *fs : env::posix();
+  MAGNETITE_TRY(check_data_directory(e, dir));
+  return read_manifest(e, dir);
 }
 
 shard_actor database::shard_handle(std::size_t i) const {
