@@ -1,6 +1,7 @@
 #include "actors/database.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <mutex>
@@ -417,6 +418,14 @@ host_request_ptr make_request(host_request::kind op, std::string_view key, std::
   return r;
 }
 
+// The answer of a write whose caller wants the outcome (cas, apply).
+std::function<void(const status&, const cas_outcome&)> with_outcome(std::function<void(result<cas_outcome>)> done) {
+  return [done = std::move(done)](const status& s, const cas_outcome& o) {
+    if (s) done(o);
+    else done(s);
+  };
+}
+
 // The shard checks these too; checked here, bad input is answered on the
 // calling thread and never reaches a shard (docs/embedding.md).
 status check_ttl(std::optional<std::chrono::nanoseconds> ttl) {
@@ -483,6 +492,65 @@ result<database::prepared> database::prepare_batch(std::span<const batch_write> 
   return prepared{target, std::move(r)};
 }
 
+result<database::prepared> database::prepare_apply(std::size_t shard, std::vector<state_check> checks,
+                                                   std::span<const batch_write> writes) const {
+  if (shard >= slots_.size())
+    return status::invalid_argument(fmt::format("no shard {}: the database has {}", shard, slots_.size()));
+  if (writes.size() > limits::max_batch_mutations)
+    return status::invalid_argument(fmt::format("state batch of {} writes exceeds the limit of {}", writes.size(),
+                                                limits::max_batch_mutations));
+  for (const auto& c : checks) MAGNETITE_TRY(limits::check_state_key(c.key));
+  auto r = make_request(host_request::kind::apply, {}, std::nullopt);
+  r->checks = std::move(checks);
+  r->ops.reserve(writes.size());
+  for (const auto& w : writes) {
+    MAGNETITE_TRY(limits::check_state_key(w.key));
+    if (w.value) MAGNETITE_TRY(limits::check_state_value(*w.value));
+    else if (w.ttl) return status::invalid_argument(fmt::format("state write {}: a delete takes no ttl", r->ops.size()));
+    MAGNETITE_TRY(check_ttl(w.ttl));
+    r->ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
+  }
+  return prepared{shard, std::move(r)};
+}
+
+result<cas_outcome> database::apply(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
+                                    std::optional<std::chrono::steady_clock::time_point> deadline) {
+  if (deadline && std::chrono::steady_clock::now() >= *deadline)
+    return status::make(status_code::timeout, status_category::transient, "deadline passed before the request was sent");
+  auto p = prepare_apply(shard, std::move(checks), writes);
+  if (!p) return p.error();
+  if (!deadline) return submit(std::move(*p));
+  // A waiter that may leave cannot sit in a group's relay tree (its children
+  // would never be woken): a timed request is answered alone, through `done`,
+  // into a state that outlives the caller's wait.
+  struct answer {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool ready = false;
+    status st;
+    cas_outcome outcome;
+  };
+  auto a = std::make_shared<answer>();
+  submit_async(std::move(*p), [a](const status& s, const cas_outcome& o) {
+    std::lock_guard lk(a->mu);
+    a->st = s;
+    a->outcome = o;
+    a->ready = true;
+    a->cv.notify_one();
+  });
+  std::unique_lock lk(a->mu);
+  if (!a->cv.wait_until(lk, *deadline, [&] { return a->ready; }))
+    return status::make(status_code::timeout, status_category::ambiguous,
+                        "deadline passed while waiting: the request may still be applied");
+  if (!a->st) return a->st;
+  return a->outcome;
+}
+
+void database::apply_async(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
+                           std::function<void(result<cas_outcome>)> done) {
+  submit_async(prepare_apply(shard, std::move(checks), writes), with_outcome(std::move(done)));
+}
+
 namespace {
 status without_outcome(const result<cas_outcome>& r) { return r ? status::ok() : r.error(); }
 }  // namespace
@@ -526,6 +594,8 @@ result<std::vector<std::pair<std::string, std::string>>> database::range(std::st
 }
 
 result<range_cursor> database::scan(std::string_view from, std::string_view to, std::size_t chunk) {
+  // Plain scans end where the state space begins (limits::state_prefix).
+  if (to.empty() || to > limits::state_prefix) to = limits::state_prefix;
   if (!to.empty() && to <= from) return range_cursor({}, std::string(from), std::string(to), 0, chunk);
   std::vector<std::shared_ptr<const read_view>> views;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
@@ -706,10 +776,7 @@ void database::cas_async(std::string_view key, std::optional<std::string_view> e
                          std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
                          std::function<void(result<cas_outcome>)> done, std::optional<std::string_view> routing) {
   submit_async(prepare_cas(key, expected, desired, ttl, routing),
-               [done = std::move(done)](const status& s, const cas_outcome& o) {
-                 if (s) done(o);
-                 else done(s);
-               });
+               with_outcome(std::move(done)));
 }
 
 void database::batch_async(std::span<const batch_write> writes, std::function<void(status)> done,

@@ -11,6 +11,9 @@
 // Routing: shard = XXH3-64(routing key) mod shards; the routing key is the key
 // unless the caller passes one to keep related keys on one shard.
 //
+// State keys (limits::state_prefix) belong to state/ and go through apply();
+// the plain calls refuse them and scans end before them.
+//
 // Reads: get(), range() and scan() do not message the actors. They read the
 // shards' latest published views on the calling thread (a get: a few
 // microseconds when warm; a scan merges the shards' views in key order). A get
@@ -166,6 +169,20 @@ class database {
   void batch_async(std::span<const batch_write> writes, std::function<void(status)> done,
                    std::optional<std::string_view> routing = {});
 
+  // ---- the way in for state/ (keyed state, records, streams) ----
+  // The clock TTL deadlines are judged by (shard_options::clock).
+  std::uint64_t now_ns() const { return options_.shard.clock(); }
+  // Shard i's published view (what get reads), or why it has none.
+  result<std::shared_ptr<const read_view>> view_of(std::size_t shard) const { return serving_view(shard); }
+  // Hands shard `shard` a conditional batch (shard::apply: every key a state
+  // key) and waits for its answer. With a deadline, waits at most until then
+  // and answers `timeout`, ambiguous: an admitted request is not recalled and
+  // may still be applied. A deadline already past sends nothing (transient).
+  result<cas_outcome> apply(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
+                            std::optional<std::chrono::steady_clock::time_point> deadline = {});
+  void apply_async(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
+                   std::function<void(result<cas_outcome>)> done);
+
   struct supervision;  // shared with the supervisor actor
 
  private:
@@ -187,6 +204,8 @@ class database {
                                std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
                                std::optional<std::string_view> routing) const;
   result<prepared> prepare_batch(std::span<const batch_write> writes, std::optional<std::string_view> routing) const;
+  result<prepared> prepare_apply(std::size_t shard, std::vector<state_check> checks,
+                                 std::span<const batch_write> writes) const;
   // Hands a write to the shard and waits for its answer (no actor on this thread).
   result<cas_outcome> submit(prepared p);
   void submit_async(result<prepared> p, std::function<void(const status&, const cas_outcome&)> done);

@@ -6,6 +6,7 @@
 #include <bit>
 
 #include "wal/recovery.h"
+#include "core/coding.h"
 #include "core/limits.h"
 #include "tree/prolly_tree.h"
 #include "ttl/envelope.h"
@@ -215,28 +216,98 @@ result<cas_outcome> shard::cas(std::string_view key, std::optional<std::string_v
   return cas_outcome{true, std::nullopt};
 }
 
+result<std::vector<std::optional<std::string>>> shard::prepare_writes(std::span<const batch_write> writes,
+                                                                      status (*check_key)(std::string_view),
+                                                                      std::string_view prefix) const {
+  std::vector<std::optional<std::string>> stored(writes.size());
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    MAGNETITE_TRY(check_key(writes[i].key));
+    if (writes[i].value) {
+      std::string value;
+      if (!prefix.empty()) {
+        MAGNETITE_TRY(limits::check_state_value(*writes[i].value));
+        value.reserve(prefix.size() + writes[i].value->size());
+        value.append(prefix);
+      }
+      value.append(*writes[i].value);
+      auto s = envelope_for(value, writes[i].ttl);
+      if (!s) return s.error();
+      stored[i] = std::move(*s);
+    } else if (writes[i].ttl) {
+      return status::invalid_argument(fmt::format("batch write {}: a delete takes no ttl", i));
+    }
+  }
+  return stored;
+}
+
 status shard::batch(std::span<const batch_write> writes) {
   MAGNETITE_TRY(check_usable());
   if (writes.empty()) return status::invalid_argument("batch is empty");
-  std::vector<std::optional<std::string>> stored(writes.size());
+  auto stored = prepare_writes(writes, limits::check_user_key, {});
+  if (!stored) return stored.error();
+  auto seq = log_and_stage(writes, *stored);
+  return seq ? status::ok() : seq.error();
+}
+
+result<std::uint64_t> shard::log_and_stage(std::span<const batch_write> writes,
+                                           std::vector<std::optional<std::string>>& stored) {
   std::vector<wal::mutation_view> views(writes.size());
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    MAGNETITE_TRY(limits::check_user_key(writes[i].key));
-    if (writes[i].value) {
-      auto s = envelope_for(*writes[i].value, writes[i].ttl);
-      if (!s) return s.error();
-      stored[i] = std::move(*s);
-      views[i] = {wal::mutation_kind::put, writes[i].key, *stored[i]};
-    } else {
-      if (writes[i].ttl) return status::invalid_argument(fmt::format("batch write {}: a delete takes no ttl", i));
-      views[i] = {wal::mutation_kind::del, writes[i].key, {}};
-    }
-  }
+  for (std::size_t i = 0; i < writes.size(); ++i)
+    views[i] = stored[i] ? wal::mutation_view{wal::mutation_kind::put, writes[i].key, *stored[i]}
+                         : wal::mutation_view{wal::mutation_kind::del, writes[i].key, {}};
   // The log checks the batch's own limits (count, bytes) before taking it.
   auto seq = log_->append_batch(views);
   if (!seq) return seq.error().code() == status_code::invalid_argument ? seq.error() : fail(seq.error());
   for (std::size_t i = 0; i < writes.size(); ++i) MAGNETITE_TRY(stage(writes[i].key, std::move(stored[i])));
-  return status::ok();
+  return *seq;
+}
+
+result<std::uint64_t> shard::latest_revision(std::string_view key) const {
+  auto v = latest_value(key);
+  if (!v) return v.error();
+  if (!*v) return std::uint64_t{0};
+  std::uint64_t r = (*v)->size() >= limits::revision_bytes
+                        ? decode_fixed64_le(reinterpret_cast<const std::uint8_t*>((*v)->data()))
+                        : 0;
+  if (r == 0)
+    return status::corruption(fmt::format("state key of {} bytes holds a value of {} bytes with no valid revision",
+                                          key.size(), (*v)->size()));
+  return r;
+}
+
+result<cas_outcome> shard::apply(std::span<const state_check> checks, std::span<const batch_write> writes) {
+  MAGNETITE_TRY(check_usable());
+  for (const auto& c : checks) MAGNETITE_TRY(limits::check_state_key(c.key));
+  // The revision every write will carry: the sequence number the log gives
+  // the frame appended below (checked after the append).
+  std::uint64_t revision = log_->last_sequence() + 1;
+  std::string prefix(limits::revision_bytes, '\0');
+  encode_fixed64_le(reinterpret_cast<std::uint8_t*>(prefix.data()), revision);
+  auto stored = prepare_writes(writes, limits::check_state_key, prefix);
+  if (!stored) return stored.error();
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    auto found = latest_revision(checks[i].key);
+    if (!found) return found.error().code() == status_code::corruption ? found.error() : fail(found.error());
+    if (*found != checks[i].revision) {
+      cas_outcome o;
+      o.failed_check = static_cast<std::uint32_t>(i);
+      o.found = *found;
+      return o;
+    }
+  }
+  cas_outcome o;
+  o.swapped = true;
+  if (writes.empty()) {
+    o.revision = log_->last_sequence();
+    return o;
+  }
+  auto seq = log_and_stage(writes, *stored);
+  if (!seq) return seq.error();
+  // A frame numbered otherwise would carry revisions that name another frame.
+  if (*seq != revision)
+    return fail(status::failed(fmt::format("log numbered a state batch {} where {} was stamped", *seq, revision)));
+  o.revision = revision;
+  return o;
 }
 
 result<std::size_t> shard::stage_expired(std::size_t limit) {

@@ -87,6 +87,20 @@ struct batch_write {
 struct cas_outcome {
   bool swapped = false;
   std::optional<std::string> current;  // the value found when the CAS failed
+  // apply only: the revision of its writes (the log frame's sequence number),
+  // or, for an apply without writes, the last sequence it was checked against.
+  std::uint64_t revision = 0;
+  // apply only, when it was refused: the first check that failed, and the
+  // revision found there (0: absent or expired).
+  std::optional<std::uint32_t> failed_check;
+  std::uint64_t found = 0;
+};
+
+// A precondition of apply(): the state key's value carries this revision
+// (0: the key is absent or expired).
+struct state_check {
+  std::string key;
+  std::uint64_t revision = 0;
 };
 
 // Groups are counted by size in buckets of powers of two: bucket b holds the
@@ -150,6 +164,14 @@ class shard {
                           std::optional<std::string_view> desired,
                           std::optional<std::chrono::nanoseconds> ttl = {});
   status batch(std::span<const batch_write> writes);  // all or nothing
+  // The conditional batch of state/ (docs/formats/state.md): every key, in
+  // checks and writes, is a state key (limits::state_prefix). If each check
+  // holds against the latest state (staged writes included), stages the
+  // writes as ONE log frame whose sequence number R is their revision: each
+  // stored value is R (u64 LE) followed by the caller's bytes. Otherwise
+  // stages nothing and reports the first failed check. No writes: a check
+  // only. A value whose revision cannot be read is corruption, naming the key.
+  result<cas_outcome> apply(std::span<const state_check> checks, std::span<const batch_write> writes);
   // Deletes (stages) up to `limit` keys whose deadline has passed; how many.
   result<std::size_t> stage_expired(std::size_t limit);
 
@@ -205,6 +227,16 @@ class shard {
   result<bool> find_latest(std::string_view tree_key, std::string& out) const;
   // The user value as the next write sees it (nullopt: absent or expired).
   result<std::optional<std::string>> latest_value(std::string_view key) const;
+  // The revision stored with a state key (0: absent or expired).
+  result<std::uint64_t> latest_revision(std::string_view key) const;
+  // Checks a batch's writes and wraps their values (envelope, TTL); `check_key`
+  // is the key rule (plain or state), `prefix` goes before each value.
+  result<std::vector<std::optional<std::string>>> prepare_writes(std::span<const batch_write> writes,
+                                                                 status (*check_key)(std::string_view),
+                                                                 std::string_view prefix) const;
+  // Appends ONE batch frame of prepared writes (prepare_writes) and stages
+  // them; the frame's sequence number.
+  result<std::uint64_t> log_and_stage(std::span<const batch_write> writes, std::vector<std::optional<std::string>>& stored);
   // Stages a logged change of a user key (stored bytes or a deletion), keeping
   // the expiry entries and the index in step.
   status stage(std::string_view key, std::optional<std::string> stored);

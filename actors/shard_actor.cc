@@ -274,6 +274,22 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         if (auto e = down()) return *e;
         return ack_after_group(self, self->state.db->batch(writes_of(ops, hook)));
       },
+      [=](apply_atom, const std::vector<state_check>& checks,
+          const std::vector<batch_op>& ops) -> caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> {
+        if (auto e = down()) return *e;
+        auto out = self->state.db->apply(checks, writes_of(ops, hook));
+        if (!out) {
+          stop_if_failed(self);
+          return to_error(out.error());
+        }
+        // A refused apply is answered after the group it was judged against,
+        // as a failed cas is: a caller that reloads then sees what beat it.
+        auto rp = self->make_response_promise<bool, std::uint64_t, std::uint32_t, std::uint64_t>();
+        cas_outcome o = std::move(*out);
+        return wait_for_group<bool, std::uint64_t, std::uint32_t, std::uint64_t>(self, rp, [o](auto& p) {
+          p.deliver(o.swapped, o.revision, o.failed_check.value_or(0), o.found);
+        });
+      },
       [=](range_atom, const std::string& from, const std::string& to,
           std::uint32_t limit) -> caf::result<std::vector<std::string>, std::vector<std::string>, bool> {
         if (auto e = down()) return *e;
@@ -365,6 +381,11 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
             status st = db.batch(writes_of(r->ops, hook));
             if (!st) return refuse(st);
             return after_group({true, std::nullopt});
+          }
+          case host_request::kind::apply: {
+            auto out = db.apply(r->checks, writes_of(r->ops, hook));
+            if (!out) return refuse(out.error());
+            return after_group(std::move(*out));
           }
         }
       },

@@ -7,6 +7,9 @@
 //   (cas, key, has_expected, expected,
 //         has_desired, desired, ttl_ns)              -> (swapped, has_current, current)
 //   (batch, [batch_op])                              -> ok          all or nothing
+//   (apply, [state_check], [batch_op])               -> (applied, revision, failed_check, found)
+//                                                    the conditional batch of state/ (shard.h):
+//                                                    failed_check is meaningful when !applied
 //   (range, from, to, limit)                         -> (keys, values, more)  to "": no bound
 //   (commit)                                         -> root (32 hex digits)
 //   (stats)                                          -> shard_stats    counters since open
@@ -56,6 +59,7 @@ using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using aged_atom = caf::atom_constant<caf::atom("aged")>;
 using durable_atom = caf::atom_constant<caf::atom("durable")>;
 using ok_atom = caf::atom_constant<caf::atom("ok")>;
+using apply_atom = caf::atom_constant<caf::atom("apply")>;
 
 // One write of an atomic batch, as a message carries it.
 struct batch_op {
@@ -68,6 +72,11 @@ struct batch_op {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch_op& x) {
   return f(caf::meta::type_name("batch_op"), x.key, x.is_put, x.value, x.ttl_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, state_check& x) {
+  return f(caf::meta::type_name("state_check"), x.key, x.revision);
 }
 
 template <class Inspector>
@@ -111,7 +120,7 @@ namespace magnetite {
 // from its destructor with a transient error, so a host never waits on a dead
 // shard. In-process only.
 struct host_request {
-  enum class kind { put, del, cas, batch };
+  enum class kind { put, del, cas, batch, apply };
   kind op = kind::put;
   std::string key;
   std::string value;  // put; cas: desired
@@ -119,7 +128,8 @@ struct host_request {
   std::string expected;
   bool has_desired = false;
   std::int64_t ttl_ns = 0;
-  std::vector<batch_op> ops;
+  std::vector<batch_op> ops;          // batch; apply: its writes
+  std::vector<state_check> checks;    // apply
   std::shared_ptr<host_wait> waiter;
   std::function<void(const status&, const cas_outcome&)> done;
 
@@ -147,6 +157,8 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t>::with<bool, bool,
                                                                                                     std::string>,
     caf::replies_to<batch_atom, std::vector<batch_op>>::with<ok_atom>,
+    caf::replies_to<apply_atom, std::vector<state_check>, std::vector<batch_op>>::with<bool, std::uint64_t,
+                                                                                       std::uint32_t, std::uint64_t>,
     caf::replies_to<range_atom, std::string, std::string, std::uint32_t>::with<std::vector<std::string>,
                                                                                 std::vector<std::string>, bool>,
     caf::replies_to<commit_atom>::with<std::string>,

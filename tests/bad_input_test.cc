@@ -460,13 +460,20 @@ TEST_CASE("bad input: binary keys and values (NUL, 0xff, every byte) round-trip 
   };
   std::string every_byte;
   for (int c = 0; c < 256; ++c) every_byte.push_back(static_cast<char>(c));
+  // Keys starting with FF FF belong to state/: the largest plain key is FF FE FF FF ...
+  std::string largest_plain = bin({0xff, 0xfe}) + std::string(limits::max_user_key_bytes - 2, '\xff');
   {
     auto db = must_open(options_for(d.path()));
+    for (const std::string& k : {bin({0xff, 0xff}), bin({0xff, 0xff, 0}), std::string(limits::max_user_key_bytes, '\xff')}) {
+      auto refused = db->put(k, "v");
+      CHECK(refused.code() == status_code::invalid_argument);
+      CHECK(refused.message().find("reserved for state/") != std::string::npos);
+    }
     std::vector<std::string> keys{bin({0}),          bin({0, 0}),       bin({0, 0xff}),     bin({'a', 0, 'b'}),
                                   bin({'a'}),        bin({0x7f}),       bin({0x80}),        bin({0xff}),
-                                  bin({0xff, 0xff}), bin({0xff, 0}),    bin({'\t', '\n'}),  bin({'\\', 'x', '0', '0'}),
+                                  bin({0xff, 0xfe}), bin({0xff, 0}),    bin({'\t', '\n'}),  bin({'\\', 'x', '0', '0'}),
                                   every_byte,        std::string(limits::max_user_key_bytes, '\0'),
-                                  std::string(limits::max_user_key_bytes, '\xff')};
+                                  largest_plain};
     for (std::size_t i = 0; i < keys.size(); ++i) {
       std::string v = bin({0, static_cast<int>(i), 0xff}) + every_byte;
       REQUIRE_MESSAGE(db->put(keys[i], v).is_ok(), i);
@@ -495,7 +502,7 @@ TEST_CASE("bad input: binary keys and values (NUL, 0xff, every byte) round-trip 
     std::map<std::string, std::string> scanned(all.begin(), all.end());
     for (const auto& [k, v] : model) CHECK(scanned.count(k) == 1);
     CHECK(got.front() == bin({0}));
-    CHECK(got.back() == std::string(limits::max_user_key_bytes, '\xff'));
+    CHECK(got.back() == largest_plain);
     // Bounds with NUL and 0xff bytes.
     auto between = db->range(bin({0, 0}), bin({0, 0xff}), 100).value();
     REQUIRE(between.size() == 3);
@@ -503,7 +510,7 @@ TEST_CASE("bad input: binary keys and values (NUL, 0xff, every byte) round-trip 
     CHECK(between[1].first == std::string(limits::max_user_key_bytes, '\0'));
     CHECK(between[2].first == every_byte);
     auto tail = db->range(bin({0xff}), "", 100).value();
-    CHECK(tail.size() == 4);  // 0xff, 0xff 00, 0xff 0xff, 4080 x 0xff
+    CHECK(tail.size() == 4);  // 0xff, 0xff 00, 0xff 0xfe, 0xff 0xfe 0xff...
   }
   auto db = must_open(options_for(d.path()));
   for (const auto& [k, v] : model) CHECK(db->get(k).value() == std::optional<std::string>(v));
