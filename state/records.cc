@@ -1,0 +1,189 @@
+#include "state/records.h"
+
+#include <fmt/format.h>
+
+#include "actors/keyspace.h"
+#include "core/limits.h"
+#include "state/errors.h"
+#include "state/layout.h"
+#include "state/state_reader.h"
+
+namespace magnetite::state {
+
+namespace {
+std::string describe(std::string_view ns, std::string_view key) { return fmt::format("record ({:?}, {:?})", ns, key); }
+
+// The state key of a record, or a caller mistake when it is too long.
+result<std::string> checked_record_key(std::string_view ns, std::string_view key) {
+  std::string k = record_key(ns, key);
+  if (k.size() > limits::max_user_key_bytes)
+    return mistake(fmt::format("{}: namespace and key take {} bytes encoded, over the limit of {}",
+                               describe(ns.substr(0, 64), key.substr(0, 64)), k.size(), limits::max_user_key_bytes));
+  return k;
+}
+
+result<std::optional<record>> load_from(const database& db, std::size_t shard, const std::string& k,
+                                        std::string_view ns, std::string_view key) {
+  auto view = db.view_of(shard);
+  if (!view) return view.error();
+  auto found = read_item(**view, k, db.now_ns(), describe(ns, key));
+  if (!found) return found.error();
+  if (!*found) return std::optional<record>();
+  return std::optional<record>(record{std::move((*found)->value), (*found)->revision});
+}
+}  // namespace
+
+std::size_t records::shard_of(std::string_view ns) const { return db_->shard_of(record_prefix(ns)); }
+
+result<std::optional<record>> records::load(std::string_view ns, std::string_view key) const {
+  auto k = checked_record_key(ns, key);
+  if (!k) return k.error();
+  return load_from(*db_, shard_of(ns), *k, ns, key);
+}
+
+result<page> records::list(std::string_view ns, std::string_view prefix, std::optional<std::string_view> start_after,
+                           std::size_t limit) const {
+  if (limit < 1 || limit > max_list_limit)
+    return mistake(fmt::format("list limit of {}: must be 1..{}", limit, max_list_limit));
+  std::string ns_prefix = record_prefix(ns);
+  std::string first = ns_prefix + open_component(prefix);
+  std::string end = prefix_successor(first);
+  if (start_after) {
+    // Just past the record key of start_after: no other key sits between.
+    std::string after = record_key(ns, *start_after) + '\0';
+    if (after > first) first = std::move(after);
+  }
+  auto view = db_->view_of(shard_of(ns));
+  if (!view) return view.error();
+  page out;
+  std::uint64_t now = db_->now_ns();
+  status failure;
+  // One more than the page, to know whether a next page exists.
+  status s = (*view)->scan(keyspace::data_key(first), keyspace::data_key(end),
+                           [&](std::string_view tree_key, std::string_view stored) {
+    std::string_view user_key = keyspace::user_key_of(tree_key);
+    auto key = record_key_of(ns_prefix, user_key);
+    if (!key) {
+      failure = status::corruption(fmt::format("namespace {:?}: a key of {} bytes is not a record key", ns,
+                                               user_key.size()));
+      return false;
+    }
+    auto found = live_item(stored, now, describe(ns, *key));
+    if (!found) {
+      failure = found.error();
+      return false;
+    }
+    if (!*found) return true;
+    if (out.records.size() == limit) {
+      out.next = out.records.back().first;
+      return false;
+    }
+    out.records.emplace_back(std::move(*key), record{std::move((*found)->value), (*found)->revision});
+    return true;
+  });
+  if (!s) return s;
+  if (!failure) return failure;
+  return out;
+}
+
+transaction records::begin() const { return transaction(*db_); }
+
+result<std::string> transaction::key_for(std::string_view ns, std::string_view key) {
+  if (finished_) return mistake("transaction is finished (committed or rolled back)");
+  auto k = checked_record_key(ns, key);
+  if (!k) return k.error();
+  std::size_t shard = db_->shard_of(record_prefix(ns));
+  if (!shard_) {
+    shard_ = shard;
+    bound_ns_ = std::string(ns);
+  } else if (*shard_ != shard) {
+    return status::make(status_code::not_supported, status_category::permanent,
+                        fmt::format("transaction is bound to shard {} (namespace {:?}); namespace {:?} is on shard {}: "
+                                    "transactions across shards are not supported",
+                                    *shard_, bound_ns_, ns, shard));
+  }
+  return k;
+}
+
+result<std::optional<record>> transaction::load(std::string_view ns, std::string_view key) {
+  auto k = key_for(ns, key);
+  if (!k) return k.error();
+  if (auto w = writes_.find(*k); w != writes_.end()) {
+    if (!w->second.value) return std::optional<record>();
+    return std::optional<record>(record{*w->second.value, 0});
+  }
+  if (auto r = reads_.find(*k); r != reads_.end()) {
+    if (!r->second.value) return std::optional<record>();
+    return std::optional<record>(record{*r->second.value, r->second.revision});
+  }
+  auto got = load_from(*db_, *shard_, *k, ns, key);
+  if (!got) return got.error();
+  read r{0, std::nullopt, std::string(ns), std::string(key)};
+  if (*got) {
+    r.revision = (*got)->revision;
+    r.value = (*got)->value;
+  }
+  reads_.emplace(std::move(*k), std::move(r));
+  return got;
+}
+
+status transaction::put(std::string_view ns, std::string_view key, item value) {
+  auto k = key_for(ns, key);
+  if (!k) return k.error();
+  // Encoded now, so bad input is refused here and not at commit.
+  auto stored = encode_item(value, "del(namespace, key)");
+  if (!stored) return stored.error();
+  if (stored->size() > limits::max_state_value_bytes)
+    return mistake(fmt::format("{}: value of {} bytes encoded exceeds the limit of {} bytes", describe(ns, key),
+                               stored->size(), limits::max_state_value_bytes));
+  writes_[*k] = write{std::move(value), std::string(ns), std::string(key)};
+  return status::ok();
+}
+
+status transaction::del(std::string_view ns, std::string_view key) {
+  auto k = key_for(ns, key);
+  if (!k) return k.error();
+  writes_[*k] = write{std::nullopt, std::string(ns), std::string(key)};
+  return status::ok();
+}
+
+void transaction::rollback() noexcept {
+  finished_ = true;
+  reads_.clear();
+  writes_.clear();
+}
+
+result<std::uint64_t> transaction::commit(std::optional<deadline> d) {
+  if (finished_) return mistake("transaction is finished (committed or rolled back)");
+  finished_ = true;
+  if (!shard_) return std::uint64_t{0};  // touched nothing
+  std::vector<state_check> checks;
+  std::vector<const read*> read_of;
+  checks.reserve(reads_.size());
+  for (const auto& [k, r] : reads_) {
+    checks.push_back({k, r.revision});
+    read_of.push_back(&r);
+  }
+  std::vector<batch_write> writes;
+  writes.reserve(writes_.size());
+  for (const auto& [k, w] : writes_) {
+    if (!w.value) {
+      writes.push_back({k, std::nullopt, std::nullopt});
+      continue;
+    }
+    auto stored = encode_item(*w.value, "del(namespace, key)");
+    if (!stored) return stored.error();
+    writes.push_back({k, std::move(*stored), std::nullopt});
+  }
+  auto out = db_->apply(*shard_, std::move(checks), std::move(writes), d);
+  if (!out) return after_handoff(out.error());
+  if (out->failed_check) {
+    const read& r = *read_of.at(*out->failed_check);
+    return status::make(status_code::conflict, status_category::transient,
+                        fmt::format("conflict: {} was read at revision {} and is now at {}", describe(r.ns, r.key),
+                                    r.revision, out->found));
+  }
+  return out->revision;
+}
+
+}  // namespace magnetite::state

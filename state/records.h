@@ -1,0 +1,110 @@
+// records: transactional records, (namespace, key) -> item with a revision.
+//
+// Contract:
+// - A record's revision is the log sequence number of the commit that wrote
+//   it: positive, increasing per key (and across every key of one shard),
+//   never reused across delete and re-create. Revisions are not consecutive.
+// - One namespace lives on one shard (its routing key is the namespace). A
+//   transaction is bound to the shard of the first namespace it touches; a
+//   namespace on another shard is refused with not_supported (permanent).
+//   Namespaces that share a shard commit together (shard_of tells).
+// - Serializable optimistic transactions: the first load of a key records the
+//   revision seen (0 for a miss); commit sends every such read as a check and
+//   every buffered write in ONE conditional batch (shard::apply): one log
+//   frame, all or nothing, also across a crash. A conflict (some read key has
+//   moved) is the only error that proves nothing was written. Loads of the
+//   same key repeat the first answer; a transaction reads its own writes (their
+//   revision is 0 until committed).
+// - Reads never wait (the shard's published view); a commit waits at most
+//   until its deadline, then answers timeout, ambiguous: an admitted commit is
+//   not recalled and may still land.
+// - Error categories: a caller mistake (bad input, a finished transaction) and
+//   a conflict are transient; a refused operation (another shard, a failed
+//   shard, damaged data) permanent; a timeout or a failure after hand-off
+//   ambiguous.
+// A transaction is used by one thread at a time; `records` is thread-safe.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "actors/database.h"
+#include "state/item.h"
+
+namespace magnetite::state {
+
+using deadline = std::chrono::steady_clock::time_point;
+
+struct record {
+  item value;
+  std::uint64_t revision = 0;
+};
+
+struct page {
+  std::vector<std::pair<std::string, record>> records;
+  std::optional<std::string> next;  // pass as start_after; set only when more exist
+};
+
+inline constexpr std::size_t max_list_limit = 1000;
+
+class transaction;
+
+class records {
+ public:
+  explicit records(database& db) : db_(&db) {}
+
+  result<std::optional<record>> load(std::string_view ns, std::string_view key) const;
+  // Records of `ns` whose key starts with `prefix`, in key order, after
+  // `start_after` (the previous page's `next`), at most `limit` (1..1000).
+  result<page> list(std::string_view ns, std::string_view prefix, std::optional<std::string_view> start_after,
+                    std::size_t limit) const;
+  transaction begin() const;
+  std::size_t shard_of(std::string_view ns) const;
+
+ private:
+  database* db_;
+};
+
+class transaction {
+ public:
+  explicit transaction(database& db) : db_(&db) {}
+
+  result<std::optional<record>> load(std::string_view ns, std::string_view key);
+  status put(std::string_view ns, std::string_view key, item value);
+  status del(std::string_view ns, std::string_view key);
+  // The revision of every write (for a read-only transaction: the log position
+  // its reads were validated at). The transaction is finished afterwards,
+  // whatever the result.
+  result<std::uint64_t> commit(std::optional<deadline> d = {});
+  // Discards everything; cannot fail. Finished afterwards.
+  void rollback() noexcept;
+  bool finished() const noexcept { return finished_; }
+
+ private:
+  struct read {
+    std::uint64_t revision = 0;  // 0: absent
+    std::optional<item> value;
+    std::string ns, key;         // for a conflict's message
+  };
+  struct write {
+    std::optional<item> value;   // nullopt: delete
+    std::string ns, key;
+  };
+  // The state key of (ns, key), once the transaction is usable and the
+  // namespace is on its shard.
+  result<std::string> key_for(std::string_view ns, std::string_view key);
+
+  database* db_;
+  std::optional<std::size_t> shard_;
+  std::string bound_ns_;  // the namespace that bound it, for messages
+  std::map<std::string, read> reads_;    // by state key
+  std::map<std::string, write> writes_;  // by state key
+  bool finished_ = false;
+};
+
+}  // namespace magnetite::state
