@@ -10,6 +10,7 @@
 #include "actors/keyspace.h"
 #include "actors/shard_actor.h"
 #include "core/fault_env.h"
+#include "core/limits.h"
 
 using namespace magnetite;
 using namespace std::chrono_literals;
@@ -493,4 +494,38 @@ TEST_CASE("shard actor: under the always policy a group fsyncs at once and arms 
   CHECK(f.sched->clock().schedule().size() == 1);  // the checkpoint timer only
   f.advance(test_fsync_interval);
   CHECK(f.stats(client, shard).log_fsyncs == fsyncs + 1);
+}
+
+TEST_CASE("shard actor: applies queued together share one group and one fsync; each is checked against the ones "
+          "before it; a refused one is answered after that group") {
+  fixture f;
+  auto shard = f.spawn(f.config());
+  caf::scoped_actor client{*f.sys};
+  auto fsyncs = f.stats(client, shard).log_fsyncs;
+  std::string k = std::string(limits::state_prefix) + "k";
+  std::vector<batch_op> write{{k, true, "value", 0}};
+  // Two applies in the mailbox before the shard runs, both expecting k
+  // absent: the first creates it, so the second is refused.
+  client->send(shard, apply_atom::value, std::vector<state_check>{{k, 0}}, write);
+  client->send(shard, apply_atom::value, std::vector<state_check>{{k, 0}}, write);
+  f.sched->run();
+  std::vector<std::tuple<bool, std::uint64_t, std::uint32_t, std::uint64_t>> answers;
+  for (int i = 0; i < 2; ++i)
+    client->receive(
+        [&](bool applied, std::uint64_t revision, std::uint32_t failed, std::uint64_t found) {
+          answers.emplace_back(applied, revision, failed, found);
+        },
+        [](caf::error& e) { FAIL(caf::to_string(e)); }, caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer"); });
+  REQUIRE(answers.size() == 2);
+  auto [ok1, rev1, f1, found1] = answers[0];
+  auto [ok2, rev2, f2, found2] = answers[1];
+  CHECK(ok1);
+  CHECK_FALSE(ok2);
+  CHECK(f2 == 0);
+  CHECK(found2 == rev1);  // it saw the first, not yet durable when it was checked
+  CHECK(f.stats(client, shard).log_fsyncs == fsyncs + 1);
+  CHECK(f.stats(client, shard).groups == 1);
+  // By the time the refusal arrived, the write that beat it was published.
+  REQUIRE(f.read(k));
+  CHECK(f.read(k)->substr(8) == "value");
 }
