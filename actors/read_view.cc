@@ -117,4 +117,53 @@ status read_view::scan(std::string_view from, std::string_view to,
   }
 }
 
+status read_view::scan_reverse(std::string_view from, std::string_view to,
+                               const std::function<bool(std::string_view, std::string_view)>& fn) const {
+  // scan()'s merge run backward: each layer's position is one past the entry
+  // it offers next (0: exhausted); the tree cursor sits on the last entry < to.
+  struct position {
+    const layer* l;
+    std::size_t i;
+  };
+  std::vector<position> pos;
+  for (const auto& l : layers_) {
+    auto it = to.empty() ? l->entries.end()
+                         : std::lower_bound(l->entries.begin(), l->entries.end(), to,
+                                            [](const layer_entry& e, std::string_view k) { return e.key < k; });
+    pos.push_back({l.get(), static_cast<std::size_t>(it - l->entries.begin())});
+  }
+  tree::prolly_tree t(*store_, policy_);
+  auto c = to.empty() ? t.last(root_) : t.seek(root_, to);
+  if (!c) return c.error();
+  if (!to.empty() || !c->valid()) MAGNETITE_TRY(c->prev());
+  // seek() may land past the end of an empty tree or before `to`'s node: only
+  // an entry below `to` counts.
+  auto tree_ok = [&] { return c->valid() && (to.empty() || c->current().key < to); };
+  for (;;) {
+    std::optional<std::string_view> key;
+    for (const auto& p : pos)
+      if (p.i > 0) {
+        std::string_view k = p.l->entries[p.i - 1].key;
+        if (!key || k > *key) key = k;
+      }
+    if (tree_ok() && (!key || c->current().key > *key)) key = c->current().key;
+    if (!key || *key < from) return status::ok();
+    std::optional<std::optional<std::string_view>> decided;
+    for (auto& p : pos)
+      if (p.i > 0 && p.l->entries[p.i - 1].key == *key && !decided) {
+        const auto& v = p.l->entries[p.i - 1].value;
+        decided = v ? std::optional<std::string_view>(*v) : std::nullopt;
+      }
+    if (!decided && tree_ok() && c->current().key == *key) decided = c->current().value;
+    std::string k(*key);
+    if (decided && *decided && !fn(k, **decided)) return status::ok();
+    for (auto& p : pos)
+      if (p.i > 0 && p.l->entries[p.i - 1].key == k) --p.i;
+    if (tree_ok() && c->current().key == k) {
+      MAGNETITE_TRY(c->prev());
+      // prev() from the first entry stays "before the beginning": not valid.
+    }
+  }
+}
+
 }  // namespace magnetite

@@ -59,6 +59,9 @@ class read_view {
   // when fn returns false.
   status scan(std::string_view from, std::string_view to,
               const std::function<bool(std::string_view key, std::string_view stored)>& fn) const;
+  // The same keys of [from, to) in descending order.
+  status scan_reverse(std::string_view from, std::string_view to,
+                      const std::function<bool(std::string_view key, std::string_view stored)>& fn) const;
 
   const hash128& root() const noexcept { return root_; }
   // The node store its tree is in (reads are thread-safe).

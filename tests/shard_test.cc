@@ -470,3 +470,53 @@ TEST_CASE("shard: deletions by the TTL timer are not counted as acknowledged wri
   CHECK(after.group_sizes[0] - before.group_sizes[0] == 1);  // a group of one acknowledged write
   CHECK(must(s->stage_expired(100)) == 0);
 }
+
+TEST_CASE("read view: scan_reverse gives scan's keys in descending order over tree and layers, for any bounds") {
+  fault_env fe;
+  manual_clock clock;
+  auto o = small_options(clock);
+  auto s = must_open(fe, o);
+  std::mt19937_64 rng(5);
+  std::map<std::string, std::string> model;
+  auto key = [&] { return fmt::format("k{:03}", rng() % 300); };
+  for (int round = 0; round < 6; ++round) {
+    for (int i = 0; i < 120; ++i) {
+      std::string k = key();
+      if (rng() % 4 == 0) {
+        REQUIRE(s->del(k).is_ok());
+        model.erase(k);
+      } else {
+        std::string v = fmt::format("{}-{}", k, round);
+        REQUIRE(s->put(k, v).is_ok());
+        model[k] = v;
+      }
+      if (rng() % 30 == 0) REQUIRE(s->commit_group().is_ok());  // several layers
+    }
+    REQUIRE(s->commit_group().is_ok());
+    if (round % 2 == 1) REQUIRE(s->checkpoint().is_ok());  // and a tree under them
+    for (int q = 0; q < 40; ++q) {
+      std::string from = q % 5 == 0 ? std::string(1, keyspace::data_tag) : keyspace::data_key(key());
+      std::string to = q % 7 == 0 ? std::string() : keyspace::data_key(key());
+      std::vector<std::string> forward, backward;
+      REQUIRE(s->view()->scan(from, to, [&](std::string_view k, std::string_view) {
+        forward.emplace_back(k);
+        return true;
+      }).is_ok());
+      std::size_t stop_after = q % 3 == 0 ? 5 : SIZE_MAX;
+      REQUIRE(s->view()->scan_reverse(from, to, [&](std::string_view k, std::string_view v) {
+        CHECK(std::string(v.substr(1)) == model.at(std::string(keyspace::user_key_of(k))));
+        backward.emplace_back(k);
+        return backward.size() < stop_after;
+      }).is_ok());
+      std::vector<std::string> want;
+      for (auto it = model.rbegin(); it != model.rend(); ++it) {
+        std::string tk = keyspace::data_key(it->first);
+        if (tk >= from && (to.empty() || tk < to)) want.push_back(tk);
+      }
+      std::vector<std::string> reversed(forward.rbegin(), forward.rend());
+      if (to.empty() || from < to) CHECK(reversed == want);
+      if (want.size() > stop_after) want.resize(stop_after);
+      CHECK(backward == want);
+    }
+  }
+}
