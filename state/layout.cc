@@ -10,6 +10,10 @@ namespace magnetite::state {
 namespace {
 constexpr char record_tag = 0x72;  // 'r'
 constexpr char stream_tag = 0x73;  // 's'
+constexpr char collection_tag = 0x63;  // 'c'
+constexpr char value_kind = 0x76;      // 'v'
+constexpr char map_kind = 0x6D;        // 'm'
+constexpr char deque_kind = 0x71;      // 'q'
 
 std::string tagged(char tag) {
   std::string k(limits::state_prefix);
@@ -24,7 +28,7 @@ std::string record_key(std::string_view ns, std::string_view key) {
   return record_prefix(ns) + key_encoder().bytes(key).str();
 }
 
-std::optional<std::string> record_key_of(std::string_view ns_prefix, std::string_view user_key) {
+std::optional<std::string> bytes_after(std::string_view ns_prefix, std::string_view user_key) {
   if (!user_key.starts_with(ns_prefix)) return std::nullopt;
   key_decoder d(user_key.substr(ns_prefix.size()));
   auto k = d.bytes();
@@ -48,6 +52,46 @@ std::optional<std::uint64_t> stream_seq_of(std::string_view prefix, std::string_
   auto seq = d.u64();
   if (!seq || !d.done()) return std::nullopt;
   return seq;
+}
+
+std::string owner_prefix(std::string_view ns, std::string_view owner) {
+  return tagged(collection_tag) + key_encoder().bytes(ns).bytes(owner).str();
+}
+
+std::string value_key(std::string_view owner_prefix, std::string_view name) {
+  return std::string(owner_prefix) + value_kind + key_encoder().bytes(name).str();
+}
+
+std::string map_entries_prefix(std::string_view owner_prefix, std::string_view name) {
+  return std::string(owner_prefix) + map_kind + key_encoder().bytes(name).str() + '\1';
+}
+
+std::string deque_meta_key(std::string_view owner_prefix, std::string_view name) {
+  return std::string(owner_prefix) + deque_kind + key_encoder().bytes(name).str() + '\0';
+}
+
+std::string deque_slots_prefix(std::string_view owner_prefix, std::string_view name) {
+  return std::string(owner_prefix) + deque_kind + key_encoder().bytes(name).str() + '\1';
+}
+
+std::string deque_slot_key(std::string_view slots_prefix, std::uint64_t index) {
+  return std::string(slots_prefix) + key_encoder().u64(index).str();
+}
+
+std::string encode_deque_meta(const deque_meta& m) {
+  std::string b(1, static_cast<char>(deque_meta_type));
+  put_fixed64_le(b, m.head);
+  put_fixed64_le(b, m.tail);
+  return b;
+}
+
+result<deque_meta> decode_deque_meta(std::string_view body, std::string_view what) {
+  if (body.size() != 17 || static_cast<std::uint8_t>(body.front()) != deque_meta_type)
+    return status::corruption(fmt::format("{}: not a deque meta ({} bytes)", what, body.size()));
+  const auto* p = reinterpret_cast<const std::uint8_t*>(body.data() + 1);
+  deque_meta m{decode_fixed64_le(p), decode_fixed64_le(p + 8)};
+  if (m.head > m.tail) return status::corruption(fmt::format("{}: deque meta with head {} past tail {}", what, m.head, m.tail));
+  return m;
 }
 
 std::string open_component(std::string_view p) {

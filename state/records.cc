@@ -62,7 +62,7 @@ result<page> records::list(std::string_view ns, std::string_view prefix, std::op
   status s = (*view)->scan(keyspace::data_key(first), keyspace::data_key(end),
                            [&](std::string_view tree_key, std::string_view stored) {
     std::string_view user_key = keyspace::user_key_of(tree_key);
-    auto key = record_key_of(ns_prefix, user_key);
+    auto key = bytes_after(ns_prefix, user_key);
     if (!key) {
       failure = status::corruption(fmt::format("namespace {:?}: a key of {} bytes is not a record key", ns,
                                                user_key.size()));

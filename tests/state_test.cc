@@ -59,7 +59,7 @@ TEST_CASE("state layout: record keys sort as their (namespace, key) tuples and n
     CHECK(k > previous);  // tuple order == key order, so also no two equal
     previous = k;
     keys.insert(k);
-    CHECK(record_key_of(record_prefix(t.first), k) == std::optional<std::string>(t.second));
+    CHECK(bytes_after(record_prefix(t.first), k) == std::optional<std::string>(t.second));
     CHECK(limits::check_state_key(k).is_ok());
     CHECK_FALSE(limits::check_user_key(k).is_ok());
   }
