@@ -209,11 +209,11 @@ result<cas_outcome> shard::cas(std::string_view key, std::optional<std::string_v
   auto current = latest_value(key);
   if (!current) return fail(current.error());
   if (current->has_value() != expected.has_value() || (expected && **current != *expected))
-    return cas_outcome{false, std::move(*current)};
+    return cas_outcome::refused(std::move(*current));
   auto seq = stored ? log_->append_put(key, *stored) : log_->append_delete(key);
   if (!seq) return fail(seq.error());
   MAGNETITE_TRY(stage(key, std::move(stored)));
-  return cas_outcome{true, std::nullopt};
+  return cas_outcome::applied();
 }
 
 result<std::vector<std::optional<std::string>>> shard::prepare_writes(std::span<const batch_write> writes,

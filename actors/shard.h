@@ -94,6 +94,18 @@ struct cas_outcome {
   // revision found there (0: absent or expired).
   std::optional<std::uint32_t> failed_check;
   std::uint64_t found = 0;
+
+  // A write that took place; a CAS that found `current` instead.
+  static cas_outcome applied() {
+    cas_outcome o;
+    o.swapped = true;
+    return o;
+  }
+  static cas_outcome refused(std::optional<std::string> current) {
+    cas_outcome o;
+    o.current = std::move(current);
+    return o;
+  }
 };
 
 // A precondition of apply(): the state key's value carries this revision

@@ -367,7 +367,7 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
             hook(r->key);
             status st = r->op == host_request::kind::put ? db.put(r->key, r->value, ttl_of(r->ttl_ns)) : db.del(r->key);
             if (!st) return refuse(st);
-            return after_group({true, std::nullopt});
+            return after_group(cas_outcome::applied());
           }
           case host_request::kind::cas: {
             hook(r->key);
@@ -380,7 +380,7 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
           case host_request::kind::batch: {
             status st = db.batch(writes_of(r->ops, hook));
             if (!st) return refuse(st);
-            return after_group({true, std::nullopt});
+            return after_group(cas_outcome::applied());
           }
           case host_request::kind::apply: {
             auto out = db.apply(r->checks, writes_of(r->ops, hook));

@@ -359,7 +359,7 @@ class collection {
     }
     return status::ok();
   }
-  bool has_buffer() const { return !pending_.empty() || cleared_ || dirty_; }
+  bool has_ttl() const { return opts_.ttl.has_value(); }
   // The buffer is durable (or discarded): start afresh from the shard's view.
   void reset() noexcept {
     pending_.clear();
@@ -581,6 +581,13 @@ result<bool> deque_handle::is_empty() const {
 }
 
 result<std::optional<item>> deque_handle::get(std::uint64_t i) const {
+  if (!c_->has_ttl()) {
+    // Without expiry the slots of [head, tail) are dense: one point read.
+    auto m = c_->deque_state();
+    if (!m) return m.error();
+    if (i >= m->tail - m->head) return std::optional<item>();
+    return c_->slot(m->head + i);
+  }
   auto r = c_->deque_range(direction::forward, std::nullopt);
   if (!r) return r.error();
   // The i-th live slot: expired ones do not count.

@@ -25,9 +25,10 @@
 //   `len` counts expired slots not yet popped (an upper bound), `get(i)` and
 //   scans skip them, `peek_*` of an expired end gives nothing, `pop_*`
 //   consumes it and gives nothing.
-// - Costs: get, contains, set, remove, push, pop, peek, len: O(log n) reads
-//   of the view (no message). map `size` and `is_empty`, deque `get(i)`: a
-//   scan (O(n), O(i)). `clear` of a map or deque deletes its keys in the
+// - Costs: get, contains, set, remove, push, pop, peek, len, and a deque's
+//   get(i) without TTL: O(log n) reads of the view (no message). A deque's
+//   get(i) with a TTL walks i live slots (expired ones do not count); map
+//   `size` scans (O(n)), `is_empty` until the first live entry. `clear` of a map or deque deletes its keys in the
 //   commit's one frame: O(n), within the batch limit (limits.h).
 // - Scans are cursors over one pinned view and a copy of the overlay, pulled
 //   in chunks; exhausted stays exhausted; the first error closes the cursor;
@@ -179,7 +180,9 @@ class deque_handle {
  public:
   result<std::uint64_t> len() const;  // an upper bound under TTL
   result<bool> is_empty() const;
-  result<std::optional<item>> get(std::uint64_t i) const;  // the i-th live item from the front
+  // The i-th item from the front; with a TTL, the i-th live one. A deque
+  // written with a TTL must be opened with one for get(i) to skip expired slots.
+  result<std::optional<item>> get(std::uint64_t i) const;
   result<std::optional<item>> peek_front() const;
   result<std::optional<item>> peek_back() const;
   status push_front(item v);

@@ -136,14 +136,14 @@ status transaction::put(std::string_view ns, std::string_view key, item value) {
   if (stored->size() > limits::max_state_value_bytes)
     return mistake(fmt::format("{}: value of {} bytes encoded exceeds the limit of {} bytes", describe(ns, key),
                                stored->size(), limits::max_state_value_bytes));
-  writes_[*k] = write{std::move(value), std::string(ns), std::string(key)};
+  writes_[*k] = write{std::move(value), std::move(*stored), std::string(ns), std::string(key)};
   return status::ok();
 }
 
 status transaction::del(std::string_view ns, std::string_view key) {
   auto k = key_for(ns, key);
   if (!k) return k.error();
-  writes_[*k] = write{std::nullopt, std::string(ns), std::string(key)};
+  writes_[*k] = write{std::nullopt, {}, std::string(ns), std::string(key)};
   return status::ok();
 }
 
@@ -166,15 +166,8 @@ result<std::uint64_t> transaction::commit(std::optional<deadline> d) {
   }
   std::vector<batch_write> writes;
   writes.reserve(writes_.size());
-  for (const auto& [k, w] : writes_) {
-    if (!w.value) {
-      writes.push_back({k, std::nullopt, std::nullopt});
-      continue;
-    }
-    auto stored = encode_item(*w.value, "del(namespace, key)");
-    if (!stored) return stored.error();
-    writes.push_back({k, std::move(*stored), std::nullopt});
-  }
+  for (auto& [k, w] : writes_)
+    writes.push_back({k, w.value ? std::optional<std::string>(std::move(w.stored)) : std::nullopt, std::nullopt});
   auto out = db_->apply(*shard_, std::move(checks), std::move(writes), d);
   if (!out) return after_handoff(out.error());
   if (out->failed_check) {

@@ -93,6 +93,7 @@ class transaction {
   };
   struct write {
     std::optional<item> value;   // nullopt: delete
+    std::string stored;          // value's stored form, encoded once by put
     std::string ns, key;
   };
   // The state key of (ns, key), once the transaction is usable and the

@@ -58,7 +58,7 @@ TEST_CASE("answer relay: every waiter of every group wakes with its own answer")
       group.swap(queue);
     }
     if (!group.empty()) {
-      for (auto& [w, t] : group) relay.add(std::move(w), cas_outcome{true, std::to_string(t)});
+      for (auto& [w, t] : group) relay.add(std::move(w), cas_outcome::refused(std::to_string(t)));
       ++groups;
       relay.release(groups % 7 == 0 ? status::io_error("injected group failure") : status::ok());
     }
@@ -87,7 +87,7 @@ TEST_CASE("answer relay: a waiter answered alone, before or after it sleeps, wak
 
   auto late = std::make_shared<host_wait>();
   std::thread t([&] { late->wait(); });
-  late->answer_now(status::ok(), cas_outcome{false, std::string("current")});
+  late->answer_now(status::ok(), cas_outcome::refused(std::string("current")));
   t.join();
   CHECK(late->result().is_ok());
   CHECK(late->outcome().current == std::optional<std::string>("current"));

@@ -245,8 +245,7 @@ TEST_CASE("shard apply: a power cut in the group's fsync leaves the apply whole 
       REQUIRE(must(s->apply({}, w)).swapped);
       // The power goes inside the group's fsync: the log keeps none, some or
       // all of the frame's bytes.
-      ce.arm({.dir_sync = false, .match = "/wal/", .nth = 1, .act = testing::crashable_env::action::crash,
-              .mode = mode, .seed = seed});
+      ce.arm({false, "/wal/", 1, testing::crashable_env::action::crash, mode, seed, 0});
       CHECK_FALSE(s->commit_group().is_ok());
     }
     auto s = must(shard::open(fe, shard_dir, small_shard_options()));
