@@ -10,11 +10,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +41,63 @@ inline std::string utc_now() {
 
 inline double since(clock_type::time_point t) {
   return std::chrono::duration<double>(clock_type::now() - t).count();
+}
+
+// JSON output of the benchmarks' --json: a number (null when not finite)
+// and a quoted string.
+inline std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  return std::fabs(v) >= 100 ? fmt::format("{:.1f}", v) : fmt::format("{:.4g}", v);
+}
+
+inline std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\', out += ch;
+    else if (static_cast<unsigned char>(ch) < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned>(ch));
+    else out += ch;
+  }
+  return out + "\"";
+}
+
+// One figure of a benchmark's report, and the --json form every benchmark
+// here prints: {"workload", "case", "threads", "unit", "ours", "peer",
+// "peer_value", "ratio", "better", "target", "met"} (see db_bench.cc).
+struct report_row {
+  std::string workload, what;
+  int threads = 1;
+  std::string unit;
+  double ours = 0;
+  std::string peer;  // empty: no peer
+  double peer_value = 0;
+  bool lower_is_better = false;
+  std::string target;  // empty: none
+  std::optional<bool> met;
+};
+
+inline std::string json_rows(const std::vector<report_row>& rows) {
+  std::string out;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const report_row& r = rows[i];
+    bool peer = !r.peer.empty();
+    out += fmt::format(
+        "{}\n{{\"workload\":{},\"case\":{},\"threads\":{},\"unit\":{},\"ours\":{},\"peer\":{},\"peer_value\":{},"
+        "\"ratio\":{},\"better\":\"{}\",\"target\":{},\"met\":{}}}",
+        i ? "," : "", json_string(r.workload), json_string(r.what), r.threads, json_string(r.unit),
+        json_number(r.ours), peer ? json_string(r.peer) : "null", peer ? json_number(r.peer_value) : "null",
+        peer ? json_number(r.ours / r.peer_value) : "null", r.lower_is_better ? "lower" : "higher",
+        r.target.empty() ? "null" : json_string(r.target), r.met ? (*r.met ? "true" : "false") : "null");
+  }
+  return out;
+}
+
+// With --json, stdout carries the JSON and the text lines go to stderr as progress.
+inline bool json_output = false;
+
+template <class... Args>
+void say(fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(json_output ? stderr : stdout, f, std::forward<Args>(args)...);
+  std::fflush(json_output ? stderr : stdout);
 }
 
 // 16-byte keys, spread over the key space in a fixed order.

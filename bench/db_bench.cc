@@ -83,6 +83,7 @@
 
 #include "actors/database.h"
 #include "bench/bench_support.h"
+#include "bench/lmdb_store.h"
 
 using namespace magnetite;
 using namespace magnetite::bench;
@@ -94,42 +95,7 @@ std::string value_of(std::uint64_t i) { return std::string(50, static_cast<char>
 // ---------------------------------------------------------------------------
 // Results: one row per figure, printed as JSON at the end with --json.
 
-struct row {
-  std::string workload, what;
-  int threads = 1;
-  std::string unit;
-  double ours = 0;
-  std::string peer;  // empty: no peer
-  double peer_value = 0;
-  bool lower_is_better = false;
-  std::string target;  // empty: none
-  std::optional<bool> met;
-};
-
-std::vector<row> rows;
-bool json = false;
-
-// Text lines go to stdout, or to stderr (as progress) when stdout carries the JSON.
-template <class... Args>
-void say(fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(json ? stderr : stdout, f, std::forward<Args>(args)...);
-  std::fflush(json ? stderr : stdout);
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  return std::fabs(v) >= 100 ? fmt::format("{:.1f}", v) : fmt::format("{:.4g}", v);
-}
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\', out += ch;
-    else if (static_cast<unsigned char>(ch) < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned>(ch));
-    else out += ch;
-  }
-  return out + "\"";
-}
+std::vector<report_row> rows;
 
 // "PASS" or "MISS" for the text lines, and the row's verdict.
 const char* verdict(bool met) { return met ? "PASS" : "MISS"; }
@@ -154,33 +120,6 @@ std::unique_ptr<rocksdb::DB> open_rocksdb(const std::string& dir, std::size_t ca
   return std::unique_ptr<rocksdb::DB>(raw);
 }
 
-void lmdb_check(int rc, const char* what) {
-  if (rc == 0) return;
-  fmt::print(stderr, "db_bench: lmdb {}: {}\n", what, mdb_strerror(rc));
-  std::exit(1);
-}
-
-MDB_val lmdb_val(const std::string& s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
-
-// An LMDB environment in `dir` (created) with its main database.
-struct lmdb_store {
-  MDB_env* env = nullptr;
-  MDB_dbi dbi = 0;
-
-  lmdb_store(const std::string& dir, unsigned flags, std::size_t map_bytes) {
-    std::filesystem::create_directories(dir);
-    lmdb_check(mdb_env_create(&env), "env_create");
-    lmdb_check(mdb_env_set_mapsize(env, map_bytes), "set_mapsize");
-    lmdb_check(mdb_env_open(env, dir.c_str(), flags, 0644), "env_open");
-    MDB_txn* txn = nullptr;
-    lmdb_check(mdb_txn_begin(env, nullptr, 0, &txn), "txn_begin");
-    lmdb_check(mdb_dbi_open(txn, nullptr, 0, &dbi), "dbi_open");
-    lmdb_check(mdb_txn_commit(txn), "txn_commit");
-  }
-  ~lmdb_store() { mdb_env_close(env); }
-  lmdb_store(const lmdb_store&) = delete;
-  lmdb_store& operator=(const lmdb_store&) = delete;
-};
 
 // Runs `op(thread, i)` from `threads` threads for `seconds`; operations/s.
 template <class Op>
@@ -493,17 +432,7 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys) {
       "\"rocksdb\":\"{}.{}.{}\",\"lmdb\":\"{}.{}.{}\",\"rows\":[",
       utc_now(), json_string(base), json_number(seconds), keys, shard_count, ROCKSDB_MAJOR, ROCKSDB_MINOR,
       ROCKSDB_PATCH, MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const row& r = rows[i];
-    bool peer = !r.peer.empty();
-    out += fmt::format(
-        "{}\n{{\"workload\":{},\"case\":{},\"threads\":{},\"unit\":{},\"ours\":{},\"peer\":{},\"peer_value\":{},"
-        "\"ratio\":{},\"better\":\"{}\",\"target\":{},\"met\":{}}}",
-        i ? "," : "", json_string(r.workload), json_string(r.what), r.threads, json_string(r.unit),
-        json_number(r.ours), peer ? json_string(r.peer) : "null", peer ? json_number(r.peer_value) : "null",
-        peer ? json_number(r.ours / r.peer_value) : "null", r.lower_is_better ? "lower" : "higher",
-        r.target.empty() ? "null" : json_string(r.target), r.met ? (*r.met ? "true" : "false") : "null");
-  }
+  out += json_rows(rows);
   fmt::print("{}\n]}}\n", out);
 }
 
@@ -529,7 +458,7 @@ int main(int argc, char** argv) {
     else if (a == "--shards" && i + 1 < argc) shard_count = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--spin-polls" && i + 1 < argc) spin_polls = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--wal-preallocate" && i + 1 < argc) wal_preallocate = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--json") json = true;
+    else if (a == "--json") json_output = true;
     else usage();
   }
   if (!(seconds > 0) || keys == 0 || shard_count == 0 ||
@@ -540,6 +469,6 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "gets") gets_case(base, seconds, keys);
   if (only.empty() || only == "restart") restart_case(base);
   std::filesystem::remove_all(base);
-  if (json) print_json(base, seconds, keys);
+  if (json_output) print_json(base, seconds, keys);
   return 0;
 }

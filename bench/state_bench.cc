@@ -99,6 +99,7 @@
 
 #include "actors/database.h"
 #include "bench/bench_support.h"
+#include "bench/lmdb_store.h"
 #include "state/keyed_state.h"
 #include "state/records.h"
 
@@ -133,39 +134,7 @@ struct workload {
 // ---------------------------------------------------------------------------
 // Results: one row per figure, printed as JSON at the end with --json.
 
-struct row {
-  std::string workload, what;
-  int threads = 1;
-  std::string unit;
-  double ours = 0;
-  std::string peer;  // empty: no peer
-  double peer_value = 0;
-  bool lower_is_better = false;
-};
-
-std::vector<row> rows;
-bool json_out = false;
-
-template <class... Args>
-void say(fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(json_out ? stderr : stdout, f, std::forward<Args>(args)...);
-  std::fflush(json_out ? stderr : stdout);
-}
-
-std::string json_number(double v) {
-  if (!std::isfinite(v)) return "null";
-  return std::fabs(v) >= 100 ? fmt::format("{:.1f}", v) : fmt::format("{:.4g}", v);
-}
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\', out += ch;
-    else if (static_cast<unsigned char>(ch) < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned>(ch));
-    else out += ch;
-  }
-  return out + "\"";
-}
+std::vector<report_row> rows;
 
 [[noreturn]] void verification_failed(const std::string& what) {
   fmt::print(stderr, "state_bench: verification failed: {}\n", what);
@@ -527,35 +496,9 @@ figures run_rocks(const std::string& dir, const workload& w, int threads, double
 // ---------------------------------------------------------------------------
 // LMDB
 
-void lmdb_check(int rc, const char* what) {
-  if (rc != 0) engine_error("lmdb", what, mdb_strerror(rc));
-}
-
-MDB_val lmdb_val(const std::string& s) { return MDB_val{s.size(), const_cast<char*>(s.data())}; }
-
-std::string_view view_of(const MDB_val& v) { return {static_cast<const char*>(v.mv_data), v.mv_size}; }
-
-struct lmdb_store {
-  MDB_env* env = nullptr;
-  MDB_dbi dbi = 0;
-
-  explicit lmdb_store(const std::string& dir) {
-    std::filesystem::create_directories(dir);
-    lmdb_check(mdb_env_create(&env), "env_create");
-    lmdb_check(mdb_env_set_mapsize(env, std::size_t{4} << 30), "set_mapsize");
-    lmdb_check(mdb_env_open(env, dir.c_str(), 0, 0644), "env_open");  // 0: durable commits
-    MDB_txn* txn = nullptr;
-    lmdb_check(mdb_txn_begin(env, nullptr, 0, &txn), "txn_begin");
-    lmdb_check(mdb_dbi_open(txn, nullptr, 0, &dbi), "dbi_open");
-    lmdb_check(mdb_txn_commit(txn), "txn_commit");
-  }
-  ~lmdb_store() { mdb_env_close(env); }
-  lmdb_store(const lmdb_store&) = delete;
-  lmdb_store& operator=(const lmdb_store&) = delete;
-};
 
 figures run_lmdb(const std::string& dir, const workload& w, int threads, double seconds) {
-  lmdb_store l(dir);
+  lmdb_store l(dir, 0, std::size_t{4} << 30);
   for (std::uint64_t first = 0; first < w.keys; first += 10000) {
     MDB_txn* txn = nullptr;
     lmdb_check(mdb_txn_begin(l.env, nullptr, 0, &txn), "txn_begin");
@@ -667,13 +610,15 @@ void run_workload(const std::string& base, const workload& w, double seconds) {
     for (std::size_t i = 1; i < w.engines.size(); ++i) {
       const figures& p = got[i];
       std::string peer = name_of(w.engines[i]);
-      rows.push_back({w.name, "commit rate", threads, "commits/s", ours.commits_per_s, peer, p.commits_per_s, false});
+      rows.push_back(
+          {w.name, "commit rate", threads, "commits/s", ours.commits_per_s, peer, p.commits_per_s, false, "", std::nullopt});
       rows.push_back({w.name, "conflict rate", threads, "conflicts/s", ours.conflicts_per_s, peer, p.conflicts_per_s,
-                      true});
-      rows.push_back({w.name, "p50 commit latency", threads, "us", ours.p50_us, peer, p.p50_us, true});
-      rows.push_back({w.name, "p99 commit latency", threads, "us", ours.p99_us, peer, p.p99_us, true});
+                      true, "", std::nullopt});
+      rows.push_back({w.name, "p50 commit latency", threads, "us", ours.p50_us, peer, p.p50_us, true, "", std::nullopt});
+      rows.push_back({w.name, "p99 commit latency", threads, "us", ours.p99_us, peer, p.p99_us, true, "", std::nullopt});
     }
-    rows.push_back({w.name, "log fsyncs per commit", threads, "fsyncs/commit", ours.fsyncs_per_commit, "", 0, true});
+    rows.push_back(
+        {w.name, "log fsyncs per commit", threads, "fsyncs/commit", ours.fsyncs_per_commit, "", 0, true, "", std::nullopt});
   }
 }
 
@@ -709,16 +654,7 @@ void print_json(const std::string& base, double seconds) {
       "\"rocksdb\":\"{}.{}.{}\",\"lmdb\":\"{}.{}.{}\",\"rows\":[",
       utc_now(), json_string(base), json_number(seconds), shard_count, ROCKSDB_MAJOR, ROCKSDB_MINOR, ROCKSDB_PATCH,
       MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH);
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const row& r = rows[i];
-    bool peer = !r.peer.empty();
-    out += fmt::format(
-        "{}\n{{\"workload\":{},\"case\":{},\"threads\":{},\"unit\":{},\"ours\":{},\"peer\":{},\"peer_value\":{},"
-        "\"ratio\":{},\"better\":\"{}\",\"target\":null,\"met\":null}}",
-        i ? "," : "", json_string(r.workload), json_string(r.what), r.threads, json_string(r.unit),
-        json_number(r.ours), peer ? json_string(r.peer) : "null", peer ? json_number(r.peer_value) : "null",
-        peer ? json_number(r.ours / r.peer_value) : "null", r.lower_is_better ? "lower" : "higher");
-  }
+  out += json_rows(rows);
   fmt::print("{}\n]}}\n", out);
 }
 
@@ -737,7 +673,7 @@ int main(int argc, char** argv) {
     if (a == "--dir" && i + 1 < argc) base = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--json") json_out = true;
+    else if (a == "--json") json_output = true;
     else usage();
   }
   if (!(seconds > 0) || !(only.empty() || only == "map" || only == "blind" || only == "rmw" || only == "rmw-hot"))
@@ -755,6 +691,6 @@ int main(int argc, char** argv) {
     if (only.empty() || only == w.name) run_workload(base, w, seconds);
   std::filesystem::remove_all(base);
   print_table(seconds);
-  if (json_out) print_json(base, seconds);
+  if (json_output) print_json(base, seconds);
   return 0;
 }

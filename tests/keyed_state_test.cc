@@ -10,14 +10,12 @@
 #include "core/coding.h"
 #include "state/keyed_state.h"
 #include "state/layout.h"
-#include "tests/support/crashable_env.h"
 #include "tests/support/database_fixture.h"
 #include "tests/support/temp_dir.h"
 
 using namespace magnetite;
 using namespace magnetite::state;
 using namespace std::chrono_literals;
-using magnetite::testing::crashable_env;
 using magnetite::testing::must_open;
 using magnetite::testing::options_for;
 
@@ -400,7 +398,6 @@ class keyed_walk {
     check_all();
     handles_.clear();
     owner_.reset();
-    db_.reset();
   }
 
   int commits = 0, cuts = 0, ops = 0;
@@ -425,13 +422,7 @@ class keyed_walk {
   void open() {
     handles_.clear();
     owner_.reset();
-    db_.reset();
-    if (fs_ && fs_->dead()) fs_.reset();
-    if (!fs_) fs_ = std::make_unique<crashable_env>(fe_);
-    auto o = options_for("/db", 2);
-    o.fs = fs_.get();
-    o.worker_spin_polls = 100;
-    db_ = must_open(o);
+    db_ = &host_.open();
     owner_ = std::make_unique<owner_state>(*db_, "ns", "owner");
     for (int i = 0; i < 3; ++i)
       handles_.push_back({owner_->value("v"), owner_->map("m"), owner_->deque("q", with_capacity(6)), committed_});
@@ -444,10 +435,9 @@ class keyed_walk {
 
   void power_cut() {
     ++cuts;
-    fs_->kill();
-    static constexpr fault_env::unsynced modes[] = {fault_env::unsynced::lose, fault_env::unsynced::keep,
-                                                    fault_env::unsynced::random, fault_env::unsynced::reorder};
-    fe_.crash(modes[rng_() % 4], rng_());
+    handles_.clear();
+    owner_.reset();
+    host_.power_cut(rng_(), rng_());
     open();
     check_all();
   }
@@ -584,9 +574,8 @@ class keyed_walk {
   std::mt19937_64 rng_;
   std::uint64_t seed_;
   int step_ = 0;
-  fault_env fe_;
-  std::unique_ptr<crashable_env> fs_;
-  std::unique_ptr<database> db_;
+  testing::power_cut_database host_{"/db", 2};
+  database* db_ = nullptr;
   std::unique_ptr<owner_state> owner_;
   std::vector<handles> handles_;
   model committed_;

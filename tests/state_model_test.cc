@@ -12,14 +12,12 @@
 
 #include "state/records.h"
 #include "state/streams.h"
-#include "tests/support/crashable_env.h"
 #include "tests/support/database_fixture.h"
 #include "tests/support/temp_dir.h"
 
 using namespace magnetite;
 using namespace magnetite::state;
 using namespace std::chrono_literals;
-using magnetite::testing::crashable_env;
 using magnetite::testing::must_open;
 using magnetite::testing::options_for;
 
@@ -61,7 +59,6 @@ class walk {
     }
     check_everything();
     txns_.clear();
-    db_.reset();
   }
 
   std::uint64_t commits = 0, conflicts = 0, power_cuts = 0, reopens = 0, appends = 0;
@@ -75,13 +72,7 @@ class walk {
 
   void open() {
     txns_.clear();
-    db_.reset();
-    if (fs_ && fs_->dead()) fs_.reset();
-    if (!fs_) fs_ = std::make_unique<crashable_env>(fe_);
-    auto o = options_for("/db", 2);
-    o.fs = fs_.get();
-    o.worker_spin_polls = 100;
-    db_ = must_open(o);
+    db_ = &host_.open();
     recs_.emplace(*db_);
     streams_.emplace(*db_);
     if (namespaces_.empty()) {
@@ -105,10 +96,8 @@ class walk {
   // acknowledged commit must be there and nothing else.
   void power_cut() {
     ++power_cuts;
-    fs_->kill();
-    static constexpr fault_env::unsynced modes[] = {fault_env::unsynced::lose, fault_env::unsynced::keep,
-                                                    fault_env::unsynced::random, fault_env::unsynced::reorder};
-    fe_.crash(modes[rng_() % 4], rng_());
+    txns_.clear();
+    host_.power_cut(rng_(), rng_());
     open();
     check_everything();
   }
@@ -301,9 +290,8 @@ class walk {
   std::mt19937_64 rng_;
   std::uint64_t seed_;
   int step_ = 0;
-  fault_env fe_;
-  std::unique_ptr<crashable_env> fs_;
-  std::unique_ptr<database> db_;
+  testing::power_cut_database host_{"/db", 2};
+  database* db_ = nullptr;
   std::optional<records> recs_;
   std::optional<streams> streams_;
   std::vector<std::string> namespaces_;

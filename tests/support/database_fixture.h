@@ -9,6 +9,7 @@
 #include <string>
 
 #include "actors/database.h"
+#include "tests/support/crashable_env.h"
 
 namespace magnetite::testing {
 
@@ -25,5 +26,42 @@ inline std::unique_ptr<database> must_open(database_options o) {
   REQUIRE_MESSAGE(db.is_ok(), db.error().to_string());
   return std::move(*db);
 }
+
+// A database on a fault_env whose power a test cuts between calls, then opens
+// again as a new process would (a fresh crashable_env over the same files).
+class power_cut_database {
+ public:
+  // options_for(dir, shards), for a machine other tests share; `fs` is set here.
+  power_cut_database(std::string dir, std::size_t shards) : options_(options_for(dir, shards)) {
+    options_.worker_spin_polls = 100;
+  }
+  ~power_cut_database() { db_.reset(); }  // before the env its files live in
+
+  database& open() {
+    db_.reset();
+    if (fs_ && fs_->dead()) fs_.reset();
+    if (!fs_) fs_ = std::make_unique<crashable_env>(fe_);
+    auto o = options_;
+    o.fs = fs_.get();
+    db_ = must_open(std::move(o));
+    return *db_;
+  }
+  // The power goes: unsynced writes are lost, kept or torn as `mode` says
+  // (the n-th of lose, keep, random, reorder); the database is dropped.
+  void power_cut(std::uint64_t mode, std::uint64_t seed) {
+    static constexpr fault_env::unsynced modes[] = {fault_env::unsynced::lose, fault_env::unsynced::keep,
+                                                    fault_env::unsynced::random, fault_env::unsynced::reorder};
+    fs_->kill();
+    fe_.crash(modes[mode % 4], seed);
+    db_.reset();
+  }
+  database& db() { return *db_; }
+
+ private:
+  database_options options_;
+  fault_env fe_;
+  std::unique_ptr<crashable_env> fs_;
+  std::unique_ptr<database> db_;
+};
 
 }  // namespace magnetite::testing
