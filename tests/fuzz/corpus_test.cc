@@ -60,7 +60,7 @@ int feed(const target& t, std::string_view bytes) {
 
 // The targets, in the order docs/fuzzing.md lists them.
 const char* const all_targets[] = {"wal_frame", "wal_record", "wal_recovery", "tree_node",   "node_store",
-                                   "db_manifest", "checkpoints", "ttl_envelope", "cli_text"};
+                                   "db_manifest", "checkpoints", "ttl_envelope", "cli_text", "state_value"};
 
 void run_corpus(const char* name) {
   const target* t = find_target(name);
@@ -100,3 +100,4 @@ TEST_CASE("fuzz corpus: db_manifest") { run_corpus("db_manifest"); }
 TEST_CASE("fuzz corpus: checkpoints") { run_corpus("checkpoints"); }
 TEST_CASE("fuzz corpus: ttl_envelope") { run_corpus("ttl_envelope"); }
 TEST_CASE("fuzz corpus: cli_text") { run_corpus("cli_text"); }
+TEST_CASE("fuzz corpus: state_value") { run_corpus("state_value"); }

@@ -289,6 +289,30 @@ void small_seeds() {
   seed("ttl_envelope", "newer-format", "\x02value");
   seed("ttl_envelope", "truncated-expiry", "\x01\x02\x03");
 
+  // state_value (docs/formats/state.md): revision u64 LE, type, body.
+  auto state_value = [](std::uint64_t revision, std::string_view body) {
+    std::string v;
+    put_fixed64_le(v, revision);
+    return v.append(body);
+  };
+  auto two = [](std::uint64_t a, std::uint64_t b) {
+    std::string v;
+    put_fixed64_le(v, a);
+    put_fixed64_le(v, b);
+    return v;
+  };
+  std::string next_seq;
+  put_fixed64_le(next_seq, 42);
+  seed("state_value", "json-object", state_value(17, "\x01{\"a\":1,\"b\":[true,\"x\"]}"));
+  seed("state_value", "raw-bytes", state_value(3, std::string("\0\0\xffraw", 6)));
+  seed("state_value", "deque-meta", state_value(9, std::string("\x11") + two((std::uint64_t{1} << 63) - 2, (std::uint64_t{1} << 63) + 5)));
+  seed("state_value", "deque-meta-inverted", state_value(9, std::string("\x11") + two(10, 2)));
+  seed("state_value", "stream-meta", state_value(2, std::string("\x12") + next_seq));
+  seed("state_value", "revision-zero", state_value(0, "\x01{}"));
+  seed("state_value", "json-null", state_value(5, "\x01null"));
+  seed("state_value", "bad-type", state_value(5, "\x07junk"));
+  seed("state_value", "short", "\x01\x02\x03");
+
   seed("cli_text", "duration-ms", "250ms");
   seed("cli_text", "duration-h", "1h");
   seed("cli_text", "duration-huge", "9223372036854775807ns");
