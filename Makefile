@@ -48,7 +48,7 @@ crash-torture: build
 
 # kill -9 torture (tests/torture/torture.cc): a mixed workload killed at random
 # moments, also in commits and gcs, checked against what was acknowledged.
-# `make test` runs a 12-iteration slice.
+# `make test` runs two short fixed-seed slices (torture_tests).
 torture: build
 	@$(BUILD)/tests/torture --seed $${SEED:-1} --iterations $${ITERATIONS:-1000} --shards $${SHARDS:-3}
 

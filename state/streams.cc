@@ -95,13 +95,13 @@ result<std::vector<stream_entry>> streams::read(std::string_view stream, std::ui
   std::string prefix = stream_entries_prefix(stream);
   std::vector<stream_entry> out;
   std::uint64_t now = db_->now_ns();
+  std::string what = fmt::format("{} entry", describe(stream));
   status failure;
   status s = (*view)->scan(keyspace::data_key(stream_entry_key(stream, from_seq)),
                            keyspace::data_key(prefix_successor(prefix)),
                            [&](std::string_view tree_key, std::string_view stored) {
     std::string_view user_key = keyspace::user_key_of(tree_key);
     auto seq = stream_seq_of(prefix, user_key);
-    std::string what = fmt::format("{} entry", describe(stream));
     if (!seq) {
       failure = status::corruption(fmt::format("{}: a key of {} bytes is not an entry key", what, user_key.size()));
       return false;

@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -42,6 +43,25 @@ outcome run_torture(const std::string& args) {
   return o;
 }
 
+// The number the driver printed right after `label` (-1 when the label is
+// missing, so a changed output fails the checks below instead of passing).
+long long figure(const std::string& out, const std::string& label) {
+  auto at = out.find(label);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(out.c_str() + at + label.size(), nullptr, 10);
+}
+
+// Unacknowledged operations of one kind found at the kills, applied or absent
+// ("<label>applied A / absent B"); -1 when the line is missing.
+long long in_flight(const std::string& out, const std::string& label) {
+  auto at = out.find(label);
+  unsigned long long applied = 0, absent = 0;
+  if (at == std::string::npos ||
+      std::sscanf(out.c_str() + at + label.size(), "applied %llu / absent %llu", &applied, &absent) != 2)
+    return -1;
+  return static_cast<long long>(applied + absent);
+}
+
 }  // namespace
 
 TEST_CASE("torture: a fixed-seed slice of kill -9 runs finds no violation") {
@@ -52,6 +72,32 @@ TEST_CASE("torture: a fixed-seed slice of kill -9 runs finds no violation") {
   CHECK(o.out.find("torture: 0 violations") != std::string::npos);
   CHECK(o.out.find("12 iterations") != std::string::npos);
   CHECK(o.out.find(" 0 acknowledged operations") == std::string::npos);  // it did work
+  // The default mix includes the state/ kinds, and kills landed mid-operation
+  // (exit 0 already says each worker died by the kill, not by itself).
+  CHECK(figure(o.out, ", txn ") > 0);
+  CHECK(figure(o.out, ", stream ") > 0);
+  CHECK(figure(o.out, "kills with an operation in flight ") > 0);
+}
+
+TEST_CASE("torture: transactions and stream appends killed mid-run are all there or not at all") {
+  // Only the state/ kinds, so that most kills find a commit or an append in
+  // flight and its outcome is checked, not just the acknowledged ones.
+  testing::temp_dir d("torture-state");
+  auto o = run_torture(fmt::format("--seed 20261201 --iterations 8 --verify-every 4 --mix txn,stream --dir {}",
+                                   d / "db"));
+  MESSAGE(o.out);
+  CHECK_MESSAGE(o.exit_code == 0, o.err);
+  CHECK(o.out.find("torture: 0 violations") != std::string::npos);
+  CHECK(o.out.find("8 iterations") != std::string::npos);
+  CHECK(o.out.find("mix txn,stream") != std::string::npos);
+  CHECK(figure(o.out, ", txn ") > 0);
+  CHECK(figure(o.out, ", stream ") > 0);
+  CHECK(figure(o.out, "by kind: put ") == 0);  // only the kinds asked for
+  CHECK(figure(o.out, "kills with an operation in flight ") > 0);
+  CHECK(figure(o.out, "record checks ") > 0);
+  CHECK(figure(o.out, "entries checked ") > 0);
+  CHECK(in_flight(o.out, "txns in flight ") > 0);
+  CHECK(in_flight(o.out, "appends in flight ") > 0);
 }
 
 TEST_CASE("torture: bad arguments are refused") {

@@ -2,16 +2,22 @@
 // against what was acknowledged (issue 6). One binary, two roles:
 //
 //   torture [--seed S] [--iterations N] [--shards N] [--threads N] [--keys N]
-//           [--mix put,del,cas,batch,ttl] [--dir D] [--verify-every N]
+//           [--mix put,del,cas,batch,ttl,txn,stream] [--dir D] [--verify-every N]
 //   torture --worker DIR SHARDS THREADS KEYS FIRST_SEQ SEED MIX   (started by the driver)
 //
 // The worker opens the database and runs a mixed workload from THREADS writer
 // threads. Each key belongs to one thread, so at most one operation per key
 // is in flight: before an operation the thread reports "B ..." on stdout and
 // after its acknowledgement "A ..." (one write(2) a line, atomic on a pipe).
-// Two more threads commit (checkpoint every shard) and run gc now and then,
-// reporting "B commit"/"B gc". Checkpoints also happen on their own (the
-// worker's checkpoint threshold is small).
+// The same holds for state/: thread t alone writes the records of namespace
+// "t<t>" (txn: a transaction loads 1-3 of its txn_keys keys, puts 1-3 and
+// sometimes deletes one, commits; "A" carries the commit's revision) and alone
+// appends to stream "s<t>" (stream: 1-4 entries at the seq the thread tracks).
+// With one writer neither can conflict, so any error but the kill is a
+// violation, and so is a load that does not return what the thread last
+// committed. Two more threads commit (checkpoint every shard) and run gc now
+// and then, reporting "B commit"/"B gc". Checkpoints also happen on their own
+// (the worker's checkpoint threshold is small).
 //
 // The driver starts a worker, kills it with SIGKILL at a random moment (after
 // a random delay, or just as a commit or a gc begins), opens the database
@@ -22,8 +28,23 @@
 //   - a key written with a TTL whose deadline has surely passed is absent, one
 //     whose deadline surely has not is present;
 //   - no key the workload never wrote exists;
-// and every --verify-every iterations, database::verify() finds no damage.
-// It prints its figures and exits 1 on any violation.
+// every record (records::load):
+//   - holds what the thread's last acknowledged transaction left, or what its
+//     one unacknowledged transaction would leave, never a damaged value; an
+//     unacknowledged transaction is applied on all its keys or on none;
+//   - carries the revision of the commit that wrote it: the one its "A" line
+//     printed, or for an unacknowledged transaction found applied one revision
+//     shared by all its keys; a thread's commits have increasing revisions;
+// every stream:
+//   - next_seq is the number of acknowledged entries, or that plus the size
+//     of the one unacknowledged append (all or nothing); no entry lies past it;
+//   - every entry 0..next_seq-1 is present (a raw scan of the state space) and
+//     holds what was appended there (streams::read in pages of 1000: the
+//     entries appended since the previous check, and all of them every
+//     --verify-every iterations);
+// no state key (record, stream meta or entry) exists that the workload never
+// wrote; and every --verify-every iterations, database::verify() finds no
+// damage. It prints its figures and exits 1 on any violation.
 #include <fcntl.h>
 #include <filesystem>
 #include <poll.h>
@@ -31,10 +52,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <set>
@@ -44,8 +67,14 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "actors/database.h"
+#include "actors/keyspace.h"
+#include "core/limits.h"
+#include "state/layout.h"
+#include "state/records.h"
+#include "state/streams.h"
 
 using namespace magnetite;
 using namespace std::chrono_literals;
@@ -83,12 +112,47 @@ std::optional<std::uint64_t> seq_of(const std::string& key, const std::string& v
   return seq;
 }
 
+// ---- state/: records and streams -----------------------------------------------
+
+// Thread t's records live in namespace "t<t>" under txn_keys keys; few keys,
+// so transactions overlap on them and a check reads them all cheaply.
+constexpr int txn_keys = 8;
+
+std::string txn_ns(int thread) { return fmt::format("t{}", thread); }
+std::string record_name(int k) { return fmt::format("r{:02}", k); }
+std::string stream_name(int thread) { return fmt::format("s{}", thread); }
+
+// A record's value names its namespace, key and the transaction's sequence
+// number, then pads (as value_of): the driver tells every write apart and
+// recognises damage.
+state::json record_value(const std::string& ns, const std::string& key, std::uint64_t seq) {
+  return state::json{{"ns", ns}, {"key", key}, {"seq", seq},
+                     {"pad", std::string(seq % 41, static_cast<char>('a' + seq % 26))}};
+}
+
+std::optional<std::uint64_t> record_seq_of(const std::string& ns, const std::string& key, const state::item& v) {
+  const auto* j = std::get_if<state::json>(&v);
+  if (!j || !j->is_object() || !j->contains("seq") || !j->at("seq").is_number_unsigned()) return std::nullopt;
+  std::uint64_t seq = j->at("seq").get<std::uint64_t>();
+  if (*j != record_value(ns, key, seq)) return std::nullopt;
+  return seq;
+}
+
+// A stream entry names its stream, its own seq and the append's sequence
+// number: what sits at every seq is known exactly.
+state::json entry_value(const std::string& stream, std::uint64_t at, std::uint64_t op_seq) {
+  return state::json{{"stream", stream}, {"at", at}, {"op", op_seq},
+                     {"pad", std::string(op_seq % 23, static_cast<char>('a' + at % 26))}};
+}
+
+// ---- options ---------------------------------------------------------------------
+
 struct mix {
-  bool put = true, del = true, cas = true, batch = true, ttl = true;
+  bool put = true, del = true, cas = true, batch = true, ttl = true, txn = true, stream = true;
 };
 
 mix parse_mix(const std::string& text) {
-  mix m{false, false, false, false, false};
+  mix m{false, false, false, false, false, false, false};
   std::stringstream in(text);
   for (std::string op; std::getline(in, op, ',');) {
     if (op == "put") m.put = true;
@@ -96,13 +160,24 @@ mix parse_mix(const std::string& text) {
     else if (op == "cas") m.cas = true;
     else if (op == "batch") m.batch = true;
     else if (op == "ttl") m.ttl = true;
+    else if (op == "txn") m.txn = true;
+    else if (op == "stream") m.stream = true;
     else {
       fmt::print(stderr, "torture: unknown operation in --mix: {}\n", op);
       std::exit(2);
     }
   }
-  if (!m.put && !m.del && !m.cas && !m.batch && !m.ttl) m.put = true;
+  if (!m.put && !m.del && !m.cas && !m.batch && !m.ttl && !m.txn && !m.stream) m.put = true;
   return m;
+}
+
+// The --mix text that parse_mix reads back as m (passed to the worker).
+std::string mix_text(const mix& m) {
+  std::vector<std::string> ops;
+  for (auto [on, name] : {std::pair{m.put, "put"}, {m.del, "del"}, {m.cas, "cas"}, {m.batch, "batch"},
+                          {m.ttl, "ttl"}, {m.txn, "txn"}, {m.stream, "stream"}})
+    if (on) ops.push_back(name);
+  return fmt::format("{}", fmt::join(ops, ","));
 }
 
 void report(const std::string& line) {
@@ -117,12 +192,112 @@ void report(const std::string& line) {
 
 // ---- worker ------------------------------------------------------------------
 
+// What a txn thread knows of one of its records: the seq of its value
+// (nullopt: absent) and the revision of the commit that wrote it.
+struct record_memory {
+  std::optional<std::uint64_t> seq;
+  std::uint64_t revision = 0;
+};
+
+// Thread t's records as the database holds them at start-up.
+std::map<std::string, record_memory> load_records(const state::records& recs, int t) {
+  std::map<std::string, record_memory> known;
+  std::string ns = txn_ns(t);
+  for (int k = 0; k < txn_keys; ++k) {
+    std::string key = record_name(k);
+    auto got = recs.load(ns, key);
+    if (!got) fail("load " + ns + "/" + key, got.error());
+    record_memory mem;
+    if (*got) {
+      mem.seq = record_seq_of(ns, key, (*got)->value);
+      if (!mem.seq) {
+        report(fmt::format("E record {}/{} holds a damaged value", ns, key));
+        _exit(6);
+      }
+      mem.revision = (*got)->revision;
+    }
+    known[key] = mem;
+  }
+  return known;
+}
+
+// One transaction over thread t's namespace: load 1-3 keys (each must read as
+// this thread last committed it: nobody else writes there), put 1-3 keys
+// (reads and writes overlap: read-modify-write), sometimes delete another,
+// commit. The B line lists the writes (seq 0: delete); the A line the revision.
+void run_txn(const state::records& recs, int t, std::mt19937_64& rng, std::atomic<std::uint64_t>& next_seq,
+             std::map<std::string, record_memory>& known) {
+  std::string ns = txn_ns(t);
+  std::vector<int> order(txn_keys);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), rng);
+  auto txn = recs.begin();
+  std::size_t loads = 1 + rng() % 3;
+  for (std::size_t i = 0; i < loads; ++i) {
+    std::string key = record_name(order[i]);
+    auto got = txn.load(ns, key);
+    if (!got) fail("txn load " + ns + "/" + key, got.error());
+    record_memory seen;
+    if (*got) {
+      seen.seq = record_seq_of(ns, key, (*got)->value);
+      seen.revision = (*got)->revision;
+    }
+    const record_memory& mem = known[key];
+    if (seen.seq != mem.seq || seen.revision != mem.revision || (*got && !seen.seq)) {
+      report(fmt::format("E txn load of {}/{}: seq {} revision {}, but this thread committed seq {} revision {}", ns,
+                         key, seen.seq ? std::to_string(*seen.seq) : "none", seen.revision,
+                         mem.seq ? std::to_string(*mem.seq) : "none", mem.revision));
+      _exit(6);
+    }
+  }
+  std::shuffle(order.begin(), order.end(), rng);
+  std::uint64_t seq = next_seq.fetch_add(1);
+  std::size_t puts = 1 + rng() % 3;
+  bool with_del = rng() % 3 == 0;  // order has txn_keys > 3 keys: one is left to delete
+  std::string line = fmt::format("B {} txn", t);
+  for (std::size_t i = 0; i < puts + (with_del ? 1 : 0); ++i) {
+    std::string key = record_name(order[i]);
+    bool del = i == puts;
+    if (auto s = del ? txn.del(ns, key) : txn.put(ns, key, record_value(ns, key, seq)); !s) fail("txn write", s);
+    line += fmt::format(" {} {}", key, del ? 0 : seq);
+  }
+  report(line);
+  auto rev = txn.commit();
+  if (!rev) fail("txn commit", rev.error());
+  for (std::size_t i = 0; i < puts + (with_del ? 1 : 0); ++i)
+    known[record_name(order[i])] = i == puts ? record_memory{} : record_memory{seq, *rev};
+  report(fmt::format("A {} {}", t, *rev));
+}
+
+// One append of 1-4 entries to thread t's stream at `expected`, the seq this
+// thread tracks (nobody else appends there). The B line gives the first seq,
+// the count and the op's sequence number; the A line the first seq answered.
+void run_append(state::streams& evs, int t, std::mt19937_64& rng, std::atomic<std::uint64_t>& next_seq,
+                std::uint64_t& expected) {
+  std::string name = stream_name(t);
+  std::uint64_t seq = next_seq.fetch_add(1);
+  std::size_t n = 1 + rng() % 4;
+  std::vector<state::item> entries;
+  for (std::size_t i = 0; i < n; ++i) entries.emplace_back(entry_value(name, expected + i, seq));
+  report(fmt::format("B {} stream {} {} {}", t, expected, n, seq));
+  auto first = evs.append(name, entries, expected);
+  if (!first) fail("append to " + name, first.error());
+  if (*first != expected) {
+    report(fmt::format("E append to {} at {} answered seq {}", name, expected, *first));
+    _exit(6);
+  }
+  expected += n;
+  report(fmt::format("A {} {}", t, *first));
+}
+
 [[noreturn]] void run_worker(const std::string& dir, std::size_t shards, int threads, int keys, std::uint64_t first_seq,
                              std::uint64_t seed, mix m) {
   auto opened = database::open(torture_options(dir, shards));
   if (!opened) fail("open", opened.error());
   database& db = **opened;
   report("R");
+  state::records recs(db);
+  state::streams evs(db);
   std::atomic<std::uint64_t> next_seq{first_seq};
   std::vector<std::thread> ts;
   for (int t = 0; t < threads; ++t)
@@ -142,12 +317,19 @@ void report(const std::string& line) {
         may_expire.insert(key);
         by_shard[db.shard_of(key)].push_back(key);
       }
+      // Its records and where its stream ends, as the database holds them.
+      std::map<std::string, record_memory> records = load_records(recs, t);
+      auto stream_end = evs.next_seq(stream_name(t));
+      if (!stream_end) fail("next_seq " + stream_name(t), stream_end.error());
+      std::uint64_t expected = *stream_end;
       std::vector<int> ops;
       if (m.put) ops.insert(ops.end(), {0, 0, 0});
       if (m.del) ops.push_back(1);
       if (m.cas) ops.push_back(2);
       if (m.batch) ops.push_back(3);
       if (m.ttl) ops.push_back(4);
+      if (m.txn) ops.push_back(5);
+      if (m.stream) ops.push_back(6);
       for (;;) {
         std::string key = key_name(t, static_cast<int>(rng() % static_cast<std::uint64_t>(keys)));
         std::uint64_t seq = next_seq.fetch_add(1);
@@ -227,6 +409,12 @@ void report(const std::string& line) {
             report(fmt::format("A {} {}", t, wall_ms()));
             break;
           }
+          case 5:
+            run_txn(recs, t, rng, next_seq, records);
+            break;
+          case 6:
+            run_append(evs, t, rng, next_seq, expected);
+            break;
         }
       }
     });
@@ -261,16 +449,41 @@ struct key_state {
   bool ever_written = false;
 };
 
+// What the driver knows of one record of a txn thread.
+struct record_state {
+  // The seq of the value the last transaction known to have landed left on
+  // it; nullopt: absent.
+  std::optional<std::uint64_t> acked;
+  std::uint64_t revision = 0;  // that transaction's revision (0 while absent)
+  bool ever_written = false;
+};
+
+// What the driver knows of a txn thread's namespace.
+struct txn_state {
+  std::map<std::string, record_state> records;  // by key
+  // The revision of the thread's latest commit known to have landed: every
+  // later commit of the thread must carry a greater one.
+  std::uint64_t last_revision = 0;
+};
+
 // An operation begun and not yet acknowledged.
 struct pending_op {
-  std::string kind;  // put del cas batch ttl
-  std::vector<std::pair<std::string, std::uint64_t>> writes;  // key, seq (0: delete)
+  std::string kind;  // put del cas batch ttl txn stream
+  std::vector<std::pair<std::string, std::uint64_t>> writes;  // key (txn: record key), seq (0: delete)
   std::uint64_t ttl_ms = 0, began_ms = 0;
+  std::uint64_t first_seq = 0, count = 0, op_seq = 0;  // stream: entries first_seq.. first_seq+count-1
 };
+
+// The kinds that write plain keys (checked by check_keys).
+bool is_plain(const std::string& kind) { return kind != "txn" && kind != "stream"; }
 
 struct figures {
   std::uint64_t iterations = 0, acks = 0, keys_checked = 0, pending_applied = 0, pending_absent = 0;
   std::uint64_t killed_in_gc = 0, killed_in_commit = 0, verifies = 0, violations = 0;
+  std::map<std::string, std::uint64_t> acked;  // by kind
+  std::uint64_t killed_in_flight = 0;           // kills with a writer's operation unacknowledged
+  std::uint64_t records_checked = 0, txn_applied = 0, txn_absent = 0;
+  std::uint64_t entries_checked = 0, append_applied = 0, append_absent = 0;
 };
 
 class driver {
@@ -290,8 +503,7 @@ class driver {
       ::close(out[0]);
       ::close(out[1]);
       std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-      std::string mixs = fmt::format("{}{}{}{}{}", mix_.put ? "put," : "", mix_.del ? "del," : "",
-                                     mix_.cas ? "cas," : "", mix_.batch ? "batch," : "", mix_.ttl ? "ttl" : "");
+      std::string mixs = mix_text(mix_);
       ::execl(self.c_str(), self.c_str(), "--worker", dir_.c_str(), std::to_string(shards_).c_str(),
               std::to_string(threads_).c_str(), std::to_string(keys_).c_str(), std::to_string(first_seq).c_str(),
               std::to_string(rng()).c_str(), mixs.c_str(), static_cast<char*>(nullptr));
@@ -345,8 +557,9 @@ class driver {
     ::close(out[0]);
     if (!error.empty()) return violation("the worker reported: " + error);
     if (!WIFSIGNALED(wstatus)) return violation(fmt::format("the worker exited by itself (status {})", wstatus));
-    replay(buffer, fig);
-    return check(fig, verify);
+    bool replayed = replay(buffer, fig);
+    if (!pending_.empty()) ++fig.killed_in_flight;
+    return check(fig, verify) && replayed;
   }
 
   bool violation(const std::string& what) {
@@ -358,8 +571,9 @@ class driver {
 
  private:
   // Applies the reported lines to the model: complete lines only (a line cut
-  // by the kill was never acknowledged to anyone).
-  void replay(const std::string& buffer, figures& fig) {
+  // by the kill was never acknowledged to anyone). False on a violation.
+  bool replay(const std::string& buffer, figures& fig) {
+    bool ok = true;
     std::size_t at = 0;
     for (std::size_t nl; (nl = buffer.find('\n', at)) != std::string::npos; at = nl + 1) {
       std::istringstream in(buffer.substr(at, nl - at));
@@ -370,10 +584,12 @@ class driver {
       if (tag == "B") {
         pending_op op;
         in >> op.kind;
-        if (op.kind == "batch") {
+        if (op.kind == "batch" || op.kind == "txn") {
           std::string k;
           std::uint64_t s;
           while (in >> k >> s) op.writes.emplace_back(k, s);
+        } else if (op.kind == "stream") {
+          in >> op.first_seq >> op.count >> op.op_seq;
         } else {
           std::string k;
           std::uint64_t s;
@@ -390,8 +606,17 @@ class driver {
       pending_op op = std::move(it->second);
       pending_.erase(it);
       ++fig.acks;
+      ++fig.acked[op.kind];
       std::string result;
       in >> result;
+      if (op.kind == "txn") {
+        ok = ack_txn(t, op, std::strtoull(result.c_str(), nullptr, 10)) && ok;
+        continue;
+      }
+      if (op.kind == "stream") {
+        ok = ack_append(t, op, std::strtoull(result.c_str(), nullptr, 10)) && ok;
+        continue;
+      }
       if (op.kind == "cas" && result == "failed") continue;
       for (const auto& [k, s] : op.writes) {
         auto& st = model_[k];
@@ -404,6 +629,37 @@ class driver {
         }
       }
     }
+    return ok;
+  }
+
+  // Thread t's transaction acknowledged at revision `rev`: its writes are now
+  // the records' state, and rev must be past every earlier commit of t.
+  bool ack_txn(int t, const pending_op& op, std::uint64_t rev) {
+    txn_state& th = txns_[t];
+    bool ok = true;
+    if (rev <= th.last_revision)
+      ok = violation(fmt::format("{}: a commit acknowledged at revision {}, not past the thread's previous commit at {}",
+                                 txn_ns(t), rev, th.last_revision));
+    th.last_revision = rev;
+    for (const auto& [k, s] : op.writes) {
+      record_state& st = th.records[k];
+      st.ever_written = true;
+      st.acked = s ? std::optional<std::uint64_t>(s) : std::nullopt;
+      st.revision = s ? rev : 0;
+    }
+    return ok;
+  }
+
+  // Thread t's append acknowledged at seq `first`: its entries follow the
+  // acknowledged ones, with no gap (the worker tracks the same count).
+  bool ack_append(int t, const pending_op& op, std::uint64_t first) {
+    std::vector<std::uint64_t>& entries = streams_[t];
+    bool ok = true;
+    if (first != op.first_seq || first != entries.size())
+      ok = violation(fmt::format("{}: an append begun at seq {} was acknowledged at {} after {} acknowledged entries",
+                                 stream_name(t), op.first_seq, first, entries.size()));
+    entries.insert(entries.end(), op.count, op.op_seq);
+    return ok;
   }
 
   // What a key may read as, given one outcome: the seq present, or absent.
@@ -422,15 +678,35 @@ class driver {
     return found == outcome;
   }
 
+  // Reopens the database (recovery) and checks it all against the model,
+  // which then takes in what the unacknowledged operations turned out to do.
   bool check(figures& fig, bool verify) {
     auto opened = database::open(torture_options(dir_, shards_));
     if (!opened) return violation("reopen: " + opened.error().to_string());
     database& db = **opened;
+    bool ok = check_keys(db, fig);
+    ok = check_records(db, fig) && ok;
+    ok = check_streams(db, fig, verify) && ok;
+    pending_.clear();
+    ok = check_unwritten_keys(db) && ok;
+    ok = check_state_space(db) && ok;
+    if (verify) {
+      ++fig.verifies;
+      auto r = db.verify();
+      if (!r) return violation("verify: " + r.error().to_string());
+      for (const auto& p : r->problems) ok = violation("verify: " + p);
+    }
+    return ok;
+  }
+
+  // Every plain key of every thread.
+  bool check_keys(database& db, figures& fig) {
     bool ok = true;
     // Keys of an unacknowledged operation: either outcome, but a batch all one way.
     std::map<std::string, const pending_op*> pending_key;
     for (const auto& [t, op] : pending_) {
       (void)t;
+      if (!is_plain(op.kind)) continue;
       for (const auto& [k, s] : op.writes) pending_key[k] = &op;
     }
     std::map<const pending_op*, std::pair<int, int>> batch_votes;  // applied, not applied (unambiguous keys)
@@ -488,8 +764,172 @@ class driver {
       if (votes.first && votes.second)
         ok = violation(fmt::format("a {} of {} keys is half applied ({} applied, {} not)", op->kind, op->writes.size(),
                                    votes.first, votes.second));
-    pending_.clear();
-    // Nothing the workload never wrote.
+    return ok;
+  }
+
+  // Every record of every txn thread (all txn_keys keys, written or not).
+  bool check_records(database& db, figures& fig) {
+    state::records recs(db);
+    bool ok = true;
+    for (int t = 0; t < threads_; ++t) {
+      auto p = pending_.find(t);
+      const pending_op* op = p != pending_.end() && p->second.kind == "txn" ? &p->second : nullptr;
+      ok = check_namespace(recs, t, op, fig) && ok;
+    }
+    return ok;
+  }
+
+  // Thread t's records against what its commits left; `op` is its
+  // unacknowledged transaction, if any, which must have landed whole or not at
+  // all, at one revision past the thread's last.
+  bool check_namespace(const state::records& recs, int t, const pending_op* op, figures& fig) {
+    std::string ns = txn_ns(t);
+    txn_state& th = txns_[t];
+    bool ok = true;
+    int applied = 0, not_applied = 0;
+    std::set<std::uint64_t> applied_revisions;
+    for (int k = 0; k < txn_keys; ++k) {
+      std::string key = record_name(k);
+      auto got = recs.load(ns, key);
+      if (!got) return violation(fmt::format("load {}/{}: {}", ns, key, got.error().to_string()));
+      std::optional<std::uint64_t> found;
+      std::uint64_t revision = 0;
+      if (*got) {
+        found = record_seq_of(ns, key, (*got)->value);
+        revision = (*got)->revision;
+        if (!found) {
+          ok = violation(fmt::format("record {}/{} holds a damaged value: {}", ns, key,
+                                     std::holds_alternative<state::json>((*got)->value)
+                                         ? std::get<state::json>((*got)->value).dump().substr(0, 200)
+                                         : "raw bytes"));
+          continue;
+        }
+      }
+      ++fig.records_checked;
+      const record_state& st = th.records[key];
+      std::optional<std::optional<std::uint64_t>> would;  // set when op writes the key
+      if (op)
+        for (const auto& [k2, s] : op->writes)
+          if (k2 == key) would = s ? std::optional<std::uint64_t>(s) : std::nullopt;
+      bool as_acked = found == st.acked;
+      bool as_applied = would && found == *would;
+      auto show = [](const std::optional<std::uint64_t>& s) { return s ? std::to_string(*s) : "nothing"; };
+      if (!as_acked && !as_applied) {
+        ok = violation(fmt::format("record {}/{}: found {} but the last acknowledged transaction left {}{}", ns, key,
+                                   show(found), show(st.acked),
+                                   would ? " and the unacknowledged one would leave " + show(*would) : ""));
+        continue;
+      }
+      if (as_acked && !as_applied) {
+        if (would) ++not_applied;
+        if (found && revision != st.revision)
+          ok = violation(fmt::format("record {}/{}: seq {} at revision {}, but the commit that wrote it had revision {}",
+                                     ns, key, *found, revision, st.revision));
+      }
+      if (as_applied && !as_acked) {
+        ++applied;
+        if (found) applied_revisions.insert(revision);
+      }
+    }
+    if (!op) return ok;
+    if (applied && not_applied)
+      return violation(fmt::format("{}: a transaction of {} writes is half applied ({} keys applied, {} not)", ns,
+                                   op->writes.size(), applied, not_applied));
+    if (!applied) {
+      ++fig.txn_absent;
+      return ok;
+    }
+    // Applied: every put of it is there (a txn puts at least one key), all at
+    // the one revision of its commit, past the thread's previous commit.
+    if (applied_revisions.size() != 1)
+      return violation(fmt::format("{}: an unacknowledged transaction found applied at {} distinct revisions", ns,
+                                   applied_revisions.size()));
+    std::uint64_t rev = *applied_revisions.begin();
+    if (rev <= th.last_revision)
+      ok = violation(fmt::format("{}: an unacknowledged transaction landed at revision {}, not past the thread's "
+                                 "previous commit at {}",
+                                 ns, rev, th.last_revision));
+    ++fig.txn_applied;
+    th.last_revision = rev;
+    for (const auto& [k, s] : op->writes) {
+      record_state& st = th.records[k];
+      st.ever_written = true;
+      st.acked = s ? std::optional<std::uint64_t>(s) : std::nullopt;
+      st.revision = s ? rev : 0;
+    }
+    return ok;
+  }
+
+  // Every stream of every thread; `whole`: read back every entry, else only
+  // those appended since the previous check.
+  bool check_streams(database& db, figures& fig, bool whole) {
+    state::streams evs(db);
+    bool ok = true;
+    for (int t = 0; t < threads_; ++t) {
+      auto p = pending_.find(t);
+      const pending_op* op = p != pending_.end() && p->second.kind == "stream" ? &p->second : nullptr;
+      ok = check_stream(evs, t, op, fig, whole) && ok;
+    }
+    return ok;
+  }
+
+  // Thread t's stream: it ends after the acknowledged entries, or after those
+  // of the unacknowledged append `op` too (all of them or none), nothing lies
+  // past the end, and the entries read back (all of them when `whole`, else
+  // those from read_back_[t] on) hold exactly what was appended there. Reading
+  // every entry at every iteration would grow with the square of the run (about
+  // 6 us an entry through streams::read: some 400 s more over 1 000
+  // iterations); check_state_space proves at every iteration that every entry
+  // below next_seq exists.
+  bool check_stream(const state::streams& evs, int t, const pending_op* op, figures& fig, bool whole) {
+    std::string name = stream_name(t);
+    std::vector<std::uint64_t>& entries = streams_[t];
+    auto next = evs.next_seq(name);
+    if (!next) return violation(fmt::format("next_seq {}: {}", name, next.error().to_string()));
+    std::uint64_t acked = entries.size();
+    if (op && op->first_seq != acked)
+      return violation(fmt::format("{}: an append began at seq {} after {} acknowledged entries", name, op->first_seq,
+                                   acked));
+    if (*next != acked && !(op && *next == acked + op->count))
+      return violation(fmt::format("{}: next_seq is {}, but {} entries were acknowledged{}", name, *next, acked,
+                                   op ? fmt::format(" and {} more were in flight", op->count) : ""));
+    if (op && *next == acked) ++fig.append_absent;
+    if (op && *next != acked) {
+      ++fig.append_applied;
+      entries.insert(entries.end(), op->count, op->op_seq);
+    }
+    for (std::uint64_t from = whole ? 0 : read_back_[t]; from < *next;) {
+      auto page = evs.read(name, from, state::max_read_limit);
+      if (!page) return violation(fmt::format("read {} from {}: {}", name, from, page.error().to_string()));
+      if (page->empty())
+        return violation(fmt::format("{}: next_seq is {} but no entry is found from seq {} on", name, *next, from));
+      for (const auto& e : *page) {
+        if (e.seq != from)
+          return violation(fmt::format("{}: entry {} is missing (the next one found is {})", name, from, e.seq));
+        if (e.seq >= *next)
+          return violation(fmt::format("{}: entry {} lies past next_seq {}", name, e.seq, *next));
+        if (e.value != state::item(entry_value(name, e.seq, entries[e.seq])))
+          return violation(fmt::format("{}: entry {} holds {}, not what append {} put there", name, e.seq,
+                                       std::holds_alternative<state::json>(e.value)
+                                           ? std::get<state::json>(e.value).dump().substr(0, 200)
+                                           : "raw bytes",
+                                       entries[e.seq]));
+        ++fig.entries_checked;
+        ++from;
+      }
+    }
+    // A half-applied append would leave entries past next_seq.
+    auto past = evs.read(name, *next, 1);
+    if (!past) return violation(fmt::format("read {} from {}: {}", name, *next, past.error().to_string()));
+    if (!past->empty())
+      return violation(fmt::format("{}: entry {} exists past next_seq {}", name, past->front().seq, *next));
+    read_back_[t] = *next;
+    return true;
+  }
+
+  // No plain key the workload never wrote.
+  bool check_unwritten_keys(database& db) {
+    bool ok = true;
     auto scan = db.scan("", "");
     if (!scan) return violation("scan: " + scan.error().to_string());
     for (auto more = scan->next();; more = scan->next()) {
@@ -498,12 +938,48 @@ class driver {
       auto it = model_.find(scan->key());
       if (it == model_.end() || !it->second.ever_written) ok = violation("a key nobody wrote: " + scan->key());
     }
-    if (verify) {
-      ++fig.verifies;
-      auto r = db.verify();
-      if (!r) return violation("verify: " + r.error().to_string());
-      for (const auto& p : r->problems) ok = violation("verify: " + p);
+    return ok;
+  }
+
+  // The state space (past FF FF, which database::scan leaves out) of every
+  // shard, read raw from its published view, holds exactly what the workload
+  // wrote: records the txn threads wrote (ever: deleted ones are gone), the
+  // meta of every non-empty stream and its entries 0..n-1, every one of them.
+  // Runs after check_records and check_streams, whose findings it relies on.
+  bool check_state_space(database& db) {
+    std::set<std::string> written;  // records and stream metas
+    std::map<std::string, std::pair<int, std::uint64_t>> entry_prefixes;  // prefix -> thread, entries
+    std::map<int, std::uint64_t> entries_found;                            // by thread
+    for (int t = 0; t < threads_; ++t) {
+      for (const auto& [key, st] : txns_[t].records)
+        if (st.ever_written) written.insert(state::record_key(txn_ns(t), key));
+      if (!streams_[t].empty()) written.insert(state::stream_meta_key(stream_name(t)));
+      entry_prefixes[state::stream_entries_prefix(stream_name(t))] = {t, streams_[t].size()};
     }
+    bool ok = true;
+    for (std::size_t shard = 0; shard < shards_; ++shard) {
+      auto view = db.view_of(shard);
+      if (!view) return violation(fmt::format("view of shard {}: {}", shard, view.error().to_string()));
+      status s = (*view)->scan(keyspace::data_key(limits::state_prefix), keyspace::data_end(),
+                               [&](std::string_view tree_key, std::string_view) {
+        std::string user_key(keyspace::user_key_of(tree_key));
+        if (written.count(user_key)) return true;
+        for (const auto& [prefix, stream] : entry_prefixes) {
+          auto seq = state::stream_seq_of(prefix, user_key);
+          if (seq && *seq < stream.second) {
+            ++entries_found[stream.first];
+            return true;
+          }
+        }
+        ok = violation(fmt::format("shard {}: a state key nobody wrote: {:?}", shard, user_key));
+        return true;
+      });
+      if (!s) return violation(fmt::format("scan of shard {}'s state space: {}", shard, s.to_string()));
+    }
+    for (int t = 0; t < threads_; ++t)
+      if (entries_found[t] != streams_[t].size())
+        ok = violation(fmt::format("{}: {} of its {} entries are in the state space", stream_name(t), entries_found[t],
+                                   streams_[t].size()));
     return ok;
   }
 
@@ -512,6 +988,9 @@ class driver {
   int threads_, keys_;
   mix mix_;
   std::map<std::string, key_state> model_;
+  std::map<int, txn_state> txns_;                      // by thread
+  std::map<int, std::vector<std::uint64_t>> streams_;  // by thread: the append (op seq) of each entry
+  std::map<int, std::uint64_t> read_back_;             // by thread: entries below were read back and matched
   std::map<int, pending_op> pending_;
   std::uint64_t violations_ = 0;
 };
@@ -528,7 +1007,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1, iterations = 100, verify_every = 10;
   std::size_t shards = 3;
   int threads = 4, keys = 40;
-  std::string dir, mix_text = "put,del,cas,batch,ttl";
+  std::string dir, mix_arg = "put,del,cas,batch,ttl,txn,stream";
   for (std::size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() -> std::string {
       if (i + 1 >= args.size()) {
@@ -542,7 +1021,7 @@ int main(int argc, char** argv) {
     else if (args[i] == "--shards") shards = std::stoul(value());
     else if (args[i] == "--threads") threads = std::stoi(value());
     else if (args[i] == "--keys") keys = std::stoi(value());
-    else if (args[i] == "--mix") mix_text = value();
+    else if (args[i] == "--mix") mix_arg = value();
     else if (args[i] == "--dir") dir = value();
     else if (args[i] == "--verify-every") verify_every = std::max<std::uint64_t>(1, std::stoull(value()));
     else {
@@ -554,13 +1033,14 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "torture: --shards, --threads and --keys must be at least 1\n");
     return 2;
   }
+  // Before the scratch directory: a bad --mix exits, and would leave it behind.
+  mix m = parse_mix(mix_arg);
   bool own_dir = dir.empty();
   if (own_dir) {
     std::string pattern = (std::filesystem::temp_directory_path() / "magnetite-torture-XXXXXX").string();
     if (!::mkdtemp(pattern.data())) return 2;
     dir = pattern + "/db";
   }
-  mix m = parse_mix(mix_text);
   driver d(dir, shards, threads, keys, m);
   std::mt19937_64 rng(seed);
   figures fig;
@@ -573,11 +1053,19 @@ int main(int argc, char** argv) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fig.violations = d.violations();
   fmt::print("torture: seed {}, {} iterations in {:.1f} s, {} shards, {} threads x {} keys, mix {}\n", seed,
-             fig.iterations, seconds, shards, threads, keys, mix_text);
+             fig.iterations, seconds, shards, threads, keys, mix_text(m));
   fmt::print("torture: {} acknowledged operations, {} key checks, unacknowledged operations found applied {} / absent "
              "{}, killed in gc {}, in commit {}, verify runs {}\n",
              fig.acks, fig.keys_checked, fig.pending_applied, fig.pending_absent, fig.killed_in_gc,
              fig.killed_in_commit, fig.verifies);
+  std::vector<std::string> by_kind;
+  for (const char* kind : {"put", "del", "cas", "batch", "ttl", "txn", "stream"})
+    by_kind.push_back(fmt::format("{} {}", kind, fig.acked[kind]));
+  fmt::print("torture: acknowledged by kind: {}\n", fmt::join(by_kind, ", "));
+  fmt::print("torture: kills with an operation in flight {}; txn: record checks {}, txns in flight applied {} / absent "
+             "{}; stream: entries checked {}, appends in flight applied {} / absent {}\n",
+             fig.killed_in_flight, fig.records_checked, fig.txn_applied, fig.txn_absent, fig.entries_checked,
+             fig.append_applied, fig.append_absent);
   fmt::print("torture: {} violations\n", fig.violations);
   if (own_dir) std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
   return fig.violations ? 1 : 0;
