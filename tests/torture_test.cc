@@ -76,28 +76,33 @@ TEST_CASE("torture: a fixed-seed slice of kill -9 runs finds no violation") {
   // (exit 0 already says each worker died by the kill, not by itself).
   CHECK(figure(o.out, ", txn ") > 0);
   CHECK(figure(o.out, ", stream ") > 0);
+  CHECK(figure(o.out, ", keyed ") > 0);
   CHECK(figure(o.out, "kills with an operation in flight ") > 0);
 }
 
-TEST_CASE("torture: transactions and stream appends killed mid-run are all there or not at all") {
-  // Only the state/ kinds, so that most kills find a commit or an append in
-  // flight and its outcome is checked, not just the acknowledged ones.
+TEST_CASE("torture: transactions, stream appends and keyed commits killed mid-run are all there or not at all") {
+  // Only the state/ kinds, so that most kills find a commit, an append or a
+  // keyed commit in flight and its outcome is checked, not just the
+  // acknowledged ones.
   testing::temp_dir d("torture-state");
-  auto o = run_torture(fmt::format("--seed 20261201 --iterations 8 --verify-every 4 --mix txn,stream --dir {}",
+  auto o = run_torture(fmt::format("--seed 20261201 --iterations 8 --verify-every 4 --mix txn,stream,keyed --dir {}",
                                    d / "db"));
   MESSAGE(o.out);
   CHECK_MESSAGE(o.exit_code == 0, o.err);
   CHECK(o.out.find("torture: 0 violations") != std::string::npos);
   CHECK(o.out.find("8 iterations") != std::string::npos);
-  CHECK(o.out.find("mix txn,stream") != std::string::npos);
+  CHECK(o.out.find("mix txn,stream,keyed") != std::string::npos);
   CHECK(figure(o.out, ", txn ") > 0);
   CHECK(figure(o.out, ", stream ") > 0);
+  CHECK(figure(o.out, ", keyed ") > 0);
   CHECK(figure(o.out, "by kind: put ") == 0);  // only the kinds asked for
   CHECK(figure(o.out, "kills with an operation in flight ") > 0);
   CHECK(figure(o.out, "record checks ") > 0);
   CHECK(figure(o.out, "entries checked ") > 0);
   CHECK(in_flight(o.out, "txns in flight ") > 0);
   CHECK(in_flight(o.out, "appends in flight ") > 0);
+  CHECK(figure(o.out, "owner checks ") > 0);
+  CHECK(in_flight(o.out, "commits in flight ") > 0);
 }
 
 TEST_CASE("torture: bad arguments are refused") {

@@ -2,7 +2,7 @@
 // against what was acknowledged (issue 6). One binary, two roles:
 //
 //   torture [--seed S] [--iterations N] [--shards N] [--threads N] [--keys N]
-//           [--mix put,del,cas,batch,ttl,txn,stream] [--dir D] [--verify-every N]
+//           [--mix put,del,cas,batch,ttl,txn,stream,keyed] [--dir D] [--verify-every N]
 //   torture --worker DIR SHARDS THREADS KEYS FIRST_SEQ SEED MIX   (started by the driver)
 //
 // The worker opens the database and runs a mixed workload from THREADS writer
@@ -12,7 +12,13 @@
 // The same holds for state/: thread t alone writes the records of namespace
 // "t<t>" (txn: a transaction loads 1-3 of its txn_keys keys, puts 1-3 and
 // sometimes deletes one, commits; "A" carries the commit's revision) and alone
-// appends to stream "s<t>" (stream: 1-4 entries at the seq the thread tracks).
+// appends to stream "s<t>" (stream: 1-4 entries at the seq the thread tracks)
+// and alone owns the keyed state of owner "t<t>" in namespace "keyed"
+// (state/keyed_state.h; keyed: 1-5 buffered calls on its value "v", map "m"
+// and deque "q" of capacity 8, then ONE owner_state::commit(), so the
+// unacknowledged operation spans several collections in one frame; "B"
+// carries the owner's whole state after it, and before buffering the thread
+// checks its handles read back what it last committed).
 // With one writer neither can conflict, so any error but the kill is a
 // violation, and so is a load that does not return what the thread last
 // committed. Two more threads commit (checkpoint every shard) and run gc now
@@ -42,9 +48,15 @@
 //     holds what was appended there (streams::read in pages of 1000: the
 //     entries appended since the previous check, and all of them every
 //     --verify-every iterations);
-// no state key (record, stream meta or entry) exists that the workload never
-// wrote; and every --verify-every iterations, database::verify() finds no
-// damage. It prints its figures and exits 1 on any violation.
+// every owner's keyed state (fresh handles: value get, map scan, deque scan
+// and len):
+//   - is what the thread's last acknowledged commit left, or what its one
+//     unacknowledged commit would leave: value, map and deque all from the
+//     same side (a frame lands whole), never damaged;
+// no state key (record, stream meta or entry, keyed value, map entry or deque
+// slot) exists that the workload never wrote; and every --verify-every
+// iterations, database::verify() finds no damage. It prints its figures and
+// exits 1 on any violation.
 #include <fcntl.h>
 #include <filesystem>
 #include <poll.h>
@@ -53,6 +65,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -72,6 +85,7 @@
 #include "actors/database.h"
 #include "actors/keyspace.h"
 #include "core/limits.h"
+#include "state/keyed_state.h"
 #include "state/layout.h"
 #include "state/records.h"
 #include "state/streams.h"
@@ -145,14 +159,129 @@ state::json entry_value(const std::string& stream, std::uint64_t at, std::uint64
                      {"pad", std::string(op_seq % 23, static_cast<char>('a' + at % 26))}};
 }
 
+// Thread t alone owns the keyed state of owner "t<t>" in namespace "keyed": a
+// value "v", a map "m" over keyed_map_keys keys and a deque "q" of capacity
+// keyed_capacity (a push at capacity evicts from the other end).
+constexpr int keyed_map_keys = 5;
+constexpr std::uint64_t keyed_capacity = 8;
+const std::string keyed_ns = "keyed";
+std::string keyed_owner(int thread) { return fmt::format("t{}", thread); }
+
+// An item of keyed state names its owner, its place ("v", "m/<key>" or "q")
+// and the operation's sequence number and call within it ("<op>.<n>", its
+// token): every write is recognisable, damage and misplacement too.
+state::json keyed_item(const std::string& owner, const std::string& place, std::uint64_t op, std::uint64_t n) {
+  return state::json{{"owner", owner}, {"at", place}, {"op", op}, {"n", n},
+                     {"pad", std::string(op % 29, static_cast<char>('a' + n % 26))}};
+}
+
+std::optional<std::string> keyed_token(const std::string& owner, const std::string& place, const state::item& v) {
+  const auto* j = std::get_if<state::json>(&v);
+  if (!j || !j->is_object() || !j->contains("op") || !j->at("op").is_number_unsigned() || !j->contains("n") ||
+      !j->at("n").is_number_unsigned())
+    return std::nullopt;
+  std::uint64_t op = j->at("op").get<std::uint64_t>(), n = j->at("n").get<std::uint64_t>();
+  if (*j != keyed_item(owner, place, op, n)) return std::nullopt;
+  return fmt::format("{}.{}", op, n);
+}
+
+// One owner's three collections, by token: what a commit leaves, compared
+// whole (the three are one frame: all of them from the same side).
+struct keyed_model {
+  std::optional<std::string> value;
+  std::map<std::string, std::string> map;  // key -> token
+  std::vector<std::string> deque;          // front first
+  friend bool operator==(const keyed_model&, const keyed_model&) = default;
+};
+
+// "v=<token|-> m=<key:token,...|-> q=<token,...|->": the B line's payload.
+std::string show_keyed(const keyed_model& k) {
+  std::vector<std::string> entries;
+  for (const auto& [key, tok] : k.map) entries.push_back(key + ":" + tok);
+  return fmt::format("v={} m={} q={}", k.value.value_or("-"),
+                     entries.empty() ? "-" : fmt::format("{}", fmt::join(entries, ",")),
+                     k.deque.empty() ? "-" : fmt::format("{}", fmt::join(k.deque, ",")));
+}
+
+std::optional<keyed_model> parse_keyed(std::istream& in) {
+  std::string v, m, q;
+  if (!(in >> v >> m >> q) || !v.starts_with("v=") || !m.starts_with("m=") || !q.starts_with("q=")) return std::nullopt;
+  keyed_model k;
+  if (v != "v=-") k.value = v.substr(2);
+  auto split = [](const std::string& text) {
+    std::vector<std::string> parts;
+    if (text == "-") return parts;
+    std::stringstream s(text);
+    for (std::string part; std::getline(s, part, ',');) parts.push_back(part);
+    return parts;
+  };
+  for (const auto& e : split(m.substr(2))) {
+    auto colon = e.find(':');
+    if (colon == std::string::npos) return std::nullopt;
+    k.map[e.substr(0, colon)] = e.substr(colon + 1);
+  }
+  k.deque = split(q.substr(2));
+  return k;
+}
+
+// The owner's state read through the handles: value get, map scan, deque
+// scan and len (which must agree: no TTL). An error or damage is a message.
+struct keyed_read {
+  keyed_model state;
+  std::string error;  // empty: read and recognised
+};
+
+keyed_read read_keyed(const state::value_handle& v, const state::map_handle& m, const state::deque_handle& q,
+                      const std::string& owner) {
+  keyed_read r;
+  auto show_item = [](const state::item& x) {
+    return std::holds_alternative<state::json>(x) ? std::get<state::json>(x).dump().substr(0, 200) : "raw bytes";
+  };
+  auto got = v.get();
+  if (!got) return {{}, "value get: " + got.error().to_string()};
+  if (*got) {
+    r.state.value = keyed_token(owner, "v", **got);
+    if (!r.state.value) return {{}, "the value holds a damaged item: " + show_item(**got)};
+  }
+  auto entries = m.scan();
+  if (!entries) return {{}, "map scan: " + entries.error().to_string()};
+  for (;;) {
+    auto chunk = entries->next_chunk(64);
+    if (!chunk) return {{}, "map scan: " + chunk.error().to_string()};
+    if (chunk->empty()) break;
+    for (const auto& e : *chunk) {
+      auto tok = keyed_token(owner, "m/" + e.key, e.value);
+      if (!tok) return {{}, fmt::format("map key {} holds a damaged item: {}", e.key, show_item(e.value))};
+      if (!r.state.map.emplace(e.key, *tok).second) return {{}, "map scan gave key " + e.key + " twice"};
+    }
+  }
+  auto items = q.scan();
+  if (!items) return {{}, "deque scan: " + items.error().to_string()};
+  for (;;) {
+    auto chunk = items->next_chunk(64);
+    if (!chunk) return {{}, "deque scan: " + chunk.error().to_string()};
+    if (chunk->empty()) break;
+    for (const auto& x : *chunk) {
+      auto tok = keyed_token(owner, "q", x);
+      if (!tok) return {{}, "the deque holds a damaged item: " + show_item(x)};
+      r.state.deque.push_back(*tok);
+    }
+  }
+  auto len = q.len();
+  if (!len) return {{}, "deque len: " + len.error().to_string()};
+  if (*len != r.state.deque.size())
+    return {{}, fmt::format("deque len is {} but its scan gave {} items", *len, r.state.deque.size())};
+  return r;
+}
+
 // ---- options ---------------------------------------------------------------------
 
 struct mix {
-  bool put = true, del = true, cas = true, batch = true, ttl = true, txn = true, stream = true;
+  bool put = true, del = true, cas = true, batch = true, ttl = true, txn = true, stream = true, keyed = true;
 };
 
 mix parse_mix(const std::string& text) {
-  mix m{false, false, false, false, false, false, false};
+  mix m{false, false, false, false, false, false, false, false};
   std::stringstream in(text);
   for (std::string op; std::getline(in, op, ',');) {
     if (op == "put") m.put = true;
@@ -162,12 +291,13 @@ mix parse_mix(const std::string& text) {
     else if (op == "ttl") m.ttl = true;
     else if (op == "txn") m.txn = true;
     else if (op == "stream") m.stream = true;
+    else if (op == "keyed") m.keyed = true;
     else {
       fmt::print(stderr, "torture: unknown operation in --mix: {}\n", op);
       std::exit(2);
     }
   }
-  if (!m.put && !m.del && !m.cas && !m.batch && !m.ttl && !m.txn && !m.stream) m.put = true;
+  if (!m.put && !m.del && !m.cas && !m.batch && !m.ttl && !m.txn && !m.stream && !m.keyed) m.put = true;
   return m;
 }
 
@@ -175,7 +305,7 @@ mix parse_mix(const std::string& text) {
 std::string mix_text(const mix& m) {
   std::vector<std::string> ops;
   for (auto [on, name] : {std::pair{m.put, "put"}, {m.del, "del"}, {m.cas, "cas"}, {m.batch, "batch"},
-                          {m.ttl, "ttl"}, {m.txn, "txn"}, {m.stream, "stream"}})
+                          {m.ttl, "ttl"}, {m.txn, "txn"}, {m.stream, "stream"}, {m.keyed, "keyed"}})
     if (on) ops.push_back(name);
   return fmt::format("{}", fmt::join(ops, ","));
 }
@@ -290,6 +420,101 @@ void run_append(state::streams& evs, int t, std::mt19937_64& rng, std::atomic<st
   report(fmt::format("A {} {}", t, *first));
 }
 
+// A thread's owner and its three handles, open for the worker's life.
+struct keyed_handles {
+  state::owner_state owner;
+  state::value_handle v;
+  state::map_handle m;
+  state::deque_handle q;
+  explicit keyed_handles(database& db, int t)
+      : owner(db, keyed_ns, keyed_owner(t)),
+        v(owner.value("v")),
+        m(owner.map("m")),
+        q(owner.deque("q", state::collection_options{std::nullopt, keyed_capacity})) {}
+};
+
+// One keyed operation: check that the handles read back what this thread
+// last committed (nobody else writes there), buffer 1-5 calls on one or more
+// of the three collections (the first a write of a new item, so the commit
+// always changes something), then ONE owner_state::commit(). The B line
+// carries the whole state the commit leaves.
+void run_keyed(keyed_handles& h, int t, std::mt19937_64& rng, std::atomic<std::uint64_t>& next_seq,
+               keyed_model& model) {
+  std::string owner = keyed_owner(t);
+  keyed_read seen = read_keyed(h.v, h.m, h.q, owner);
+  if (!seen.error.empty()) fail("keyed read of " + owner, status::corruption(seen.error));
+  if (seen.state != model) {
+    report(fmt::format("E keyed state of {} reads {}, but this thread committed {}", owner, show_keyed(seen.state),
+                       show_keyed(model)));
+    _exit(6);
+  }
+  std::uint64_t seq = next_seq.fetch_add(1);
+  keyed_model after = model;
+  std::size_t calls = 1 + rng() % 5;
+  for (std::uint64_t n = 0; n < calls; ++n) {
+    // 0 value set, 1 value clear, 2 map set, 3 map remove, 4 push_back,
+    // 5 push_front, 6 pop_front, 7 pop_back.
+    int call = n == 0 ? std::array{0, 2, 4, 5}[rng() % 4] : static_cast<int>(rng() % 8);
+    std::string key = fmt::format("k{}", rng() % keyed_map_keys);
+    status s;
+    switch (call) {
+      case 0:
+        s = h.v.set(keyed_item(owner, "v", seq, n));
+        after.value = fmt::format("{}.{}", seq, n);
+        break;
+      case 1:
+        s = h.v.clear();
+        after.value.reset();
+        break;
+      case 2:
+        s = h.m.set(key, keyed_item(owner, "m/" + key, seq, n));
+        after.map[key] = fmt::format("{}.{}", seq, n);
+        break;
+      case 3:
+        s = h.m.remove(key);
+        after.map.erase(key);
+        break;
+      case 4:
+      case 5: {
+        s = call == 4 ? h.q.push_back(keyed_item(owner, "q", seq, n)) : h.q.push_front(keyed_item(owner, "q", seq, n));
+        std::string tok = fmt::format("{}.{}", seq, n);
+        if (call == 4) {
+          if (after.deque.size() == keyed_capacity) after.deque.erase(after.deque.begin());
+          after.deque.push_back(tok);
+        } else {
+          if (after.deque.size() == keyed_capacity) after.deque.pop_back();
+          after.deque.insert(after.deque.begin(), tok);
+        }
+        break;
+      }
+      default: {
+        // A pop answers through the overlay: this operation's own pushes too.
+        auto popped = call == 6 ? h.q.pop_front() : h.q.pop_back();
+        if (!popped) fail("keyed pop of " + owner, popped.error());
+        std::optional<std::string> want;
+        if (!after.deque.empty()) {
+          want = call == 6 ? after.deque.front() : after.deque.back();
+          if (call == 6) after.deque.erase(after.deque.begin());
+          else after.deque.pop_back();
+        }
+        std::optional<std::string> got;
+        if (*popped) got = keyed_token(owner, "q", **popped);
+        if (got != want || (*popped && !got)) {
+          report(fmt::format("E keyed pop of {} gave {}, expected {}", owner, got.value_or("nothing"),
+                             want.value_or("nothing")));
+          _exit(6);
+        }
+        break;
+      }
+    }
+    if (!s) fail("keyed write of " + owner, s);
+  }
+  report(fmt::format("B {} keyed {}", t, show_keyed(after)));
+  if (auto s = h.owner.commit(); !s) fail("keyed commit of " + owner, s);
+  model = std::move(after);
+  report(fmt::format("A {}", t));
+}
+
 [[noreturn]] void run_worker(const std::string& dir, std::size_t shards, int threads, int keys, std::uint64_t first_seq,
                              std::uint64_t seed, mix m) {
   auto opened = database::open(torture_options(dir, shards));
@@ -322,6 +547,11 @@ void run_append(state::streams& evs, int t, std::mt19937_64& rng, std::atomic<st
       auto stream_end = evs.next_seq(stream_name(t));
       if (!stream_end) fail("next_seq " + stream_name(t), stream_end.error());
       std::uint64_t expected = *stream_end;
+      // Its keyed state, as the database holds it.
+      keyed_handles keyed(db, t);
+      keyed_read start = read_keyed(keyed.v, keyed.m, keyed.q, keyed_owner(t));
+      if (!start.error.empty()) fail("keyed read of " + keyed_owner(t), status::corruption(start.error));
+      keyed_model keyed_state = start.state;
       std::vector<int> ops;
       if (m.put) ops.insert(ops.end(), {0, 0, 0});
       if (m.del) ops.push_back(1);
@@ -330,6 +560,7 @@ void run_append(state::streams& evs, int t, std::mt19937_64& rng, std::atomic<st
       if (m.ttl) ops.push_back(4);
       if (m.txn) ops.push_back(5);
       if (m.stream) ops.push_back(6);
+      if (m.keyed) ops.push_back(7);
       for (;;) {
         std::string key = key_name(t, static_cast<int>(rng() % static_cast<std::uint64_t>(keys)));
         std::uint64_t seq = next_seq.fetch_add(1);
@@ -415,6 +646,9 @@ void run_append(state::streams& evs, int t, std::mt19937_64& rng, std::atomic<st
           case 6:
             run_append(evs, t, rng, next_seq, expected);
             break;
+          case 7:
+            run_keyed(keyed, t, rng, next_seq, keyed_state);
+            break;
         }
       }
     });
@@ -468,14 +702,15 @@ struct txn_state {
 
 // An operation begun and not yet acknowledged.
 struct pending_op {
-  std::string kind;  // put del cas batch ttl txn stream
+  std::string kind;  // put del cas batch ttl txn stream keyed
   std::vector<std::pair<std::string, std::uint64_t>> writes;  // key (txn: record key), seq (0: delete)
   std::uint64_t ttl_ms = 0, began_ms = 0;
   std::uint64_t first_seq = 0, count = 0, op_seq = 0;  // stream: entries first_seq.. first_seq+count-1
+  keyed_model keyed_after;  // keyed: the owner's whole state once the commit lands
 };
 
 // The kinds that write plain keys (checked by check_keys).
-bool is_plain(const std::string& kind) { return kind != "txn" && kind != "stream"; }
+bool is_plain(const std::string& kind) { return kind != "txn" && kind != "stream" && kind != "keyed"; }
 
 struct figures {
   std::uint64_t iterations = 0, acks = 0, keys_checked = 0, pending_applied = 0, pending_absent = 0;
@@ -484,6 +719,7 @@ struct figures {
   std::uint64_t killed_in_flight = 0;           // kills with a writer's operation unacknowledged
   std::uint64_t records_checked = 0, txn_applied = 0, txn_absent = 0;
   std::uint64_t entries_checked = 0, append_applied = 0, append_absent = 0;
+  std::uint64_t owners_checked = 0, keyed_applied = 0, keyed_absent = 0;
 };
 
 class driver {
@@ -590,6 +826,14 @@ class driver {
           while (in >> k >> s) op.writes.emplace_back(k, s);
         } else if (op.kind == "stream") {
           in >> op.first_seq >> op.count >> op.op_seq;
+        } else if (op.kind == "keyed") {
+          auto k = parse_keyed(in);
+          if (!k) {
+            ok = violation(
+                fmt::format("thread {}: a keyed B line that does not parse: {}", t, buffer.substr(at, nl - at)));
+            continue;
+          }
+          op.keyed_after = std::move(*k);
         } else {
           std::string k;
           std::uint64_t s;
@@ -615,6 +859,10 @@ class driver {
       }
       if (op.kind == "stream") {
         ok = ack_append(t, op, std::strtoull(result.c_str(), nullptr, 10)) && ok;
+        continue;
+      }
+      if (op.kind == "keyed") {
+        keyed_[t] = op.keyed_after;
         continue;
       }
       if (op.kind == "cas" && result == "failed") continue;
@@ -687,6 +935,7 @@ class driver {
     bool ok = check_keys(db, fig);
     ok = check_records(db, fig) && ok;
     ok = check_streams(db, fig, verify) && ok;
+    ok = check_keyed(db, fig) && ok;
     pending_.clear();
     ok = check_unwritten_keys(db) && ok;
     ok = check_state_space(db) && ok;
@@ -927,6 +1176,59 @@ class driver {
     return true;
   }
 
+  // Every owner's keyed state, read with fresh handles: it is what the
+  // thread's last acknowledged commit left, or what its one unacknowledged
+  // commit would leave, the three collections compared as one (a frame lands
+  // whole: never the map from one side and the deque from the other).
+  bool check_keyed(database& db, figures& fig) {
+    bool ok = true;
+    for (int t = 0; t < threads_; ++t) {
+      std::string owner = keyed_owner(t);
+      state::owner_state os(db, keyed_ns, owner);
+      auto v = os.value("v");
+      auto m = os.map("m");
+      auto q = os.deque("q", state::collection_options{std::nullopt, keyed_capacity});
+      keyed_read found = read_keyed(v, m, q, owner);
+      os.close();
+      if (!found.error.empty()) {
+        ok = violation(fmt::format("keyed state of {}: {}", owner, found.error));
+        continue;
+      }
+      ++fig.owners_checked;
+      const keyed_model& acked = keyed_[t];
+      auto p = pending_.find(t);
+      const pending_op* op = p != pending_.end() && p->second.kind == "keyed" ? &p->second : nullptr;
+      if (found.state == acked) {
+        if (op) ++fig.keyed_absent;
+        continue;
+      }
+      if (op && found.state == op->keyed_after) {
+        ++fig.keyed_applied;
+        keyed_[t] = op->keyed_after;
+        continue;
+      }
+      // Say which collections match which side: a half-applied commit shows
+      // as some from before and some from after.
+      auto side = [&](bool before, bool after) {
+        return before && after ? "either" : before ? "before" : after ? "after" : "neither";
+      };
+      std::string sides;
+      if (op) {
+        sides = fmt::format("value: {}, map: {}, deque: {}",
+                            side(found.state.value == acked.value, found.state.value == op->keyed_after.value),
+                            side(found.state.map == acked.map, found.state.map == op->keyed_after.map),
+                            side(found.state.deque == acked.deque, found.state.deque == op->keyed_after.deque));
+        sides = fmt::format(" and the unacknowledged one would leave {}: {}({})", show_keyed(op->keyed_after),
+                            sides.find("neither") == std::string::npos ? "a commit half applied " : "", sides);
+      }
+      ok = violation(fmt::format("keyed state of {}: found {}, but the last acknowledged commit left {}{}", owner,
+                                 show_keyed(found.state), show_keyed(acked), sides));
+      // Go on from what is there, so one violation is not repeated forever.
+      keyed_[t] = found.state;
+    }
+    return ok;
+  }
+
   // No plain key the workload never wrote.
   bool check_unwritten_keys(database& db) {
     bool ok = true;
@@ -950,6 +1252,20 @@ class driver {
     std::set<std::string> written;  // records and stream metas
     std::map<std::string, std::pair<int, std::uint64_t>> entry_prefixes;  // prefix -> thread, entries
     std::map<int, std::uint64_t> entries_found;                            // by thread
+    // Keyed state: the value key, the map's entries, the deque's meta (present
+    // or not: an emptied deque may keep it) and slots; counted against the
+    // model (after check_keyed) below.
+    struct keyed_space {
+      std::string value, map_prefix, deque_meta, slots_prefix;
+      std::uint64_t map_found = 0, slots_found = 0;
+      bool value_found = false;
+    };
+    std::map<int, keyed_space> keyed_spaces;
+    for (int t = 0; t < threads_; ++t) {
+      std::string prefix = state::owner_prefix(keyed_ns, keyed_owner(t));
+      keyed_spaces[t] = {state::value_key(prefix, "v"), state::map_entries_prefix(prefix, "m"),
+                         state::deque_meta_key(prefix, "q"), state::deque_slots_prefix(prefix, "q")};
+    }
     for (int t = 0; t < threads_; ++t) {
       for (const auto& [key, st] : txns_[t].records)
         if (st.ever_written) written.insert(state::record_key(txn_ns(t), key));
@@ -964,6 +1280,13 @@ class driver {
                                [&](std::string_view tree_key, std::string_view) {
         std::string user_key(keyspace::user_key_of(tree_key));
         if (written.count(user_key)) return true;
+        for (auto& [t, k] : keyed_spaces) {
+          if (user_key == k.value) k.value_found = true;
+          else if (user_key.starts_with(k.map_prefix)) ++k.map_found;
+          else if (user_key.starts_with(k.slots_prefix)) ++k.slots_found;
+          else if (user_key != k.deque_meta) continue;
+          return true;
+        }
         for (const auto& [prefix, stream] : entry_prefixes) {
           auto seq = state::stream_seq_of(prefix, user_key);
           if (seq && *seq < stream.second) {
@@ -980,6 +1303,15 @@ class driver {
       if (entries_found[t] != streams_[t].size())
         ok = violation(fmt::format("{}: {} of its {} entries are in the state space", stream_name(t), entries_found[t],
                                    streams_[t].size()));
+    for (const auto& [t, k] : keyed_spaces) {
+      const keyed_model& model = keyed_[t];
+      if (k.value_found != model.value.has_value() || k.map_found != model.map.size() ||
+          k.slots_found != model.deque.size())
+        ok = violation(fmt::format("keyed state of {}: the state space holds {} value keys, {} map entries and {} "
+                                   "deque slots, not {}, {} and {}",
+                                   keyed_owner(t), k.value_found ? 1 : 0, k.map_found, k.slots_found,
+                                   model.value ? 1 : 0, model.map.size(), model.deque.size()));
+    }
     return ok;
   }
 
@@ -991,6 +1323,7 @@ class driver {
   std::map<int, txn_state> txns_;                      // by thread
   std::map<int, std::vector<std::uint64_t>> streams_;  // by thread: the append (op seq) of each entry
   std::map<int, std::uint64_t> read_back_;             // by thread: entries below were read back and matched
+  std::map<int, keyed_model> keyed_;                   // by thread: its owner's state after its last known commit
   std::map<int, pending_op> pending_;
   std::uint64_t violations_ = 0;
 };
@@ -1007,7 +1340,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1, iterations = 100, verify_every = 10;
   std::size_t shards = 3;
   int threads = 4, keys = 40;
-  std::string dir, mix_arg = "put,del,cas,batch,ttl,txn,stream";
+  std::string dir, mix_arg = "put,del,cas,batch,ttl,txn,stream,keyed";
   for (std::size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() -> std::string {
       if (i + 1 >= args.size()) {
@@ -1059,13 +1392,15 @@ int main(int argc, char** argv) {
              fig.acks, fig.keys_checked, fig.pending_applied, fig.pending_absent, fig.killed_in_gc,
              fig.killed_in_commit, fig.verifies);
   std::vector<std::string> by_kind;
-  for (const char* kind : {"put", "del", "cas", "batch", "ttl", "txn", "stream"})
+  for (const char* kind : {"put", "del", "cas", "batch", "ttl", "txn", "stream", "keyed"})
     by_kind.push_back(fmt::format("{} {}", kind, fig.acked[kind]));
   fmt::print("torture: acknowledged by kind: {}\n", fmt::join(by_kind, ", "));
   fmt::print("torture: kills with an operation in flight {}; txn: record checks {}, txns in flight applied {} / absent "
              "{}; stream: entries checked {}, appends in flight applied {} / absent {}\n",
              fig.killed_in_flight, fig.records_checked, fig.txn_applied, fig.txn_absent, fig.entries_checked,
              fig.append_applied, fig.append_absent);
+  fmt::print("torture: keyed: owner checks {}, commits in flight applied {} / absent {}\n", fig.owners_checked,
+             fig.keyed_applied, fig.keyed_absent);
   fmt::print("torture: {} violations\n", fig.violations);
   if (own_dir) std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
   return fig.violations ? 1 : 0;
