@@ -128,7 +128,20 @@ class collection {
         meta_key_ = deque_meta_key(owner_->prefix, name_);
         break;
     }
+    // Options and names that can never work are refused by every call, as a
+    // caller mistake, before anything is buffered.
+    std::size_t longest = kind_ == kind::deque ? key_.size() + 8 : key_.size();
+    if (kind_ == kind::map) longest = key_.size() + 2;  // the shortest entry: an empty map key
+    if (auto s = check_key_size(longest); !s) invalid_ = s;
+    else if (opts_.ttl && opts_.ttl->count() <= 0)
+      invalid_ = mistake(fmt::format("{}: ttl of {} ns must be > 0", describe(), opts_.ttl->count()));
+    else if (opts_.capacity && (kind_ != kind::deque || *opts_.capacity == 0))
+      invalid_ = mistake(fmt::format("{}: a capacity must be >= 1, and only a deque takes one", describe()));
   }
+
+  kind kind_of() const { return kind_; }
+  const std::string& name() const { return name_; }
+  bool closed() const { return closed_; }
 
   std::string describe() const {
     static constexpr const char* names[] = {"value", "map", "deque"};
@@ -137,7 +150,7 @@ class collection {
 
   status usable() const {
     if (closed_ || owner_->closed) return mistake(fmt::format("{} is closed", describe()));
-    return status::ok();
+    return invalid_;
   }
 
   status check_key_size(std::size_t bytes) const {
@@ -249,8 +262,10 @@ class collection {
     std::uint64_t revision = 0;  // of the meta (0: none)
     deque_meta meta;
   };
+  // The meta as the view holds it now, unless buffered operations were made
+  // against an earlier read (then the commit checks that one).
   status load_meta() const {
-    if (meta_) return status::ok();
+    if (meta_ && dirty_) return status::ok();
     auto v = view();
     if (!v) return v.error();
     auto found = read_state(**v, meta_key_, now(), describe());
@@ -307,6 +322,9 @@ class collection {
   status deque_clear() {
     MAGNETITE_TRY(usable());
     MAGNETITE_TRY(load_meta());
+    if (now_meta_.tail - now_meta_.head > limits::max_batch_mutations)
+      return mistake(fmt::format("{}: {} slots are more than one commit can delete ({})", describe(),
+                                 now_meta_.tail - now_meta_.head, limits::max_batch_mutations));
     for (std::uint64_t i = now_meta_.head; i < now_meta_.tail; ++i) pending_[slot_key(i)] = std::nullopt;
     now_meta_.head = now_meta_.tail;
     dirty_ = true;
@@ -381,6 +399,7 @@ class collection {
   std::string key_;       // value: its key; map, deque: the prefix of entries / slots
   std::string meta_key_;  // deque
   bool closed_ = false;
+  status invalid_;  // why this collection can never be used (a name too long, a bad option), or ok
   overlay pending_;
   bool cleared_ = false;  // map: a clear is buffered
   bool dirty_ = false;    // deque: the meta must be written
@@ -455,10 +474,15 @@ owner_state& owner_state::operator=(owner_state&&) noexcept = default;
 std::size_t owner_state::shard() const { return core_->shard; }
 
 namespace {
+// Handles of one (kind, name) share one collection, its buffer and its
+// options (the first handle's): two buffers over one deque would both stamp
+// the same slots and move its ends from the same read, in one frame.
 std::shared_ptr<detail::collection> make_collection(const std::shared_ptr<owner_state::core>& core, detail::kind k,
                                                     std::string name, collection_options o) {
-  auto c = std::make_shared<detail::collection>(core, k, std::move(name), o);
   std::erase_if(core->handles, [](const auto& w) { return w.expired(); });
+  for (const auto& w : core->handles)
+    if (auto c = w.lock(); c && c->kind_of() == k && c->name() == name && !c->closed()) return c;
+  auto c = std::make_shared<detail::collection>(core, k, std::move(name), o);
   core->handles.push_back(c);
   return c;
 }

@@ -33,8 +33,13 @@
 // - Scans are cursors over one pinned view and a copy of the overlay, pulled
 //   in chunks; exhausted stays exhausted; the first error closes the cursor;
 //   close is idempotent. Later writes to the handle do not show in it.
+// - Handles of one (kind, name) made by one owner_state share one buffer and
+//   the first handle's options. A deque handle with nothing buffered reads
+//   the deque's ends anew on every call.
 // - A closed handle (closed by itself or by its owner_state) refuses every
-//   call with a clear error. Errors carry categories as in records.h.
+//   call with a clear error. A name too long for the key limit, a ttl <= 0 or
+//   a capacity of 0 (or on a value or map) make every call of that handle fail
+//   as a caller mistake. Errors carry categories as in records.h.
 // Handles and owner_state are used by one thread at a time.
 #pragma once
 

@@ -390,14 +390,13 @@ class keyed_walk {
       else if (dice < 75) deque_step(h);
       else if (dice < 85) commit(h);
       else if (dice < 88) rollback(h);
-      else if (dice < 90) owner_commit();
+      else if (dice < 90) owner_commit(h);
       else if (dice < 92) reopen();
       else if (dice < 94) power_cut();
       else check_all();
     }
     check_all();
     handles_.clear();
-    owner_.reset();
   }
 
   int commits = 0, cuts = 0, ops = 0;
@@ -411,6 +410,7 @@ class keyed_walk {
     bool operator==(const model&) const = default;
   };
   struct handles {
+    std::unique_ptr<owner_state> owner;
     value_handle v;
     map_handle m;
     deque_handle q;
@@ -421,11 +421,16 @@ class keyed_walk {
 
   void open() {
     handles_.clear();
-    owner_.reset();
     db_ = &host_.open();
-    owner_ = std::make_unique<owner_state>(*db_, "ns", "owner");
-    for (int i = 0; i < 3; ++i)
-      handles_.push_back({owner_->value("v"), owner_->map("m"), owner_->deque("q", with_capacity(6)), committed_});
+    // Three writers of one owner, each with its own owner_state (handles of
+    // one owner_state share their buffers).
+    for (int i = 0; i < 3; ++i) {
+      auto o = std::make_unique<owner_state>(*db_, "ns", "owner");
+      auto v = o->value("v");
+      auto m = o->map("m");
+      auto q = o->deque("q", with_capacity(6));
+      handles_.push_back({std::move(o), std::move(v), std::move(m), std::move(q), committed_});
+    }
   }
 
   void reopen() {
@@ -436,7 +441,6 @@ class keyed_walk {
   void power_cut() {
     ++cuts;
     handles_.clear();
-    owner_.reset();
     host_.power_cut(rng_(), rng_());
     open();
     check_all();
@@ -542,15 +546,14 @@ class keyed_walk {
     x.view = committed_;
   }
 
-  void owner_commit() {
-    // Only when one slot holds buffers: owner_state commits every handle it made.
-    int dirty = -1;
-    for (int i = 0; i < 3; ++i)
-      if (!(handles_[i].view == committed_)) dirty = dirty == -1 ? i : 3;
-    if (dirty == 3) return;
-    ok(owner_->commit());
-    if (dirty >= 0) committed_ = handles_[dirty].view;
-    for (auto& y : handles_) y.view = committed_;
+  // A slot's owner_state commits its three handles in one frame.
+  void owner_commit(int h) {
+    ok(handles_[h].owner->commit());
+    committed_ = handles_[h].view;
+    for (auto& y : handles_) {
+      y.v.rollback(), y.m.rollback(), y.q.rollback();
+      y.view = committed_;
+    }
     ++commits;
   }
 
@@ -576,7 +579,6 @@ class keyed_walk {
   int step_ = 0;
   testing::power_cut_database host_{"/db", 2};
   database* db_ = nullptr;
-  std::unique_ptr<owner_state> owner_;
   std::vector<handles> handles_;
   model committed_;
   int next_ = 0;
@@ -597,4 +599,38 @@ TEST_CASE("keyed state model: value, map and deque handles against models, with 
   CHECK(commits > 200);
   CHECK(cuts > 20);
   MESSAGE(ops, " operations, ", commits, " commits, ", cuts, " power cuts");
+}
+
+TEST_CASE("keyed state: handles of one name share one buffer; an idle deque handle sees other writers' commits; "
+          "names and options that cannot work are refused as caller mistakes") {
+  testing::temp_dir d("keyed");
+  auto db = must_open(options_for(d.path(), 1));
+  owner_state o(*db, "n", "o");
+  auto q1 = o.deque("q"), q2 = o.deque("q");
+  ok(q1.push_back(j(1)));
+  ok(q2.push_back(j(2)));  // the same deque: after 1, not on top of it
+  CHECK(must(q1.len()) == 2);
+  ok(o.commit());
+  owner_state other(*db, "n", "o");
+  CHECK(drain(must(other.deque("q").scan()), 5) == std::vector<item>{j(1), j(2)});
+  // q1 is idle: another owner_state's commit shows in its reads.
+  auto oq = other.deque("q");
+  ok(oq.push_front(j(0)));
+  ok(oq.commit());
+  CHECK(must(q1.len()) == 3);
+  CHECK(must(q1.peek_front()) == std::optional<item>(j(0)));
+  CHECK(must(q1.get(2)) == std::optional<item>(j(2)));
+
+  auto bad = [](const status& s) {
+    CHECK(s.code() == status_code::invalid_argument);
+    CHECK(s.category() == status_category::transient);
+  };
+  owner_state huge(*db, "n", std::string(limits::max_user_key_bytes, 'o'));
+  bad(huge.value("v").set(j(1)));
+  bad(huge.deque("q").push_back(j(1)));
+  bad(huge.map("m").set("k", j(1)));
+  bad(o.deque("zero", with_capacity(0)).push_back(j(1)));
+  bad(o.map("m", with_capacity(3)).set("k", j(1)));
+  bad(o.value("neg", with_ttl(-1s)).set(j(1)));
+  ok(o.commit());  // the refused handles buffered nothing
 }
