@@ -174,8 +174,10 @@ class collection {
   std::uint64_t now() const { return owner_->db->now_ns(); }
 
   result<std::optional<item>> read(const read_view& v, const std::string& key) const {
-    auto found = read_item(v, key, now(), describe());
-    if (!found) return found.error();
+    // describe() is formatted only for an error: reads are a hot path.
+    auto found = read_item(v, key, now(), "stored value");
+    if (!found) return status::make(found.error().code(), found.error().category(),
+                                    fmt::format("{}: {}", describe(), found.error().message()));
     if (!*found) return std::optional<item>();
     return std::optional<item>(std::move((*found)->value));
   }

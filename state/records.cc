@@ -26,8 +26,10 @@ result<std::optional<record>> load_from(const database& db, std::size_t shard, c
                                         std::string_view ns, std::string_view key) {
   auto view = db.view_of(shard);
   if (!view) return view.error();
-  auto found = read_item(**view, k, db.now_ns(), describe(ns, key));
-  if (!found) return found.error();
+  // The record's name is formatted only for an error: loads are a hot path.
+  auto found = read_item(**view, k, db.now_ns(), "stored value");
+  if (!found) return status::make(found.error().code(), found.error().category(),
+                                  fmt::format("{}: {}", describe(ns, key), found.error().message()));
   if (!*found) return std::optional<record>();
   return std::optional<record>(record{std::move((*found)->value), (*found)->revision});
 }

@@ -224,7 +224,7 @@ TEST_CASE("shard apply: the two key spaces are kept apart; bad input changes not
         status_code::invalid_argument);
   CHECK(s->staged() == 0);
   CHECK(s->failure().is_ok());
-  // A state key holding bytes without a revision is named as damage.
+  // After every refusal the shard takes the next good apply.
   auto fine = must(s->apply({}, std::vector<batch_write>{{state_key("ok"), std::string("x"), {}}}));
   CHECK(fine.swapped);
 }
