@@ -639,6 +639,7 @@ status diff_in(tree::node_store& store, const hash128& a, const hash128& b, std:
       inner = u.error();
       return std::nullopt;
     }
+    if (u->tombstone) return std::nullopt;  // a replicated delete: absent to a reader
     return std::string(u->value);
   };
   MAGNETITE_TRY(tree::diff(store, a, b, [&](const tree::diff_entry& e) {
@@ -648,6 +649,9 @@ status diff_in(tree::node_store& store, const hash128& a, const hash128& b, std:
     c.key = std::string(keyspace::user_key_of(e.key));
     c.old_value = user_value(e.old_value);
     c.new_value = user_value(e.new_value);
+    if (!c.old_value && !c.new_value) return inner.is_ok();  // tombstone to tombstone, or corrupt
+    if (!c.old_value) c.what = tree::diff_entry::kind::added;
+    else if (!c.new_value) c.what = tree::diff_entry::kind::removed;
     out.push_back(std::move(c));
     return inner.is_ok();
   }));

@@ -8,6 +8,7 @@
 #include "wal/recovery.h"
 #include "core/coding.h"
 #include "core/limits.h"
+#include "tree/diff.h"
 #include "tree/prolly_tree.h"
 #include "ttl/envelope.h"
 
@@ -26,6 +27,7 @@ status shard_options::validate() const {
   if (fsync == wal::fsync_policy::interval && fsync_interval.count() <= 0)
     return status::invalid_argument("shard option fsync_interval must be > 0 with the interval policy");
   if (!clock) return status::invalid_argument("shard option clock is empty");
+  if (tombstone_retention.count() <= 0) return status::invalid_argument("shard option tombstone_retention must be > 0");
   return chunking.validate();
 }
 
@@ -69,6 +71,7 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   auto log = wal::log_writer::open(e, s->dir_ + "/wal", wo, *recovered);
   if (!log) return log.error();
   s->log_ = std::move(*log);
+  s->replication_state_ = recovered->replication_state;
 
   // The expiry index: the durable entries of the committed tree first, then
   // the replayed writes move them as they did the first time.
@@ -310,24 +313,99 @@ result<cas_outcome> shard::apply(std::span<const state_check> checks, std::span<
   return o;
 }
 
+result<std::vector<bool>> shard::apply_stamped(std::span<const stamped_write> writes) {
+  MAGNETITE_TRY(check_usable());
+  if (writes.empty()) return status::invalid_argument("stamped apply is empty");
+  std::vector<batch_write> taken;
+  std::vector<std::optional<std::string>> stored;
+  std::vector<bool> out(writes.size());
+  // Stamps of keys taken earlier in this call: later writes are judged against them.
+  std::map<std::string_view, stamp> pending;
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    const stamped_write& w = writes[i];
+    MAGNETITE_TRY(limits::check_user_key(w.key));
+    if (w.stamp.epoch.counter == 0)
+      return status::invalid_argument(fmt::format("stamped write {}: stamp {} has no epoch", i, to_string(w.stamp)));
+    if (w.value) {
+      MAGNETITE_TRY(limits::check_user_value(*w.value));
+    } else if (!w.expires_at_ns) {
+      return status::invalid_argument(fmt::format("stamped write {}: a tombstone needs a purge deadline", i));
+    }
+    stamp held;
+    if (auto it = pending.find(w.key); it != pending.end()) {
+      held = it->second;
+    } else {
+      std::string bytes;
+      auto found = find_latest(keyspace::data_key(w.key), bytes);
+      if (!found) return fail(found.error());
+      if (*found) {
+        auto u = ttl::unwrap(bytes);
+        if (!u) return u.error();
+        if (u->stamp) held = *u->stamp;
+      }
+    }
+    if (w.stamp <= held) continue;
+    out[i] = true;
+    pending[w.key] = w.stamp;
+    std::optional<std::string_view> value;
+    if (w.value) value = *w.value;
+    stored.push_back(ttl::wrap_stamped(w.stamp, value, w.expires_at_ns));
+    batch_write b;
+    b.key = w.key;
+    taken.push_back(std::move(b));
+  }
+  if (taken.empty()) return out;
+  auto seq = log_and_stage(taken, stored);
+  if (!seq) return seq.error();
+  return out;
+}
+
 result<std::size_t> shard::stage_expired(std::size_t limit) {
   MAGNETITE_TRY(check_usable());
   auto due = expiry_.take_expired(options_.clock(), limit);
   for (const auto& d : due) {
     // take_expired dropped the index entry: retire its durable twin here, then
-    // delete the value like any delete.
+    // delete the value like any delete, or leave a stamped value's tombstone.
     staged_[keyspace::expiry_key(d.deadline_ns, d.key)] = std::nullopt;
-    auto seq = log_->append_delete(d.key);
+    std::string bytes;
+    auto found = find_latest(keyspace::data_key(d.key), bytes);
+    if (!found) return fail(found.error());
+    std::optional<std::string> tombstone;
+    if (*found) {
+      auto u = ttl::unwrap(bytes);
+      if (!u) return u.error();
+      if (u->stamp && !u->tombstone) {
+        auto keep = static_cast<std::uint64_t>(options_.tombstone_retention.count());
+        tombstone = ttl::wrap_stamped(*u->stamp, std::nullopt,
+                                      d.deadline_ns > UINT64_MAX - keep ? UINT64_MAX : d.deadline_ns + keep);
+      }
+    }
+    auto seq = tombstone ? log_->append_put(d.key, *tombstone) : log_->append_delete(d.key);
     if (!seq) return fail(seq.error());
-    MAGNETITE_TRY(stage(d.key, std::nullopt));
+    MAGNETITE_TRY(stage(d.key, std::move(tombstone)));
     ++staged_expiries_;
     ++stats_.expired;
   }
   return due.size();
 }
 
+status shard::record_replication_state(std::string_view payload) {
+  MAGNETITE_TRY(check_usable());
+  auto seq = log_->append_replication_state(payload);
+  if (!seq) return seq.error().code() == status_code::invalid_argument ? seq.error() : fail(seq.error());
+  replication_state_ = std::string(payload);
+  replication_state_pending_ = true;
+  return status::ok();
+}
+
 status shard::commit_group() {
   MAGNETITE_TRY(check_usable());
+  if (replication_state_pending_) {
+    // Promise state is never left to an fsync policy: whatever the policy, it
+    // is durable before anything that depends on it is answered.
+    if (status s = log_->sync_durable(); !s) return fail(s);
+    replication_state_pending_ = false;
+  }
   if (staged_.empty()) return status::ok();
   if (status s = log_->sync(); !s) return fail(s);
   auto l = std::make_shared<layer>();
@@ -527,6 +605,86 @@ result<tree::gc_result> shard::gc(std::span<const hash128> retained) {
   auto r = store_->gc(roots);
   if (!r && !store_->failure().is_ok()) return fail(r.error());
   return r;
+}
+
+}  // namespace magnetite
+
+namespace magnetite {
+
+bool shard::holds_node(const hash128& h) const { return store_->contains(h); }
+
+result<std::string> shard::node_encoding(const hash128& h) const {
+  auto n = store_->read(h);
+  if (!n) return n.error();
+  return std::string((*n)->encode());
+}
+
+status shard::import_node(const hash128& h, std::string_view encoding) {
+  MAGNETITE_TRY(check_usable());
+  if (hash128::of(encoding) != h)
+    return status::corruption(fmt::format("node received as {} hashes to {}", h.to_hex(), hash128::of(encoding).to_hex()));
+  auto n = tree::node::decode(encoding);
+  if (!n) return n.error();
+  if (!n->is_leaf()) {
+    for (const auto& e : n->entries()) {
+      auto ref = tree::child_ref::decode(e.value);
+      if (!ref) return ref.error();
+      if (!store_->contains(ref->hash))
+        return status::invalid_argument(fmt::format("node {} arrived before its child {}: import bottom up", h.to_hex(),
+                                                    ref->hash.to_hex()));
+    }
+  }
+  auto w = store_->write(*n);
+  if (!w) return fail(w.error());
+  return status::ok();
+}
+
+result<merge_report> shard::merge_stamped(const hash128& foreign_root) {
+  MAGNETITE_TRY(check_usable());
+  if (!store_->contains(foreign_root))
+    return status::invalid_argument(fmt::format("merge from root {}: this store does not hold it", foreign_root.to_hex()));
+  auto ours = checkpoint();
+  if (!ours) return ours.error();
+  merge_report out;
+  std::vector<stamped_write> chunk;
+  std::size_t chunk_bytes = 0;
+  status inner;
+  auto flush = [&] {
+    if (chunk.empty()) return true;
+    auto taken = apply_stamped(chunk);
+    if (!taken) {
+      inner = taken.error();
+      return false;
+    }
+    out.taken += static_cast<std::uint64_t>(std::count(taken->begin(), taken->end(), true));
+    chunk.clear();
+    chunk_bytes = 0;
+    return true;
+  };
+  MAGNETITE_TRY(tree::diff(*store_, *ours, foreign_root, [&](const tree::diff_entry& e) {
+    // Expiry entries follow the values; an entry only we hold says nothing.
+    if (e.key.empty() || e.key[0] != keyspace::data_tag || !e.new_value) return true;
+    ++out.differing;
+    auto u = ttl::unwrap(*e.new_value);
+    if (!u) {
+      inner = status::corruption(fmt::format("merge from root {}: {}", foreign_root.to_hex(), u.error().message()));
+      return false;
+    }
+    if (!u->stamp) return true;
+    stamped_write w;
+    w.key = std::string(keyspace::user_key_of(e.key));
+    w.stamp = *u->stamp;
+    if (!u->tombstone) w.value = std::string(u->value);
+    w.expires_at_ns = u->expires_at_ns;
+    chunk_bytes += w.key.size() + e.new_value->size();
+    chunk.push_back(std::move(w));
+    // Well under the log's batch limits, so a frame is never refused for size.
+    if (chunk_bytes >= limits::max_batch_bytes / 4 || chunk.size() >= 4096) return flush();
+    return true;
+  }));
+  MAGNETITE_TRY(inner);
+  if (!flush()) return inner;
+  return out;
 }
 
 }  // namespace magnetite

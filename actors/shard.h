@@ -29,6 +29,15 @@
 // keys through the log like any delete. The in-memory expiry index is rebuilt
 // at open from the tree's expiry entries and the replayed writes.
 //
+// Replicated shards (replication/, docs/formats/replication.md): the owner
+// stamps each write, and every replica stores it with apply_stamped(), which
+// keeps the highest stamp per key (commutative and idempotent); a delete is a
+// stamped tombstone. When a stamped value expires, the TTL timer turns it into
+// a tombstone of the same stamp purged tombstone_retention after its deadline,
+// so an older write arriving late cannot bring the key back. The replication
+// layer's promise state is an opaque payload made durable through the log
+// (record_replication_state) and recovered at open.
+//
 // Fail-stop: after any failed log or node-store operation every call returns
 // the `failed` error; the owner must drop the shard and open it again (which
 // replays). A failed sync is never retried as if it could succeed. Bad input
@@ -49,6 +58,7 @@
 
 #include "actors/read_view.h"
 #include "core/env.h"
+#include "core/stamp.h"
 #include "tree/node_store.h"
 #include "ttl/expiry_index.h"
 #include "wal/log_writer.h"
@@ -73,6 +83,9 @@ struct shard_options {
   std::chrono::milliseconds checkpoint_interval{60'000};
   tree::chunk_policy chunking{};
   wall_clock_ns clock = system_now_ns;
+  // How long a stamped tombstone left by an expired stamped value is kept
+  // (replicated shards; the cluster file gives every replica the same).
+  std::chrono::nanoseconds tombstone_retention = std::chrono::hours(24);
 
   status validate() const;
 };
@@ -106,6 +119,22 @@ struct cas_outcome {
     o.current = std::move(current);
     return o;
   }
+};
+
+// One write of a replicated shard as its owner stamped it.
+struct stamped_write {
+  std::string key;
+  magnetite::stamp stamp;
+  std::optional<std::string> value;  // nullopt: a delete, kept as a tombstone
+  // A value's absolute expiry (none: it does not expire); a tombstone's purge
+  // deadline (required). Chosen by the owner, so replicas store equal bytes.
+  std::optional<std::uint64_t> expires_at_ns;
+};
+
+// What merge_stamped() did.
+struct merge_report {
+  std::uint64_t differing = 0;  // data entries the foreign tree holds that differ from ours
+  std::uint64_t taken = 0;      // of those, staged because their stamp was higher
 };
 
 // A precondition of apply(): the state key's value carries this revision
@@ -184,8 +213,23 @@ class shard {
   // stages nothing and reports the first failed check. No writes: a check
   // only. A value whose revision cannot be read is corruption, naming the key.
   result<cas_outcome> apply(std::span<const state_check> checks, std::span<const batch_write> writes);
-  // Deletes (stages) up to `limit` keys whose deadline has passed; how many.
+  // Stages, as ONE log frame, each write whose stamp is above the stamp the
+  // key holds now (staged writes included; an unstamped value or no value
+  // holds the zero stamp); the others change nothing. Per write, whether it
+  // was taken. Writes of one call are judged in order. Bad input (a key or
+  // value over the limits, a zero stamp, a tombstone with no deadline)
+  // refuses the whole call and changes nothing.
+  result<std::vector<bool>> apply_stamped(std::span<const stamped_write> writes);
+  // Deletes (stages) up to `limit` keys whose deadline has passed, turning a
+  // stamped value into its tombstone instead; how many.
   result<std::size_t> stage_expired(std::size_t limit);
+
+  // Appends the replication layer's promise state (opaque, at most
+  // limits::max_replication_state_bytes); it is durable once the next
+  // commit_group() returns ok, and only then may anything depending on it be
+  // answered. replication_state() is the latest recorded (or recovered) one.
+  status record_replication_state(std::string_view payload);
+  const std::optional<std::string>& replication_state() const noexcept { return replication_state_; }
 
   std::size_t staged() const noexcept { return staged_writes_; }
   // One log sync for everything staged, then a new published view.
@@ -226,6 +270,27 @@ class shard {
   // ok, or the error that stopped the shard.
   const status& failure() const noexcept { return failure_; }
 
+  // ---- delta transfer between replicas (replication/tree_puller.h) ----
+  // A peer pulls the nodes of our root that it lacks; we pull theirs. The node
+  // store only ever holds complete subtrees, so holding a node means holding
+  // everything below it.
+  bool holds_node(const hash128& h) const;
+  // The node's canonical encoding (what its hash is of); not_found if absent.
+  result<std::string> node_encoding(const hash128& h) const;
+  // Stores a node received from a peer: corruption if the bytes do not decode
+  // or do not hash to h; invalid_argument if it is an internal node whose
+  // children are not all held yet (import bottom up). Not durable by itself:
+  // the next checkpoint's flush makes it so, and nothing refers to it before.
+  status import_node(const hash128& h, std::string_view encoding);
+  // Merges the tree `foreign_root` (fully held: imported) into this shard:
+  // every data entry of it that differs from ours is offered to
+  // apply_stamped(), in frames of bounded size, so the higher stamp wins.
+  // Checkpoints first (the diff runs between trees). Unstamped foreign values
+  // are not replicated data and are skipped. Staged like any write: durable
+  // at the next commit_group(). Taken writes are stamped writes in their own
+  // right, so a merge stopped half way (an error) leaves a consistent state.
+  result<merge_report> merge_stamped(const hash128& foreign_root);
+
  private:
   shard(env& e, std::string dir, shard_options options);
   status check_usable() const;
@@ -262,6 +327,8 @@ class shard {
   std::map<std::string, std::optional<std::string>, std::less<>> staged_;  // tree keys
   std::size_t staged_writes_ = 0;
   std::size_t staged_expiries_ = 0;  // of staged_writes_, deletions by stage_expired
+  bool replication_state_pending_ = false;  // appended, not yet synced
+  std::optional<std::string> replication_state_;
   ttl::expiry_index expiry_;
   std::shared_ptr<const read_view> view_;
   // Every view of one root shares its pin; gc keeps the roots whose pins live.

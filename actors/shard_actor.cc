@@ -199,6 +199,18 @@ std::vector<batch_write> writes_of(const std::vector<batch_op>& ops, Hook& hook)
   return writes;
 }
 
+template <class Hook>
+std::vector<stamped_write> writes_of(const std::vector<stamped_op>& ops, Hook& hook) {
+  std::vector<stamped_write> writes;
+  writes.reserve(ops.size());
+  for (const auto& op : ops) {
+    hook(op.key);
+    writes.push_back({op.key, op.stamp, op.is_put ? std::optional<std::string>(op.value) : std::nullopt,
+                      op.has_deadline ? std::optional<std::uint64_t>(op.deadline_ns) : std::nullopt});
+  }
+  return writes;
+}
+
 shard_actor::behavior_type shard_behavior_after_boot(self_ptr self);
 
 shard_actor::behavior_type shard_behavior(self_ptr self, shard_actor_config config) {
@@ -288,6 +300,32 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         cas_outcome o = std::move(*out);
         return wait_for_group<bool, std::uint64_t, std::uint32_t, std::uint64_t>(self, rp, [o](auto& p) {
           p.deliver(o.swapped, o.revision, o.failed_check.value_or(0), o.found);
+        });
+      },
+      [=](stamped_atom, const std::vector<stamped_op>& ops) -> caf::result<std::vector<bool>> {
+        if (auto e = down()) return *e;
+        auto out = self->state.db->apply_stamped(writes_of(ops, hook));
+        if (!out) {
+          stop_if_failed(self);
+          return to_error(out.error());
+        }
+        // Taken or not, the answer waits for the group: a write not taken lost
+        // to one that may still be in it.
+        auto rp = self->make_response_promise<std::vector<bool>>();
+        return wait_for_group<std::vector<bool>>(self, rp, [taken = std::move(*out)](auto& p) { p.deliver(taken); });
+      },
+      [=](promise_atom, const std::string& payload) -> caf::result<ok_atom> {
+        if (auto e = down()) return *e;
+        return ack_after_group(self, self->state.db->record_replication_state(payload));
+      },
+      [=](promise_atom) -> caf::result<bool, std::string> {
+        if (auto e = down()) return *e;
+        // After the group: a promise state recorded but not yet durable is
+        // never read back as if it were.
+        auto rp = self->make_response_promise<bool, std::string>();
+        return wait_for_group<bool, std::string>(self, rp, [self](auto& p) {
+          const auto& state = self->state.db->replication_state();
+          p.deliver(state.has_value(), state.value_or(std::string()));
         });
       },
       [=](range_atom, const std::string& from, const std::string& to,

@@ -33,6 +33,13 @@
 //                            about fsync_interval; it is visible to readers
 //                            before it is durable. If that fsync fails the
 //                            actor quits with the error (fail-stop).
+//   stamped                  a replicated shard's writes (shard::apply_stamped):
+//                            staged like a batch, answered after the group
+//                            with which were taken.
+//   (promise, payload)       the replication layer's promise state: appended
+//                            to the log, answered once durable (the group's
+//                            fsync, whatever the policy).
+//   (promise)                the latest promise state, read after the group.
 //   commit                   the group, then a checkpoint: the new root.
 //   shutdown                 commit, then quit normally.
 //

@@ -10,6 +10,10 @@
 //   (apply, [state_check], [batch_op])               -> (applied, revision, failed_check, found)
 //                                                    the conditional batch of state/ (shard.h):
 //                                                    failed_check is meaningful when !applied
+//   (stamped, [stamped_op])                          -> [taken]     a replicated shard's writes: each
+//                                                    taken if its stamp is above the key's
+//   (promise, payload)                               -> ok          once the promise state is durable
+//   (promise)                                        -> (has, payload)   the latest durable promise state
 //   (range, from, to, limit)                         -> (keys, values, more)  to "": no bound
 //   (commit)                                         -> root (32 hex digits)
 //   (stats)                                          -> shard_stats    counters since open
@@ -60,6 +64,8 @@ using aged_atom = caf::atom_constant<caf::atom("aged")>;
 using durable_atom = caf::atom_constant<caf::atom("durable")>;
 using ok_atom = caf::atom_constant<caf::atom("ok")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
+using stamped_atom = caf::atom_constant<caf::atom("stamped")>;
+using promise_atom = caf::atom_constant<caf::atom("promise")>;
 
 // One write of an atomic batch, as a message carries it.
 struct batch_op {
@@ -72,6 +78,31 @@ struct batch_op {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch_op& x) {
   return f(caf::meta::type_name("batch_op"), x.key, x.is_put, x.value, x.ttl_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, ballot& x) {
+  return f(caf::meta::type_name("ballot"), x.counter, x.node);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stamp& x) {
+  return f(caf::meta::type_name("stamp"), x.epoch, x.seq);
+}
+
+// One stamped write as a message carries it (stamped_write in shard.h).
+struct stamped_op {
+  std::string key;
+  magnetite::stamp stamp;
+  bool is_put = true;
+  std::string value;
+  bool has_deadline = false;  // a tombstone always has one
+  std::uint64_t deadline_ns = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stamped_op& x) {
+  return f(caf::meta::type_name("stamped_op"), x.key, x.stamp, x.is_put, x.value, x.has_deadline, x.deadline_ns);
 }
 
 template <class Inspector>
@@ -159,6 +190,9 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<batch_atom, std::vector<batch_op>>::with<ok_atom>,
     caf::replies_to<apply_atom, std::vector<state_check>, std::vector<batch_op>>::with<bool, std::uint64_t,
                                                                                        std::uint32_t, std::uint64_t>,
+    caf::replies_to<stamped_atom, std::vector<stamped_op>>::with<std::vector<bool>>,
+    caf::replies_to<promise_atom, std::string>::with<ok_atom>,
+    caf::replies_to<promise_atom>::with<bool, std::string>,
     caf::replies_to<range_atom, std::string, std::string, std::uint32_t>::with<std::vector<std::string>,
                                                                                 std::vector<std::string>, bool>,
     caf::replies_to<commit_atom>::with<std::string>,

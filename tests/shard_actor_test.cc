@@ -529,3 +529,52 @@ TEST_CASE("shard actor: applies queued together share one group and one fsync; e
   REQUIRE(f.read(k));
   CHECK(f.read(k)->substr(8) == "value");
 }
+
+TEST_CASE("shard actor: stamped writes and a promise state queued together share one group and one fsync; each "
+          "answer waits for it; the promise survives a restart") {
+  fixture f;
+  auto shard = f.spawn(f.config());
+  caf::scoped_actor client{*f.sys};
+  auto fsyncs = f.stats(client, shard).log_fsyncs;
+  stamp s1{{2, 1}, 1};
+  stamp s0{{1, 3}, 9};
+  client->send(shard, promise_atom::value, std::string("promised 2.1"));
+  client->send(shard, stamped_atom::value, std::vector<stamped_op>{{"k", s1, true, "new", false, 0}});
+  client->send(shard, stamped_atom::value,
+               std::vector<stamped_op>{{"k", s0, true, "old", false, 0}, {"gone", s0, false, "", true, 1}});
+  f.sched->run();
+  bool promised = false;
+  client->receive([&](ok_atom) { promised = true; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
+                  caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer"); });
+  CHECK(promised);
+  std::vector<std::vector<bool>> taken;
+  for (int i = 0; i < 2; ++i)
+    client->receive([&](const std::vector<bool>& t) { taken.push_back(t); },
+                    [](caf::error& e) { FAIL(caf::to_string(e)); },
+                    caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer"); });
+  REQUIRE(taken.size() == 2);
+  CHECK(taken[0] == std::vector<bool>{true});
+  CHECK(taken[1] == std::vector<bool>{false, true});  // the older stamp lost to the write before it
+  CHECK(f.stats(client, shard).log_fsyncs == fsyncs + 1);
+  CHECK(f.read("k") == "new");
+  CHECK_FALSE(f.read("gone").has_value());  // a tombstone reads as absent
+
+  // A bad write is refused with invalid_argument and the shard goes on.
+  client->send(shard, stamped_atom::value, std::vector<stamped_op>{{"k", stamp{}, true, "v", false, 0}});
+  f.sched->run();
+  client->receive([&](const std::vector<bool>&) { FAIL("a zero stamp was taken"); },
+                  [](caf::error& e) { CHECK(to_status(e).code() == status_code::invalid_argument); },
+                  caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer"); });
+
+  // A power cut, then a restart on the same files: the promise is read back.
+  caf::anon_send_exit(shard, caf::exit_reason::kill);
+  f.sched->run();
+  f.fe.crash(fault_env::unsynced::lose);
+  auto again = f.spawn(f.config());
+  client->send(again, promise_atom::value);
+  f.sched->run();
+  client->receive([&](bool has, const std::string& p) {
+    CHECK(has);
+    CHECK(p == "promised 2.1");
+  }, [](caf::error& e) { FAIL(caf::to_string(e)); }, caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer"); });
+}

@@ -5,6 +5,15 @@
 //               nanoseconds since the Unix epoch
 //   the rest    the user's value
 //
+// A replicated shard's writes carry their stamp (core/stamp.h), and a delete
+// leaves a stamped tombstone, so replicas can merge by "highest stamp wins"
+// (docs/formats/replication.md):
+//   0x02 | stamp (20 bytes) | value                     stamped, no expiry
+//   0x03 | stamp | expiry u64 LE | value                stamped, expires
+//   0x04 | stamp | purge deadline u64 LE                tombstone (no value bytes)
+// A tombstone reads as absent; its deadline is when the TTL timer may drop it
+// for good (the cluster's tombstone retention after the delete).
+//
 // The ABSOLUTE expiry is fixed when a write is accepted and stored with the
 // value, so every replica stores the same bytes for one write (the reference
 // engine's replicas each computed now + ttl themselves and diverged). A reader
@@ -19,26 +28,35 @@
 #include <string>
 #include <string_view>
 
+#include "core/stamp.h"
 #include "core/status.h"
 
 namespace magnetite::ttl {
 
 inline constexpr std::size_t max_envelope_overhead = 9;
+inline constexpr std::size_t max_stamped_overhead = 1 + stamp::encoded_bytes + 8;
 
 std::string wrap(std::string_view value, std::optional<std::uint64_t> expires_at_ns);
+// value nullopt: a tombstone, whose deadline (required) is its purge deadline.
+std::string wrap_stamped(const stamp& st, std::optional<std::string_view> value,
+                         std::optional<std::uint64_t> expires_at_ns);
 
 struct unwrapped {
   std::string_view value;
-  std::optional<std::uint64_t> expires_at_ns;
+  std::optional<std::uint64_t> expires_at_ns;  // a tombstone's: its purge deadline
+  std::optional<magnetite::stamp> stamp;        // only the stamped forms
+  bool tombstone = false;
 
   bool expired(std::uint64_t now_ns) const noexcept { return expires_at_ns && *expires_at_ns <= now_ns; }
+  // What a reader sees: a value that is neither a tombstone nor expired.
+  bool live(std::uint64_t now_ns) const noexcept { return !tombstone && !expired(now_ns); }
 };
 
 // Views into `stored`.
 result<unwrapped> unwrap(std::string_view stored);
 
 // What a reader at now_ns sees of stored bytes: the value, or nullopt once it
-// has expired.
+// has expired (a tombstone: always nullopt).
 result<std::optional<std::string>> live_value(std::string_view stored, std::uint64_t now_ns);
 
 }  // namespace magnetite::ttl

@@ -286,6 +286,9 @@ void small_seeds() {
   seed("ttl_envelope", "plain", ttl::wrap("value", std::nullopt));
   seed("ttl_envelope", "expiring", ttl::wrap("value", 1'700'000'000'000'000'000ull));
   seed("ttl_envelope", "expiring-empty", ttl::wrap("", 5));
+  seed("ttl_envelope", "stamped", ttl::wrap_stamped(stamp{{3, 1}, 42}, "value", std::nullopt));
+  seed("ttl_envelope", "stamped-expiring", ttl::wrap_stamped(stamp{{3, 1}, 42}, "value", 1'700'000'000'000'000'000ull));
+  seed("ttl_envelope", "stamped-tombstone", ttl::wrap_stamped(stamp{{3, 1}, 43}, std::nullopt, 86'400'000'000'000ull));
   seed("ttl_envelope", "newer-format", "\x02value");
   seed("ttl_envelope", "truncated-expiry", "\x01\x02\x03");
 

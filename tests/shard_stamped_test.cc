@@ -1,0 +1,296 @@
+// A replicated shard's storage: stamped writes merged by "highest stamp wins"
+// (commutative, idempotent), stamped tombstones, stamped values turned into
+// tombstones at their deadline, and the promise state made durable through the
+// log. On fault_env: power cuts and failed fsyncs.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+
+#include "actors/keyspace.h"
+#include "actors/range_cursor.h"
+#include "actors/shard.h"
+#include "core/fault_env.h"
+#include "tests/support/tree_model.h"
+#include "ttl/envelope.h"
+
+using namespace magnetite;
+using magnetite::testing::must;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct manual_clock {
+  std::shared_ptr<std::uint64_t> now = std::make_shared<std::uint64_t>(1'000'000'000'000);
+  wall_clock_ns fn() const {
+    auto p = now;
+    return [p] { return *p; };
+  }
+  void advance(std::chrono::nanoseconds d) { *now += static_cast<std::uint64_t>(d.count()); }
+};
+
+shard_options small_options(const manual_clock& c) {
+  shard_options o;
+  o.clock = c.fn();
+  o.chunking = {256, 64, 1024};
+  o.cache_bytes = 1 << 20;
+  o.tombstone_retention = 1h;
+  return o;
+}
+
+stamp st(std::uint64_t counter, std::uint32_t node, std::uint64_t seq) { return stamp{{counter, node}, seq}; }
+
+stamped_write put(std::string key, stamp s, std::string value, std::optional<std::uint64_t> deadline = {}) {
+  return {std::move(key), s, std::move(value), deadline};
+}
+stamped_write tomb(std::string key, stamp s, std::uint64_t purge) { return {std::move(key), s, std::nullopt, purge}; }
+
+std::vector<bool> apply(shard& s, std::vector<stamped_write> w) { return must(s.apply_stamped(w)); }
+
+// The stored bytes of a key (envelope included), as the tree and layers hold them.
+std::optional<std::string> stored(const shard& s, std::string_view key) {
+  std::string out;
+  if (!must(s.view()->find(keyspace::data_key(key), out))) return std::nullopt;
+  return out;
+}
+
+// Every data entry's stored bytes: what two replicas must agree on.
+std::map<std::string, std::string> all_stored(const shard& s) {
+  std::map<std::string, std::string> out;
+  REQUIRE(s.view()
+              ->scan(std::string(1, keyspace::data_tag), keyspace::data_end(),
+                     [&](std::string_view k, std::string_view v) {
+                       out[std::string(keyspace::user_key_of(k))] = std::string(v);
+                       return true;
+                     })
+              .is_ok());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("stamped: the highest stamp wins per key; lower and equal stamps change nothing") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must(shard::open(fe, "/db/s", small_options(clock)));
+  CHECK(apply(*s, {put("k", st(2, 1, 5), "b")}) == std::vector<bool>{true});
+  // Lower in every way the order looks: seq, then node, then counter.
+  CHECK(apply(*s, {put("k", st(2, 1, 4), "x"), put("k", st(2, 0, 9), "y"), put("k", st(1, 9, 99), "z")}) ==
+        std::vector<bool>{false, false, false});
+  CHECK(apply(*s, {put("k", st(2, 1, 5), "again")}) == std::vector<bool>{false});  // a re-delivery
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(must(s->get("k")) == "b");
+  // Within one call, later writes are judged against earlier ones.
+  CHECK(apply(*s, {put("k", st(3, 1, 1), "c"), put("k", st(3, 1, 0), "older"), put("k", st(3, 1, 2), "d")}) ==
+        std::vector<bool>{true, false, true});
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(must(s->get("k")) == "d");
+  // An unstamped value holds the zero stamp: any stamped write replaces it.
+  REQUIRE(s->put("plain", "p").is_ok());
+  CHECK(apply(*s, {put("plain", st(1, 1, 1), "stamped")}) == std::vector<bool>{true});
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(must(s->get("plain")) == "stamped");
+}
+
+TEST_CASE("stamped: a tombstone reads as absent everywhere and fences older writes until it is purged") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must(shard::open(fe, "/db/s", small_options(clock)));
+  std::uint64_t purge = *clock.now + 3'600'000'000'000ull;
+  CHECK(apply(*s, {put("a", st(1, 1, 1), "1"), put("b", st(1, 1, 2), "2"), tomb("a", st(1, 1, 3), purge)}) ==
+        std::vector<bool>{true, true, true});
+  REQUIRE(s->commit_group().is_ok());
+  CHECK_FALSE(must(s->get("a")).has_value());
+  auto chunk = must(read_range_chunk(*s->view(), "", "", 10, *clock.now));
+  REQUIRE(chunk.entries.size() == 1);
+  CHECK(chunk.entries[0].first == "b");
+  // The write the delete superseded arrives late (from a lagging replica): refused.
+  CHECK(apply(*s, {put("a", st(1, 1, 1), "1")}) == std::vector<bool>{false});
+  REQUIRE(s->checkpoint());
+  CHECK(apply(*s, {put("a", st(1, 1, 2), "late")}) == std::vector<bool>{false});  // from the tree, not a layer
+  // At its purge deadline the TTL sweep drops it for good.
+  clock.advance(1h);
+  CHECK(must(s->stage_expired(100)) == 1);
+  REQUIRE(s->commit_group().is_ok());
+  CHECK_FALSE(stored(*s, "a").has_value());
+  CHECK(stored(*s, "b").has_value());
+}
+
+TEST_CASE("stamped: a stamped value expires into a tombstone of its stamp, purged a retention later") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must(shard::open(fe, "/db/s", small_options(clock)));
+  std::uint64_t deadline = *clock.now + 10'000'000'000ull;
+  CHECK(apply(*s, {put("k", st(4, 2, 7), "v", deadline)}) == std::vector<bool>{true});
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(must(s->get("k")) == "v");
+  clock.advance(10s);
+  CHECK_FALSE(must(s->get("k")).has_value());  // expired: absent before any sweep
+  CHECK(must(s->stage_expired(100)) == 1);
+  REQUIRE(s->commit_group().is_ok());
+  auto bytes = stored(*s, "k");
+  REQUIRE(bytes.has_value());
+  CHECK(*bytes == ttl::wrap_stamped(st(4, 2, 7), std::nullopt, deadline + 3'600'000'000'000ull));
+  // The write it replaced cannot come back, nor can an older one.
+  CHECK(apply(*s, {put("k", st(4, 2, 6), "resurrected")}) == std::vector<bool>{false});
+  // A later write can.
+  CHECK(apply(*s, {put("k", st(4, 2, 8), "new")}) == std::vector<bool>{true});
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(must(s->get("k")) == "new");
+  // The tombstone's expiry entry went with it: nothing more to sweep.
+  clock.advance(2h);
+  CHECK(must(s->stage_expired(100)) == 0);
+  CHECK(must(s->get("k")) == "new");
+  auto report = must(s->verify({}));
+  CHECK(report.problems.empty());
+}
+
+TEST_CASE("stamped: replicas that receive the same writes in any order, any number of times, hold equal bytes and roots") {
+  // Writes from two epochs to a few keys, with TTLs and deletes; each replica
+  // gets a shuffled copy with duplicates, split into calls at random, on its
+  // own clock (the owner chose every deadline, so the clocks do not matter
+  // before the deadlines). The stored bytes, the root and what reads see agree.
+  std::mt19937_64 rng(doctest::getContextOptions()->rand_seed + 17);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<stamped_write> writes;
+    std::uint64_t base = 2'000'000'000'000ull;
+    for (std::uint64_t counter = 1; counter <= 2; ++counter)
+      for (std::uint64_t seq = 1; seq <= 40; ++seq) {
+        std::string key = "k" + std::to_string(rng() % 12);
+        stamp s = st(counter, static_cast<std::uint32_t>(counter), seq);
+        switch (rng() % 4) {
+          case 0: writes.push_back(tomb(key, s, base + 7'200'000'000'000ull)); break;
+          case 1: writes.push_back(put(key, s, "ttl" + std::to_string(seq), base + 3'600'000'000'000ull)); break;
+          default: writes.push_back(put(key, s, "v" + std::to_string(counter) + "." + std::to_string(seq))); break;
+        }
+      }
+    std::vector<std::map<std::string, std::string>> bytes;
+    std::vector<hash128> roots;
+    for (int replica = 0; replica < 3; ++replica) {
+      fault_env fe;
+      manual_clock clock;
+      clock.advance(std::chrono::nanoseconds(rng() % 1'000'000'000));
+      auto s = must(shard::open(fe, "/db/s", small_options(clock)));
+      auto copy = writes;
+      for (std::size_t i = 0; i < writes.size() / 3; ++i) copy.push_back(writes[rng() % writes.size()]);
+      std::shuffle(copy.begin(), copy.end(), rng);
+      for (std::size_t at = 0; at < copy.size();) {
+        std::size_t n = 1 + rng() % 7;
+        std::vector<stamped_write> part(copy.begin() + static_cast<std::ptrdiff_t>(at),
+                                        copy.begin() + static_cast<std::ptrdiff_t>(std::min(copy.size(), at + n)));
+        (void)apply(*s, part);
+        at += n;
+        if (rng() % 3 == 0) REQUIRE(s->commit_group().is_ok());
+        if (rng() % 11 == 0) REQUIRE(s->checkpoint());
+      }
+      roots.push_back(must(s->checkpoint()));
+      bytes.push_back(all_stored(*s));
+    }
+    // The expected winner of each key: its highest stamp.
+    std::map<std::string, const stamped_write*> best;
+    for (const auto& w : writes)
+      if (!best.count(w.key) || best[w.key]->stamp < w.stamp) best[w.key] = &w;
+    for (const auto& [key, w] : best) {
+      std::optional<std::string_view> v;
+      if (w->value) v = *w->value;
+      CHECK(bytes[0].at(key) == ttl::wrap_stamped(w->stamp, v, w->expires_at_ns));
+    }
+    CHECK(bytes[0].size() == best.size());
+    CHECK(bytes[1] == bytes[0]);
+    CHECK(bytes[2] == bytes[0]);
+    CHECK(roots[1] == roots[0]);
+    CHECK(roots[2] == roots[0]);
+  }
+}
+
+TEST_CASE("stamped: bad input refuses the whole call and changes nothing") {
+  fault_env fe;
+  manual_clock clock;
+  auto s = must(shard::open(fe, "/db/s", small_options(clock)));
+  CHECK(apply(*s, {put("k", st(1, 1, 1), "v")}) == std::vector<bool>{true});
+  REQUIRE(s->commit_group().is_ok());
+  auto before = s->view()->sequence();
+  auto refused = [&](std::vector<stamped_write> w, std::string_view says) {
+    auto r = s->apply_stamped(w);
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.error().code() == status_code::invalid_argument);
+    CHECK(r.error().message().find(says) != std::string::npos);
+    CHECK(s->staged() == 0);
+  };
+  refused({}, "empty");
+  refused({put("k", st(2, 1, 1), "ok"), put("k2", st(0, 0, 3), "v")}, "no epoch");
+  refused({put("k", st(2, 1, 1), "ok"), tomb("k", st(2, 1, 2), 0), {"k", st(2, 1, 3), std::nullopt, std::nullopt}},
+          "purge deadline");
+  refused({put("", st(2, 1, 1), "v")}, "empty");
+  refused({put(std::string(limits::max_user_key_bytes + 1, 'k'), st(2, 1, 1), "v")}, "key");
+  refused({put("k", st(2, 1, 1), std::string(limits::max_user_value_bytes + 1, 'v'))}, "value");
+  refused({put(std::string(limits::state_prefix) + "x", st(2, 1, 1), "v")}, "reserved");
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(s->view()->sequence() == before);
+  CHECK(must(s->get("k")) == "v");
+  CHECK(s->failure().is_ok());
+}
+
+TEST_CASE("stamped: what was durable survives a power cut with its stamps; the promise state with it") {
+  fault_env fe;
+  manual_clock clock;
+  auto o = small_options(clock);
+  auto s = must(shard::open(fe, "/db/s", o));
+  CHECK_FALSE(s->replication_state().has_value());
+  REQUIRE(s->record_replication_state("promised 3.1").is_ok());
+  CHECK(apply(*s, {put("a", st(3, 1, 1), "1"), tomb("b", st(3, 1, 2), *clock.now + 1)}) ==
+        std::vector<bool>{true, true});
+  REQUIRE(s->commit_group().is_ok());
+  REQUIRE(s->checkpoint());
+  CHECK(apply(*s, {put("c", st(3, 1, 3), "3")}) == std::vector<bool>{true});
+  REQUIRE(s->commit_group().is_ok());  // durable in the log, after the checkpoint
+  REQUIRE(s->record_replication_state("promised 4.2").is_ok());
+  CHECK(apply(*s, {put("d", st(3, 1, 4), "never durable")}) == std::vector<bool>{true});
+  s.reset();  // the last promise and "d" were never synced
+  fe.crash(fault_env::unsynced::lose);
+  s = must(shard::open(fe, "/db/s", o));
+  CHECK(s->replication_state() == "promised 3.1");  // carried across the checkpoint
+  CHECK(must(s->get("a")) == "1");
+  CHECK(must(s->get("c")) == "3");
+  CHECK_FALSE(stored(*s, "d").has_value());
+  CHECK(*stored(*s, "c") == ttl::wrap_stamped(st(3, 1, 3), std::string_view("3"), std::nullopt));
+  // The replayed stamps still fence.
+  CHECK(apply(*s, {put("c", st(3, 1, 2), "older"), put("b", st(3, 1, 1), "older")}) ==
+        std::vector<bool>{false, false});
+}
+
+TEST_CASE("stamped: a promise state is fsynced whatever the policy, and a failed fsync stops the shard") {
+  fault_env fe;
+  manual_clock clock;
+  auto o = small_options(clock);
+  o.fsync = wal::fsync_policy::commit_only;  // writes alone would not be fsynced
+  auto s = must(shard::open(fe, "/db/s", o));
+  REQUIRE(s->put("k", "v").is_ok());
+  auto syncs = s->stats().log_fsyncs;
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(s->stats().log_fsyncs == syncs);
+  REQUIRE(s->record_replication_state("promised 5.1").is_ok());
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(s->stats().log_fsyncs == syncs + 1);
+  s.reset();
+  fe.crash(fault_env::unsynced::lose);
+  s = must(shard::open(fe, "/db/s", o));
+  CHECK(s->replication_state() == "promised 5.1");
+
+  // A failed fsync of a promise: the shard stops and is never retried as durable.
+  REQUIRE(s->record_replication_state("promised 6.1").is_ok());
+  fe.fail_sync(1);
+  CHECK_FALSE(s->commit_group().is_ok());
+  CHECK(s->commit_group().code() == status_code::failed);
+  CHECK(s->record_replication_state("promised 7.1").code() == status_code::failed);
+  s.reset();
+  fe.crash(fault_env::unsynced::lose);
+  s = must(shard::open(fe, "/db/s", o));
+  CHECK(s->replication_state() == "promised 5.1");
+  // Oversized: refused, nothing changes, the shard goes on.
+  CHECK(s->record_replication_state(std::string(limits::max_replication_state_bytes + 1, 'p')).code() ==
+        status_code::invalid_argument);
+  CHECK(s->failure().is_ok());
+  CHECK(s->replication_state() == "promised 5.1");
+}
