@@ -103,7 +103,7 @@ std::string readme_embedding_block(const std::string& readme) {
 // Every header of the layers `meson install` installs, as "layer/name.h".
 std::vector<std::string> source_headers() {
   std::vector<std::string> out;
-  for (const char* layer : {"core", "wal", "tree", "ttl", "actors", "state"})
+  for (const char* layer : {"core", "wal", "tree", "ttl", "actors", "state", "replication"})
     for (auto& e : fs::directory_iterator(fs::path(source_root) / layer))
       if (e.path().extension() == ".h") out.push_back(std::string(layer) + "/" + e.path().filename().string());
   std::sort(out.begin(), out.end());

@@ -1,0 +1,82 @@
+#include "replication/promise_state.h"
+
+#include <algorithm>
+
+#include "core/coding.h"
+
+namespace magnetite::replication {
+
+namespace {
+
+constexpr std::string_view magic{"MGPS", 4};
+constexpr std::uint8_t version = 1;
+
+void put_ballot(std::string& out, const ballot& b) {
+  put_fixed64_le(out, b.counter);
+  put_fixed32_le(out, b.node);
+}
+
+ballot get_ballot(const std::uint8_t* p) { return {decode_fixed64_le(p), decode_fixed32_le(p + 8)}; }
+
+}  // namespace
+
+std::string promise_state::encode() const {
+  std::string out(magic);
+  out.reserve(encoded_bytes);
+  out.push_back(static_cast<char>(version));
+  put_ballot(out, promised);
+  put_ballot(out, epoch);
+  put_fixed64_le(out, minted);
+  return out;
+}
+
+result<promise_state> promise_state::decode(std::string_view bytes) {
+  if (bytes.size() < magic.size() + 1 || bytes.substr(0, magic.size()) != magic)
+    return status::corruption(fmt::format("promise state of {} bytes does not start with MGPS", bytes.size()));
+  auto v = static_cast<std::uint8_t>(bytes[magic.size()]);
+  if (v != version)
+    return status::make(status_code::not_supported, status_category::permanent,
+                        fmt::format("promise state version {}: this magnetite reads version {}", v, version));
+  if (bytes.size() != encoded_bytes)
+    return status::corruption(fmt::format("promise state of {} bytes: version 1 has {}", bytes.size(), encoded_bytes));
+  auto p = reinterpret_cast<const std::uint8_t*>(bytes.data()) + magic.size() + 1;
+  promise_state s;
+  s.promised = get_ballot(p);
+  s.epoch = get_ballot(p + 12);
+  s.minted = decode_fixed64_le(p + 24);
+  if (s.epoch > s.promised)
+    return status::corruption(fmt::format("promise state has epoch {} above its promise {}", to_string(s.epoch),
+                                          to_string(s.promised)));
+  return s;
+}
+
+decision on_prepare(const promise_state& s, const ballot& b) {
+  if (b <= s.promised) return {false, s.promised, std::nullopt};
+  promise_state next = s;
+  next.promised = b;
+  return {true, b, next};
+}
+
+decision on_write(const promise_state& s, const ballot& e) {
+  if (e < s.promised) return {false, s.promised, std::nullopt};
+  if (e == s.promised && e == s.epoch) return {true, e, std::nullopt};
+  promise_state next = s;
+  next.promised = e;
+  next.epoch = e;
+  return {true, e, next};
+}
+
+minted_ballot mint(const promise_state& s, std::uint32_t node) {
+  minted_ballot out;
+  out.b = {std::max(s.minted, s.promised.counter) + 1, node};
+  out.store = s;
+  out.store.minted = out.b.counter;
+  return out;
+}
+
+result<promise_state> from_log(const std::optional<std::string>& payload) {
+  if (!payload) return promise_state{};
+  return promise_state::decode(*payload);
+}
+
+}  // namespace magnetite::replication

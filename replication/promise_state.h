@@ -1,0 +1,67 @@
+// promise_state: what one replica of one shard has promised, and the rules a
+// replica follows for prepares and writes (docs/design/replication.md, 2).
+//
+//   promised  the highest ballot promised; prepares and writes below it are refused
+//   epoch     the ballot of the owner whose writes were last accepted
+//   minted    the highest ballot counter this node minted for the shard
+//
+// The rules are pure: each returns the decision and, when the state changed,
+// the new state. The caller must make a changed state durable (the shard's
+// `(promise, payload)`, answered after its fsync) BEFORE it sends any reply
+// that depends on it, and must not act on a decision whose state it could not
+// make durable.
+//
+// Invariants: promised never decreases; epoch <= promised; minted only grows,
+// and a minted ballot is above every ballot the node had seen when it minted.
+// The encoding (docs/formats/replication.md) is fixed-size and versioned;
+// decode refuses anything else as corruption.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/stamp.h"
+#include "core/status.h"
+
+namespace magnetite::replication {
+
+struct promise_state {
+  ballot promised;
+  ballot epoch;
+  std::uint64_t minted = 0;
+
+  friend bool operator==(const promise_state&, const promise_state&) = default;
+
+  static constexpr std::size_t encoded_bytes = 4 + 1 + 12 + 12 + 8;
+  std::string encode() const;
+  static result<promise_state> decode(std::string_view bytes);
+};
+
+// What a replica answers a prepare or a write with.
+struct decision {
+  bool accepted = false;
+  ballot promised;                     // the replica's promise after the rule (the refusal's reason)
+  std::optional<promise_state> store;  // set: make this durable before replying
+};
+
+// prepare(b): promise b if it is above every ballot promised so far.
+decision on_prepare(const promise_state& s, const ballot& b);
+// A write of epoch e: refused below the promise (a deposed owner); accepted at
+// it; above it the replica missed the election e won, and adopts e.
+decision on_write(const promise_state& s, const ballot& e);
+
+// A new ballot for this node as a candidate: above everything it has seen.
+// The returned state (minted moved) must be durable before the prepare goes out.
+struct minted_ballot {
+  ballot b;
+  promise_state store;
+};
+minted_ballot mint(const promise_state& s, std::uint32_t node);
+
+// The promise state a shard's log holds: decoded, or the initial state when it
+// holds none.
+result<promise_state> from_log(const std::optional<std::string>& payload);
+
+}  // namespace magnetite::replication
