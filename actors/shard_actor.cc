@@ -328,6 +328,33 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
           p.deliver(state.has_value(), state.value_or(std::string()));
         });
       },
+      [=](import_atom, const std::vector<hash128>& hashes,
+          const std::vector<std::string>& encodings) -> caf::result<ok_atom> {
+        if (auto e = down()) return *e;
+        if (hashes.size() != encodings.size())
+          return to_error(status::invalid_argument(
+              fmt::format("import of {} hashes with {} encodings", hashes.size(), encodings.size())));
+        for (std::size_t i = 0; i < hashes.size(); ++i) {
+          status st = self->state.db->import_node(hashes[i], encodings[i]);
+          if (!st) {
+            stop_if_failed(self);
+            return to_error(st);
+          }
+        }
+        return ok_atom::value;
+      },
+      [=](merge_atom, const hash128& root) -> caf::result<merge_report> {
+        if (auto e = down()) return *e;
+        if (!finish_group(self)) return to_error(self->state.db->failure());
+        auto out = self->state.db->merge_stamped(root);
+        if (!out) {
+          stop_if_failed(self);
+          return to_error(out.error());
+        }
+        publish(self);  // merge_stamped checkpointed
+        auto rp = self->make_response_promise<merge_report>();
+        return wait_for_group<merge_report>(self, rp, [report = *out](auto& p) { p.deliver(report); });
+      },
       [=](range_atom, const std::string& from, const std::string& to,
           std::uint32_t limit) -> caf::result<std::vector<std::string>, std::vector<std::string>, bool> {
         if (auto e = down()) return *e;

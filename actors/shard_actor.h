@@ -40,6 +40,10 @@
 //                            to the log, answered once durable (the group's
 //                            fsync, whatever the policy).
 //   (promise)                the latest promise state, read after the group.
+//   import / merge           delta transfer from a peer replica: nodes stored
+//                            bottom up; then the group, a checkpoint, and the
+//                            foreign root's winners staged, answered after
+//                            their group.
 //   commit                   the group, then a checkpoint: the new root.
 //   shutdown                 commit, then quit normally.
 //

@@ -14,6 +14,9 @@
 //                                                    taken if its stamp is above the key's
 //   (promise, payload)                               -> ok          once the promise state is durable
 //   (promise)                                        -> (has, payload)   the latest durable promise state
+//   (import, [hash], [encoding])                     -> ok          nodes from a peer, in order (bottom up)
+//   (merge, root)                                    -> merge_report   after the group: root's entries
+//                                                    offered to apply_stamped (shard::merge_stamped)
 //   (range, from, to, limit)                         -> (keys, values, more)  to "": no bound
 //   (commit)                                         -> root (32 hex digits)
 //   (stats)                                          -> shard_stats    counters since open
@@ -66,6 +69,8 @@ using ok_atom = caf::atom_constant<caf::atom("ok")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
 using stamped_atom = caf::atom_constant<caf::atom("stamped")>;
 using promise_atom = caf::atom_constant<caf::atom("promise")>;
+using import_atom = caf::atom_constant<caf::atom("import")>;
+using merge_atom = caf::atom_constant<caf::atom("merge")>;
 
 // One write of an atomic batch, as a message carries it.
 struct batch_op {
@@ -78,6 +83,16 @@ struct batch_op {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, batch_op& x) {
   return f(caf::meta::type_name("batch_op"), x.key, x.is_put, x.value, x.ttl_ns);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, hash128& x) {
+  return f(caf::meta::type_name("hash128"), x.high, x.low);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, merge_report& x) {
+  return f(caf::meta::type_name("merge_report"), x.differing, x.taken);
 }
 
 template <class Inspector>
@@ -193,6 +208,8 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<stamped_atom, std::vector<stamped_op>>::with<std::vector<bool>>,
     caf::replies_to<promise_atom, std::string>::with<ok_atom>,
     caf::replies_to<promise_atom>::with<bool, std::string>,
+    caf::replies_to<import_atom, std::vector<hash128>, std::vector<std::string>>::with<ok_atom>,
+    caf::replies_to<merge_atom, hash128>::with<merge_report>,
     caf::replies_to<range_atom, std::string, std::string, std::uint32_t>::with<std::vector<std::string>,
                                                                                 std::vector<std::string>, bool>,
     caf::replies_to<commit_atom>::with<std::string>,

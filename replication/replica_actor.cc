@@ -1,0 +1,565 @@
+#include "replication/replica_actor.h"
+
+#include <deque>
+#include <map>
+
+#include "replication/tree_puller.h"
+
+namespace magnetite::replication {
+
+namespace {
+
+enum class role { follower, candidate, owner };
+
+// Requests on one key at the owner: a write in flight holds the key, and
+// everything after it waits, in order. A waiting request is told whether it
+// may go on (false: the owner stepped down).
+struct key_queue {
+  bool writing = false;
+  std::deque<std::function<void(bool)>> waiting;
+};
+
+struct replica_state {
+  replica_config config;
+  std::map<std::uint32_t, replica_actor> peers;
+  promise_state ps;  // as decided; a reply that depends on it waits for its fsync
+  role now = role::follower;
+  ballot epoch;  // the ballot we campaign with or own with
+  std::uint64_t next_seq = 1;
+  // Changes whenever the role does: a callback of an older term is stale.
+  std::uint64_t term = 0;
+  std::map<std::string, key_queue, std::less<>> keys;
+
+  std::size_t majority() const { return config.cluster_size / 2 + 1; }
+};
+
+using self_ptr = replica_actor::stateful_pointer<replica_state>;
+
+caf::error refusal(const status& s) { return to_error(s); }
+
+status not_owner(self_ptr self) {
+  return status::busy(fmt::format("node {} does not own this shard{}", self->state.config.node,
+                                  self->state.now == role::candidate ? " (an election is running)" : ""));
+}
+
+status deposed(std::string_view what) {
+  return status::make(status_code::failed, status_category::ambiguous,
+                      fmt::format("the owner stepped down ({}): the write may or may not survive", what));
+}
+
+// Steps down: every request waiting on a key is refused; writes in flight
+// finish on their own (a majority may still take them).
+void step_down(self_ptr self) {
+  auto& st = self->state;
+  if (st.now == role::follower) return;
+  st.now = role::follower;
+  ++st.term;
+  auto keys = std::move(st.keys);
+  st.keys.clear();
+  for (auto& [k, q] : keys)
+    for (auto& f : q.waiting) f(false);
+}
+
+// Runs fn(true) when no write of key is in flight (now or once it finishes),
+// fn(false) if we are not (or stop being) the owner.
+void with_key(self_ptr self, const std::string& key, std::function<void(bool)> fn) {
+  auto& st = self->state;
+  if (st.now != role::owner) return fn(false);
+  auto it = st.keys.find(key);
+  if (it == st.keys.end() || !it->second.writing) return fn(true);
+  it->second.waiting.push_back(std::move(fn));
+}
+
+void release_key(self_ptr self, const std::string& key) {
+  auto& st = self->state;
+  auto it = st.keys.find(key);
+  if (it == st.keys.end()) return;
+  it->second.writing = false;
+  while (!it->second.writing && !it->second.waiting.empty()) {
+    auto f = std::move(it->second.waiting.front());
+    it->second.waiting.pop_front();
+    f(true);
+    it = st.keys.find(key);
+    if (it == st.keys.end()) return;
+  }
+  if (!it->second.writing && it->second.waiting.empty()) st.keys.erase(it);
+}
+
+std::shared_ptr<const read_view> view_of(self_ptr self) { return self->state.config.slot->view.load(); }
+
+// One write at the owner: stamped, applied to our shard and sent to every
+// peer; `done` hears ok once our shard and majority - 1 peers hold it.
+void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done) {
+  auto& st = self->state;
+  st.keys[op.key].writing = true;
+  op.stamp = stamp{st.epoch, st.next_seq++};
+  struct tally {
+    bool local = false;
+    bool finished = false;
+    std::size_t acks = 0;
+    std::size_t answered = 0;  // peers and our shard
+    std::optional<status> local_error;
+  };
+  auto t = std::make_shared<tally>();
+  std::size_t expected = st.peers.size() + 1;
+  auto check = [self, t, expected, key = op.key, done]() {
+    if (t->finished) return;
+    auto& s = self->state;
+    if (t->local && t->acks + 1 >= s.majority()) {
+      t->finished = true;
+      release_key(self, key);
+      return done(status::ok());
+    }
+    if (t->answered < expected) return;
+    t->finished = true;
+    // No majority holds it, yet our own shard may: we cannot serve reads that
+    // would show it, nor prove it lost.
+    step_down(self);
+    release_key(self, key);
+    done(t->local_error ? t->local_error->with_category(status_category::ambiguous)
+                        : deposed("no majority made the write durable in time"));
+  };
+  std::vector<stamped_op> ops{op};
+  ballot epoch = st.epoch;
+  self->request(st.config.shard, caf::infinite, stamped_atom::value, ops)
+      .then(
+          [t, check](const std::vector<bool>&) {
+            t->local = true;
+            ++t->answered;
+            check();
+          },
+          [t, check](caf::error& e) {
+            t->local_error = to_status(e);
+            ++t->answered;
+            check();
+          });
+  for (auto& [id, peer] : st.peers)
+    self->request(peer, st.config.request_timeout, rwrite_atom::value, epoch, ops)
+        .then(
+            [self, t, check, epoch](const write_reply& r) {
+              if (r.accepted) ++t->acks;
+              else if (r.promised > epoch) step_down(self);
+              ++t->answered;
+              check();
+            },
+            [t, check](caf::error&) {
+              ++t->answered;
+              check();
+            });
+}
+
+// A confirm round for a read: `done(true)` once a majority (ourselves
+// included) still promises our epoch.
+void confirm(self_ptr self, std::function<void(bool)> done) {
+  auto& st = self->state;
+  struct tally {
+    std::size_t yes = 1;
+    std::size_t answered = 0;
+    bool finished = false;
+  };
+  auto t = std::make_shared<tally>();
+  std::size_t expected = st.peers.size();
+  ballot epoch = st.epoch;
+  auto check = [self, t, expected, done]() {
+    if (t->finished) return;
+    if (t->yes >= self->state.majority()) {
+      t->finished = true;
+      return done(true);
+    }
+    if (t->answered == expected) {
+      t->finished = true;
+      done(false);
+    }
+  };
+  check();  // a cluster of one
+  for (auto& [id, peer] : st.peers)
+    self->request(peer, st.config.request_timeout, confirm_atom::value, epoch)
+        .then(
+            [self, t, check, epoch](bool still, const ballot& promised) {
+              if (still) ++t->yes;
+              else if (promised > epoch) step_down(self);
+              ++t->answered;
+              check();
+            },
+            [t, check](caf::error&) {
+              ++t->answered;
+              check();
+            });
+}
+
+// Pulls `root` from peer `from` into our shard and merges it.
+void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
+                    std::function<void(const status&, const merge_report&)> done) {
+  auto& st = self->state;
+  auto peer = st.peers.find(from);
+  if (peer == st.peers.end())
+    return done(status::invalid_argument(fmt::format("sync from node {}: not a peer of node {}", from, st.config.node)),
+                {});
+  auto slot = st.config.slot;
+  auto puller = std::make_shared<tree_puller>(root, [slot](const hash128& h) {
+    auto v = slot->view.load();
+    return v && v->store()->contains(h);
+  });
+  auto import_failed = std::make_shared<status>();
+  auto shard = st.config.shard;
+  auto send_imports = [self, shard, import_failed](std::vector<hash128> hs, std::vector<std::string> bs) {
+    if (hs.empty()) return;
+    self->request(shard, caf::infinite, import_atom::value, std::move(hs), std::move(bs))
+        .then([](ok_atom) {}, [import_failed](caf::error& e) {
+          if (import_failed->is_ok()) *import_failed = to_status(e);
+        });
+  };
+  auto step = std::make_shared<std::function<void()>>();
+  *step = [self, root, puller, import_failed, shard, send_imports, step, target = peer->second, done]() {
+    auto collect = [](std::vector<hash128>& hs, std::vector<std::string>& bs) {
+      return [&hs, &bs](const hash128& h, std::string_view bytes) {
+        hs.push_back(h);
+        bs.emplace_back(bytes);
+        return status::ok();
+      };
+    };
+    if (puller->done()) {
+      std::vector<hash128> hs;
+      std::vector<std::string> bs;
+      if (status s = puller->finish(collect(hs, bs)); !s) return done(s, {});
+      send_imports(std::move(hs), std::move(bs));
+      self->request(shard, caf::infinite, merge_atom::value, root)
+          .then(
+              [import_failed, done](const merge_report& r) {
+                if (!import_failed->is_ok()) return done(*import_failed, {});
+                done(status::ok(), r);
+              },
+              [done](caf::error& e) { done(to_status(e), {}); });
+      *step = nullptr;  // breaks the cycle through the captured step
+      return;
+    }
+    auto want = puller->next_request(self->state.config.pull_batch);
+    self->request(target, self->state.config.request_timeout, fetch_atom::value, want)
+        .then(
+            [want, puller, collect, send_imports, step, done](const std::vector<std::string>& got) {
+              std::vector<hash128> hs;
+              std::vector<std::string> bs;
+              if (status s = puller->take(want, got, collect(hs, bs)); !s) {
+                *step = nullptr;
+                return done(s, {});
+              }
+              send_imports(std::move(hs), std::move(bs));
+              (*step)();
+            },
+            [step, done](caf::error& e) {
+              *step = nullptr;
+              done(to_status(e), {});
+            });
+  };
+  (*step)();
+}
+
+// After winning the promises: merge every promiser's differing tree, have a
+// majority merge ours, then own. `finish(owns)` once decided.
+void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::uint32_t, hash128>> roots,
+               hash128 own_root, std::function<void(bool)> finish) {
+  auto& st = self->state;
+  if (st.term != my_term) return finish(false);
+  while (!roots.empty() && roots.back().second == own_root) roots.pop_back();
+  if (!roots.empty()) {
+    auto [from, root] = roots.back();
+    roots.pop_back();
+    return pull_and_merge(self, root, from,
+                          [self, my_term, roots, own_root, finish](const status& s, const merge_report&) {
+                            if (!s) {
+                              step_down(self);
+                              return finish(false);
+                            }
+                            take_over(self, my_term, roots, own_root, finish);
+                          });
+  }
+  // Every promiser's tree is merged: our root now, then the peers pull it.
+  self->request(st.config.shard, caf::infinite, commit_atom::value)
+      .then(
+          [self, my_term, finish](const std::string& hex) {
+            auto& s = self->state;
+            if (s.term != my_term) return finish(false);
+            auto root = hash128::parse_hex(hex).value_or(hash128{});
+            struct tally {
+              std::size_t merged = 1;
+              std::size_t answered = 0;
+              bool finished = false;
+            };
+            auto t = std::make_shared<tally>();
+            std::size_t expected = s.peers.size();
+            auto become_owner = [self, my_term, finish]() {
+              auto& s2 = self->state;
+              if (s2.term != my_term) return finish(false);
+              decision d = on_write(s2.ps, s2.epoch);
+              if (d.store) s2.ps = *d.store;
+              self->request(s2.config.shard, caf::infinite, promise_atom::value, s2.ps.encode())
+                  .then(
+                      [self, my_term, finish](ok_atom) {
+                        auto& s3 = self->state;
+                        if (s3.term != my_term) return finish(false);
+                        s3.now = role::owner;
+                        s3.next_seq = 1;
+                        finish(true);
+                      },
+                      [self, finish](caf::error&) {
+                        step_down(self);
+                        finish(false);
+                      });
+            };
+            auto check = [self, t, expected, become_owner, finish]() {
+              if (t->finished) return;
+              if (t->merged >= self->state.majority()) {
+                t->finished = true;
+                return become_owner();
+              }
+              if (t->answered == expected) {
+                t->finished = true;
+                step_down(self);
+                finish(false);
+              }
+            };
+            check();
+            // A pull can take many round trips: its deadline is longer.
+            auto deadline = s.config.request_timeout * 30;
+            for (auto& [id, peer] : s.peers)
+              self->request(peer, deadline, sync_atom::value, root, s.config.node)
+                  .then(
+                      [t, check](const merge_report&) {
+                        ++t->merged;
+                        ++t->answered;
+                        check();
+                      },
+                      [t, check](caf::error&) {
+                        ++t->answered;
+                        check();
+                      });
+          },
+          [self, finish](caf::error&) {
+            step_down(self);
+            finish(false);
+          });
+}
+
+template <class Promise>
+void persist_then(self_ptr self, Promise rp, std::function<void()> next) {
+  self->request(self->state.config.shard, caf::infinite, promise_atom::value, self->state.ps.encode())
+      .then([next](ok_atom) { next(); }, [rp](caf::error& e) mutable { rp.deliver(e); });
+}
+
+replica_actor::behavior_type replica_behavior(self_ptr self, replica_config config) {
+  self->state.config = std::move(config);
+  self->state.ps = self->state.config.initial;
+  return {
+      [=](peers_atom, const std::vector<std::uint32_t>& ids, const std::vector<caf::actor>& actors) {
+        auto& st = self->state;
+        st.peers.clear();
+        for (std::size_t i = 0; i < ids.size() && i < actors.size(); ++i)
+          if (ids[i] != st.config.node) st.peers[ids[i]] = caf::actor_cast<replica_actor>(actors[i]);
+      },
+      [=](prepare_atom, const ballot& b) -> caf::result<promise_reply> {
+        auto& st = self->state;
+        decision d = on_prepare(st.ps, b);
+        if (!d.accepted) return promise_reply{false, d.promised, st.ps.epoch, hash128{}};
+        if (st.now != role::follower && b > st.epoch) step_down(self);
+        st.ps = *d.store;
+        auto rp = self->make_response_promise<promise_reply>();
+        ballot epoch = st.ps.epoch;
+        persist_then(self, rp, [self, rp, b, epoch]() mutable {
+          self->request(self->state.config.shard, caf::infinite, commit_atom::value)
+              .then(
+                  [rp, b, epoch](const std::string& hex) mutable {
+                    rp.deliver(promise_reply{true, b, epoch, hash128::parse_hex(hex).value_or(hash128{})});
+                  },
+                  [rp](caf::error& e) mutable { rp.deliver(e); });
+        });
+        return rp;
+      },
+      [=](rwrite_atom, const ballot& e, const std::vector<stamped_op>& ops) -> caf::result<write_reply> {
+        auto& st = self->state;
+        decision d = on_write(st.ps, e);
+        if (!d.accepted) return write_reply{false, d.promised};
+        if (st.now != role::follower && e != st.epoch) step_down(self);
+        if (d.store) {
+          st.ps = *d.store;
+          // The stamped apply below is answered after the group that makes
+          // this durable (one mailbox, one group); a failed fsync stops the
+          // shard, so the apply fails too.
+          self->request(st.config.shard, caf::infinite, promise_atom::value, st.ps.encode())
+              .then([](ok_atom) {}, [](caf::error&) {});
+        }
+        auto rp = self->make_response_promise<write_reply>();
+        self->request(st.config.shard, caf::infinite, stamped_atom::value, ops)
+            .then([rp, e](const std::vector<bool>&) mutable { rp.deliver(write_reply{true, e}); },
+                  [rp](caf::error& err) mutable { rp.deliver(err); });
+        return rp;
+      },
+      [=](confirm_atom, const ballot& e) -> caf::result<bool, ballot> {
+        return {self->state.ps.promised == e, self->state.ps.promised};
+      },
+      [=](fetch_atom, const std::vector<hash128>& hashes) -> caf::result<std::vector<std::string>> {
+        auto v = view_of(self);
+        if (!v) return refusal(status::io_error("the shard is not serving", status_category::transient));
+        std::vector<std::string> out;
+        out.reserve(hashes.size());
+        for (const auto& h : hashes) {
+          auto n = v->store()->read(h);
+          if (!n) return refusal(n.error());
+          out.emplace_back((*n)->encode());
+        }
+        return out;
+      },
+      [=](sync_atom, const hash128& root, std::uint32_t from) -> caf::result<merge_report> {
+        auto rp = self->make_response_promise<merge_report>();
+        pull_and_merge(self, root, from, [rp](const status& s, const merge_report& r) mutable {
+          if (s) rp.deliver(r);
+          else rp.deliver(to_error(s));
+        });
+        return rp;
+      },
+      [=](elect_atom) -> caf::result<bool> {
+        auto& st = self->state;
+        if (st.now == role::owner) return true;
+        if (st.now == role::candidate) return refusal(not_owner(self));
+        minted_ballot m = mint(st.ps, st.config.node);
+        decision d = on_prepare(m.store, m.b);
+        st.ps = *d.store;
+        st.now = role::candidate;
+        st.epoch = m.b;
+        std::uint64_t my_term = ++st.term;
+        auto rp = self->make_response_promise<bool>();
+        std::function<void(bool)> finish = [rp](bool owns) mutable { rp.deliver(owns); };
+        persist_then(self, rp, [self, my_term, finish]() {
+          self->request(self->state.config.shard, caf::infinite, commit_atom::value)
+              .then(
+                  [self, my_term, finish](const std::string& hex) {
+                    auto& s = self->state;
+                    if (s.term != my_term) return finish(false);
+                    auto own_root = hash128::parse_hex(hex).value_or(hash128{});
+                    struct tally {
+                      std::size_t granted = 1;
+                      std::size_t answered = 0;
+                      bool finished = false;
+                      std::vector<std::pair<std::uint32_t, hash128>> roots;
+                    };
+                    auto t = std::make_shared<tally>();
+                    std::size_t expected = s.peers.size();
+                    auto check = [self, t, expected, my_term, own_root, finish]() {
+                      if (t->finished) return;
+                      if (t->granted >= self->state.majority()) {
+                        t->finished = true;
+                        return take_over(self, my_term, t->roots, own_root, finish);
+                      }
+                      if (t->answered == expected) {
+                        t->finished = true;
+                        if (self->state.term == my_term) step_down(self);
+                        finish(false);
+                      }
+                    };
+                    check();
+                    for (auto& [id, peer] : s.peers)
+                      self->request(peer, s.config.request_timeout, prepare_atom::value, s.epoch)
+                          .then(
+                              [t, check, id = id](const promise_reply& r) {
+                                if (r.accepted) {
+                                  ++t->granted;
+                                  t->roots.emplace_back(id, r.root);
+                                }
+                                ++t->answered;
+                                check();
+                              },
+                              [t, check](caf::error&) {
+                                ++t->answered;
+                                check();
+                              });
+                  },
+                  [self, finish](caf::error&) {
+                    step_down(self);
+                    finish(false);
+                  });
+        });
+        return rp;
+      },
+      [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) -> caf::result<ok_atom> {
+        auto rp = self->make_response_promise<ok_atom>();
+        with_key(self, key, [self, rp, key, value, ttl_ns](bool go) mutable {
+          if (!go) return (void)rp.deliver(refusal(not_owner(self)));
+          stamped_op op{key, stamp{}, true, value, ttl_ns > 0, 0};
+          if (ttl_ns > 0) op.deadline_ns = self->state.config.clock() + static_cast<std::uint64_t>(ttl_ns);
+          replicate(self, std::move(op), [rp](const status& s) mutable {
+            if (s) rp.deliver(ok_atom::value);
+            else rp.deliver(to_error(s));
+          });
+        });
+        return rp;
+      },
+      [=](del_atom, const std::string& key) -> caf::result<ok_atom> {
+        auto rp = self->make_response_promise<ok_atom>();
+        with_key(self, key, [self, rp, key](bool go) mutable {
+          if (!go) return (void)rp.deliver(refusal(not_owner(self)));
+          auto& st = self->state;
+          auto purge = st.config.clock() + static_cast<std::uint64_t>(st.config.tombstone_retention.count());
+          replicate(self, stamped_op{key, stamp{}, false, std::string(), true, purge}, [rp](const status& s) mutable {
+            if (s) rp.deliver(ok_atom::value);
+            else rp.deliver(to_error(s));
+          });
+        });
+        return rp;
+      },
+      [=](cas_atom, const std::string& key, bool has_expected, const std::string& expected, bool has_desired,
+          const std::string& desired, std::int64_t ttl_ns) -> caf::result<bool, bool, std::string> {
+        auto rp = self->make_response_promise<bool, bool, std::string>();
+        with_key(self, key, [=](bool go) mutable {
+          if (!go) return (void)rp.deliver(refusal(not_owner(self)));
+          auto v = view_of(self);
+          if (!v) return (void)rp.deliver(refusal(status::io_error("the shard is not serving", status_category::transient)));
+          auto current = v->get(key, self->state.config.clock());
+          if (!current) return (void)rp.deliver(refusal(current.error()));
+          bool matches = current->has_value() == has_expected && (!has_expected || **current == expected);
+          if (!matches) {
+            // A refusal is a read: it must hold at a moment we still owned the shard.
+            return confirm(self, [self, rp, current = *current](bool ok) mutable {
+              if (!ok) return (void)rp.deliver(refusal(not_owner(self)));
+              rp.deliver(false, current.has_value(), current.value_or(std::string()));
+            });
+          }
+          auto& st = self->state;
+          stamped_op op{key, stamp{}, has_desired, has_desired ? desired : std::string(), false, 0};
+          if (!has_desired) {
+            op.has_deadline = true;
+            op.deadline_ns = st.config.clock() + static_cast<std::uint64_t>(st.config.tombstone_retention.count());
+          } else if (ttl_ns > 0) {
+            op.has_deadline = true;
+            op.deadline_ns = st.config.clock() + static_cast<std::uint64_t>(ttl_ns);
+          }
+          replicate(self, std::move(op), [rp](const status& s) mutable {
+            if (s) rp.deliver(true, false, std::string());
+            else rp.deliver(to_error(s));
+          });
+        });
+        return rp;
+      },
+      [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
+        auto rp = self->make_response_promise<bool, std::string>();
+        with_key(self, key, [self, rp, key](bool go) mutable {
+          if (!go) return (void)rp.deliver(refusal(not_owner(self)));
+          auto v = view_of(self);
+          if (!v) return (void)rp.deliver(refusal(status::io_error("the shard is not serving", status_category::transient)));
+          auto value = v->get(key, self->state.config.clock());
+          if (!value) return (void)rp.deliver(refusal(value.error()));
+          confirm(self, [self, rp, value = *value](bool ok) mutable {
+            if (!ok) return (void)rp.deliver(refusal(not_owner(self)));
+            rp.deliver(value.has_value(), value.value_or(std::string()));
+          });
+        });
+        return rp;
+      },
+  };
+}
+
+}  // namespace
+
+replica_actor spawn_replica(caf::actor_system& sys, replica_config config) {
+  return sys.spawn(replica_behavior, std::move(config));
+}
+
+}  // namespace magnetite::replication

@@ -1,0 +1,68 @@
+// replica_actor: one shard's replica on one node (interface in
+// replica_interface.h): the acceptor of every election, and the owner when it
+// wins one. It drives its node's shard actor for storage; the rules are
+// replication/promise_state.h, the transfer replication/tree_puller.h.
+//
+// Behaviour, as a table of message -> effect:
+//   prepare(b)         on_prepare; a promise is made durable (the shard's
+//                      `promise`), then the shard checkpoints, then the reply
+//                      carries our root. A promise above our own epoch while
+//                      owning or campaigning: we step down first.
+//   rwrite(e, ops)     on_write; refused below the promise (the writer was
+//                      deposed). Above it: adopt e durably. Then the ops go to
+//                      the shard as ONE stamped apply, answered after its fsync.
+//   confirm(e)         whether our promise is still e.
+//   fetch(hashes)      node encodings from our store (thread-safe reads).
+//   sync(root, from)   pull root's missing nodes from peer `from`, import them
+//                      bottom up, merge by highest stamp; the report.
+//   elect              mint a ballot above all seen, promise it to ourselves
+//                      (durable), send prepare to every peer. With a majority
+//                      of promises (ourselves included): pull and merge every
+//                      promiser's tree that differs from ours, then have the
+//                      peers pull ours until a majority (ourselves included)
+//                      merged it; only then owner, stamping (b, 1), (b, 2), ...
+//                      Otherwise follower again; the answer says which.
+//   put / del / cas    owner only. Writes of one key are serialised: a request
+//                      on a key with a write in flight waits for it. The owner
+//                      checks (CAS), stamps, applies to its own shard and sends
+//                      rwrite to every peer; the client is answered once its
+//                      own shard and majority - 1 peers made it durable. A
+//                      refusal from a peer, or no majority within
+//                      `request_timeout`, deposes the owner: the client gets
+//                      `ambiguous`, every waiting request too, and the replica
+//                      is a follower until it wins an election again (its own
+//                      shard may hold a write no majority has).
+//   get                owner only; waits for a write of the key in flight; reads
+//                      the value, then a confirm round must find a majority
+//                      (ourselves included) still promised to our epoch.
+//
+// Invariants: no reply depends on promise state that is not durable; an owner
+// answers a read only with values a majority holds; a replica never takes a
+// write from an epoch below its promise.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "actors/shard_actor.h"
+#include "replication/promise_state.h"
+#include "replication/replica_interface.h"
+
+namespace magnetite::replication {
+
+struct replica_config {
+  std::uint32_t node = 0;  // this node's id (cluster file), > 0
+  std::size_t cluster_size = 1;
+  shard_actor shard;                   // this node's shard actor
+  std::shared_ptr<shard_slot> slot;    // its published views (reads, node fetches)
+  promise_state initial;               // the shard's promise state (from_log of its `(promise)`)
+  std::chrono::milliseconds request_timeout{2000};
+  std::size_t pull_batch = 256;        // nodes per fetch
+  wall_clock_ns clock = system_now_ns; // the owner fixes absolute deadlines with it
+  std::chrono::nanoseconds tombstone_retention = std::chrono::hours(24);
+};
+
+replica_actor spawn_replica(caf::actor_system& sys, replica_config config);
+
+}  // namespace magnetite::replication

@@ -1,0 +1,81 @@
+// replica_interface: the typed messages of one shard's replica on one node,
+// declared once (docs/design/replication.md). Between replicas:
+//
+//   message                              -> reply
+//   (prepare, ballot)                    -> promise_reply        after the promise is durable;
+//                                                                root: our checkpointed tree
+//   (rwrite, epoch, [stamped_op])        -> write_reply          fenced below our promise; taken
+//                                                                by highest stamp, after its fsync
+//   (confirm, epoch)                     -> (still, promised)    does epoch still hold our promise
+//   (fetch, [hash])                      -> [encoding]           nodes of our store, for a pull
+//   (sync, root, from node)              -> merge_report         pull root from that peer, merge
+//   (peers, [node id], [actor])          the other replicas of the shard (set once, or again)
+//
+// From clients (the owner answers; another replica refuses with `busy`,
+// naming the owner it knows of):
+//   (put, key, value, ttl_ns)            -> ok      after a majority, the owner included, made it durable
+//   (del, key)                           -> ok      a stamped tombstone, the same way
+//   (cas, key, has_expected, expected,
+//         has_desired, desired, ttl_ns)  -> (swapped, has_current, current)
+//   (get, key)                           -> (found, value)   linearizable: confirmed with a majority
+//   (elect)                              -> owns    campaign now; true when this replica owns the shard
+//
+// Errors are caf::errors in the "magnetite" category (actors/shard_interface.h).
+// A write that may or may not have reached a majority is `ambiguous`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "actors/shard_interface.h"
+
+namespace magnetite::replication {
+
+using prepare_atom = caf::atom_constant<caf::atom("prepare")>;
+using rwrite_atom = caf::atom_constant<caf::atom("rwrite")>;
+using confirm_atom = caf::atom_constant<caf::atom("confirm")>;
+using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
+using sync_atom = caf::atom_constant<caf::atom("sync")>;
+using peers_atom = caf::atom_constant<caf::atom("peers")>;
+using elect_atom = caf::atom_constant<caf::atom("elect")>;
+
+struct promise_reply {
+  bool accepted = false;
+  ballot promised;  // ours after the prepare (a refusal's reason)
+  ballot epoch;     // the epoch whose writes we accepted last
+  hash128 root;     // accepted: our tree, checkpointed after the promise
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, promise_reply& x) {
+  return f(caf::meta::type_name("promise_reply"), x.accepted, x.promised, x.epoch, x.root);
+}
+
+struct write_reply {
+  bool accepted = false;
+  ballot promised;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, write_reply& x) {
+  return f(caf::meta::type_name("write_reply"), x.accepted, x.promised);
+}
+
+using replica_actor = caf::typed_actor<
+    caf::replies_to<prepare_atom, ballot>::with<promise_reply>,
+    caf::replies_to<rwrite_atom, ballot, std::vector<stamped_op>>::with<write_reply>,
+    caf::replies_to<confirm_atom, ballot>::with<bool, ballot>,
+    caf::replies_to<fetch_atom, std::vector<hash128>>::with<std::vector<std::string>>,
+    caf::replies_to<sync_atom, hash128, std::uint32_t>::with<merge_report>,
+    caf::reacts_to<peers_atom, std::vector<std::uint32_t>, std::vector<caf::actor>>,
+    caf::replies_to<put_atom, std::string, std::string, std::int64_t>::with<ok_atom>,
+    caf::replies_to<del_atom, std::string>::with<ok_atom>,
+    caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t>::with<bool, bool,
+                                                                                                    std::string>,
+    caf::replies_to<get_atom, std::string>::with<bool, std::string>,
+    caf::replies_to<elect_atom>::with<bool>>;
+
+}  // namespace magnetite::replication
