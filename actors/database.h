@@ -115,6 +115,9 @@ class database {
   // The typed handle of shard i, for hosts that message it themselves. It
   // changes when the shard restarts.
   shard_actor shard_handle(std::size_t i) const;
+  // Shard i's published views (what host reads use), for layers above that
+  // read a shard without messaging it (replication/).
+  std::shared_ptr<shard_slot> slot_of(std::size_t i) const { return slots_.at(i); }
   caf::actor_system& system() noexcept { return *system_; }
 
   result<std::optional<std::string>> get(std::string_view key, std::optional<std::string_view> routing = {});

@@ -121,7 +121,7 @@ void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> 
   };
   std::vector<stamped_op> ops{op};
   ballot epoch = st.epoch;
-  self->request(st.config.shard, caf::infinite, stamped_atom::value, ops)
+  self->request(st.config.shard(), caf::infinite, stamped_atom::value, ops)
       .then(
           [t, check](const std::vector<bool>&) {
             t->local = true;
@@ -201,7 +201,7 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
     return v && v->store()->contains(h);
   });
   auto import_failed = std::make_shared<status>();
-  auto shard = st.config.shard;
+  auto shard = st.config.shard();
   auto send_imports = [self, shard, import_failed](std::vector<hash128> hs, std::vector<std::string> bs) {
     if (hs.empty()) return;
     self->request(shard, caf::infinite, import_atom::value, std::move(hs), std::move(bs))
@@ -274,7 +274,7 @@ void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::
                           });
   }
   // Every promiser's tree is merged: our root now, then the peers pull it.
-  self->request(st.config.shard, caf::infinite, commit_atom::value)
+  self->request(st.config.shard(), caf::infinite, commit_atom::value)
       .then(
           [self, my_term, finish](const std::string& hex) {
             auto& s = self->state;
@@ -292,7 +292,7 @@ void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::
               if (s2.term != my_term) return finish(false);
               decision d = on_write(s2.ps, s2.epoch);
               if (d.store) s2.ps = *d.store;
-              self->request(s2.config.shard, caf::infinite, promise_atom::value, s2.ps.encode())
+              self->request(s2.config.shard(), caf::infinite, promise_atom::value, s2.ps.encode())
                   .then(
                       [self, my_term, finish](ok_atom) {
                         auto& s3 = self->state;
@@ -342,7 +342,7 @@ void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::
 
 template <class Promise>
 void persist_then(self_ptr self, Promise rp, std::function<void()> next) {
-  self->request(self->state.config.shard, caf::infinite, promise_atom::value, self->state.ps.encode())
+  self->request(self->state.config.shard(), caf::infinite, promise_atom::value, self->state.ps.encode())
       .then([next](ok_atom) { next(); }, [rp](caf::error& e) mutable { rp.deliver(e); });
 }
 
@@ -365,7 +365,7 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         auto rp = self->make_response_promise<promise_reply>();
         ballot epoch = st.ps.epoch;
         persist_then(self, rp, [self, rp, b, epoch]() mutable {
-          self->request(self->state.config.shard, caf::infinite, commit_atom::value)
+          self->request(self->state.config.shard(), caf::infinite, commit_atom::value)
               .then(
                   [rp, b, epoch](const std::string& hex) mutable {
                     rp.deliver(promise_reply{true, b, epoch, hash128::parse_hex(hex).value_or(hash128{})});
@@ -384,11 +384,11 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
           // The stamped apply below is answered after the group that makes
           // this durable (one mailbox, one group); a failed fsync stops the
           // shard, so the apply fails too.
-          self->request(st.config.shard, caf::infinite, promise_atom::value, st.ps.encode())
+          self->request(st.config.shard(), caf::infinite, promise_atom::value, st.ps.encode())
               .then([](ok_atom) {}, [](caf::error&) {});
         }
         auto rp = self->make_response_promise<write_reply>();
-        self->request(st.config.shard, caf::infinite, stamped_atom::value, ops)
+        self->request(st.config.shard(), caf::infinite, stamped_atom::value, ops)
             .then([rp, e](const std::vector<bool>&) mutable { rp.deliver(write_reply{true, e}); },
                   [rp](caf::error& err) mutable { rp.deliver(err); });
         return rp;
@@ -429,7 +429,7 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         auto rp = self->make_response_promise<bool>();
         std::function<void(bool)> finish = [rp](bool owns) mutable { rp.deliver(owns); };
         persist_then(self, rp, [self, my_term, finish]() {
-          self->request(self->state.config.shard, caf::infinite, commit_atom::value)
+          self->request(self->state.config.shard(), caf::infinite, commit_atom::value)
               .then(
                   [self, my_term, finish](const std::string& hex) {
                     auto& s = self->state;

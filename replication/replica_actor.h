@@ -54,7 +54,10 @@ namespace magnetite::replication {
 struct replica_config {
   std::uint32_t node = 0;  // this node's id (cluster file), > 0
   std::size_t cluster_size = 1;
-  shard_actor shard;                   // this node's shard actor
+  // This node's shard actor now: its handle changes when the database
+  // restarts the shard, and the replica follows (its promise state is the
+  // shard's durable one either way).
+  std::function<shard_actor()> shard;
   std::shared_ptr<shard_slot> slot;    // its published views (reads, node fetches)
   promise_state initial;               // the shard's promise state (from_log of its `(promise)`)
   std::chrono::milliseconds request_timeout{2000};

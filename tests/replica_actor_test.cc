@@ -98,7 +98,8 @@ struct cluster {
     replica_config c;
     c.node = n.id;
     c.cluster_size = nodes.size();
-    c.shard = n.shard;
+    auto* np = &n;
+    c.shard = [np] { return np->shard; };
     c.slot = n.slot;
     c.initial = from_log(payload).value();
     c.request_timeout = 100ms;

@@ -11,6 +11,7 @@
 #include "actors/keyspace.h"
 #include "actors/shard.h"
 #include "core/fault_env.h"
+#include "replication/cluster_file.h"
 #include "replication/promise_state.h"
 #include "replication/tree_puller.h"
 #include "tests/support/tree_model.h"
@@ -324,4 +325,56 @@ TEST_CASE("delta transfer: imported nodes survive a power cut only as complete s
   fb.crash(fault_env::unsynced::lose);
   b = must(shard::open(fb, "/db/b", replica_options(clock)));
   CHECK(must(b->checkpoint()) == root);
+}
+
+TEST_CASE("cluster file: parses the facts; comments, spacing and node order do not change the fingerprint") {
+  auto a = must(cluster_file::parse(
+      "# three nodes on loopback\ncluster orders\nshards 4\n\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\n"
+      "node 3 127.0.0.1 7403\n"));
+  CHECK(a.name == "orders");
+  CHECK(a.shards == 4);
+  CHECK(a.tombstone_retention_s == 86'400);
+  REQUIRE(a.nodes.size() == 3);
+  CHECK(a.node(2)->port == 7402);
+  CHECK(a.node(4) == nullptr);
+  CHECK(a.majority() == 2);
+  auto b = must(cluster_file::parse(
+      "node 3 127.0.0.1 7403   # last\r\n  node 1\t127.0.0.1 7401\nshards 4\ncluster orders\nnode 2 127.0.0.1 7402"));
+  CHECK(b.fingerprint() == a.fingerprint());
+  CHECK(b.canonical() == a.canonical());
+  // Any fact that differs changes it.
+  for (std::string_view other : {"cluster orders\nshards 8\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\nnode 3 127.0.0.1 7403",
+                                 "cluster billing\nshards 4\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\nnode 3 127.0.0.1 7403",
+                                 "cluster orders\nshards 4\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\nnode 3 127.0.0.1 7404",
+                                 "cluster orders\nshards 4\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402",
+                                 "cluster orders\nshards 4\ntombstone_retention_s 60\nnode 1 127.0.0.1 7401\nnode 2 "
+                                 "127.0.0.1 7402\nnode 3 127.0.0.1 7403"})
+    CHECK(must(cluster_file::parse(other)).fingerprint() != a.fingerprint());
+}
+
+TEST_CASE("cluster file: every mistake is refused with its line and what is wrong") {
+  auto refused = [](std::string_view text, std::string_view says) {
+    auto r = cluster_file::parse(text);
+    REQUIRE_FALSE(r.is_ok());
+    CHECK(r.error().code() == status_code::invalid_argument);
+    INFO(r.error().message());
+    CHECK(r.error().message().find(says) != std::string::npos);
+  };
+  const std::string ok = "cluster c\nshards 2\n";
+  refused("", "no `cluster NAME` line");
+  refused("cluster c\nnode 1 h 1", "no `shards N` line");
+  refused(ok, "no `node` line");
+  refused(ok + "node 1 h 7401\nnode 1 h 7402", "line 4: node 1 is named twice");
+  refused(ok + "node 1 h 7401\nnode 2 h 7401", "line 4: h:7401 is given twice");
+  refused(ok + "node 0 h 7401", "line 3: expected `node ID HOST PORT`");
+  refused(ok + "node 1 h 70000", "line 3: expected `node ID HOST PORT`");
+  refused(ok + "node 1 h", "line 3: expected `node ID HOST PORT`");
+  refused(ok + "node x h 1", "line 3");
+  refused("cluster c\nshards 0\nnode 1 h 1", "line 2: expected `shards N`, 1..1024");
+  refused("cluster c\nshards 2000\nnode 1 h 1", "1..1024");
+  refused("cluster c\nshards 2\nshards 2\nnode 1 h 1", "line 3: a second `shards` line");
+  refused("cluster c d\nshards 2\nnode 1 h 1", "line 1: expected `cluster NAME`");
+  refused("cluster c/d\nshards 2\nnode 1 h 1", "line 1");
+  refused(ok + "tombstone_retention_s 0\nnode 1 h 1", "line 3: expected `tombstone_retention_s SECONDS`");
+  refused(ok + "replicas 3\nnode 1 h 1", "line 3: unknown setting `replicas`");
 }

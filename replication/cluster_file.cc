@@ -1,0 +1,105 @@
+#include "replication/cluster_file.h"
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace magnetite::replication {
+
+namespace {
+
+std::vector<std::string_view> words(std::string_view line) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+    std::size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r') ++i;
+    if (i > start) out.push_back(line.substr(start, i - start));
+  }
+  return out;
+}
+
+template <class T>
+bool number(std::string_view s, T& out, T min, T max) {
+  std::uint64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < min || v > max) return false;
+  out = static_cast<T>(v);
+  return true;
+}
+
+bool plain_name(std::string_view s) {
+  return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+           c == '.';
+  });
+}
+
+}  // namespace
+
+result<cluster_file> cluster_file::parse(std::string_view text) {
+  cluster_file out;
+  bool have_shards = false, have_retention = false;
+  std::set<std::pair<std::string, std::uint16_t>> addresses;
+  std::size_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    if (auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    auto w = words(line);
+    if (w.empty()) continue;
+    auto bad = [&](std::string_view why) {
+      return status::invalid_argument(fmt::format("cluster file line {}: {}", line_no, why));
+    };
+    if (w[0] == "cluster") {
+      if (w.size() != 2 || !plain_name(w[1])) return bad("expected `cluster NAME` (letters, digits, - _ .)");
+      if (!out.name.empty()) return bad("a second `cluster` line");
+      out.name = std::string(w[1]);
+    } else if (w[0] == "shards") {
+      if (have_shards) return bad("a second `shards` line");
+      if (w.size() != 2 || !number<std::size_t>(w[1], out.shards, 1, 1024)) return bad("expected `shards N`, 1..1024");
+      have_shards = true;
+    } else if (w[0] == "tombstone_retention_s") {
+      if (have_retention) return bad("a second `tombstone_retention_s` line");
+      if (w.size() != 2 || !number<std::uint64_t>(w[1], out.tombstone_retention_s, 1, 10ull * 365 * 86'400))
+        return bad("expected `tombstone_retention_s SECONDS`, 1 s to 10 years");
+      have_retention = true;
+    } else if (w[0] == "node") {
+      cluster_node n;
+      if (w.size() != 4 || !number<std::uint32_t>(w[1], n.id, 1, UINT32_MAX) ||
+          !number<std::uint16_t>(w[3], n.port, 1, 65535) || w[2].empty() || w[2].size() > 253)
+        return bad("expected `node ID HOST PORT` (ID 1..4294967295, PORT 1..65535)");
+      n.host = std::string(w[2]);
+      if (out.node(n.id)) return bad(fmt::format("node {} is named twice", n.id));
+      if (!addresses.emplace(n.host, n.port).second) return bad(fmt::format("{}:{} is given twice", n.host, n.port));
+      out.nodes.push_back(std::move(n));
+    } else {
+      return bad(fmt::format("unknown setting `{}` (cluster, shards, tombstone_retention_s, node)", w[0]));
+    }
+  }
+  if (out.name.empty()) return status::invalid_argument("cluster file: no `cluster NAME` line");
+  if (!have_shards) return status::invalid_argument("cluster file: no `shards N` line");
+  if (out.nodes.empty()) return status::invalid_argument("cluster file: no `node` line");
+  std::sort(out.nodes.begin(), out.nodes.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  return out;
+}
+
+std::string cluster_file::canonical() const {
+  std::string out = fmt::format("magnetite cluster v1\ncluster {}\nshards {}\ntombstone_retention_s {}\n", name,
+                                shards, tombstone_retention_s);
+  for (const auto& n : nodes) out += fmt::format("node {} {} {}\n", n.id, n.host, n.port);
+  return out;
+}
+
+const cluster_node* cluster_file::node(std::uint32_t id) const {
+  for (const auto& n : nodes)
+    if (n.id == id) return &n;
+  return nullptr;
+}
+
+}  // namespace magnetite::replication

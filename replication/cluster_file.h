@@ -1,0 +1,47 @@
+// cluster_file: the fixed membership of a cluster (docs/formats/replication.md,
+// section 4), one line per fact:
+//
+//   # a comment; blank lines are skipped
+//   cluster orders                 a name (letters, digits, '-', '_', '.')
+//   shards 4                       every node holds every shard, 1..1024
+//   tombstone_retention_s 86400    optional (default 86400): see design, 1
+//   node 1 127.0.0.1 7401          id (1..2^32-1), host, port (1..65535)
+//
+// Every node of a cluster must read the same facts: the fingerprint (XXH3-128
+// of the canonical text: the facts in a fixed order, nodes by id) is what two
+// nodes compare at the handshake, so comments, blank lines, spacing and the
+// order of node lines do not matter, and any other difference refuses the
+// link. parse() names the line and what is wrong; nothing is guessed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/hash128.h"
+#include "core/status.h"
+
+namespace magnetite::replication {
+
+struct cluster_node {
+  std::uint32_t id = 0;
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+struct cluster_file {
+  std::string name;
+  std::size_t shards = 0;
+  std::uint64_t tombstone_retention_s = 86'400;
+  std::vector<cluster_node> nodes;  // by id
+
+  static result<cluster_file> parse(std::string_view text);
+  std::string canonical() const;
+  hash128 fingerprint() const { return hash128::of(canonical()); }
+  // The node with this id, or nullptr.
+  const cluster_node* node(std::uint32_t id) const;
+  std::size_t majority() const { return nodes.size() / 2 + 1; }
+};
+
+}  // namespace magnetite::replication
