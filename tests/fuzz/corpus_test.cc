@@ -60,7 +60,8 @@ int feed(const target& t, std::string_view bytes) {
 
 // The targets, in the order docs/fuzzing.md lists them.
 const char* const all_targets[] = {"wal_frame", "wal_record", "wal_recovery", "tree_node",   "node_store",
-                                   "db_manifest", "checkpoints", "ttl_envelope", "cli_text", "state_value"};
+                                   "db_manifest", "checkpoints", "ttl_envelope", "cli_text", "state_value",
+                                   "replication_message"};
 
 void run_corpus(const char* name) {
   const target* t = find_target(name);

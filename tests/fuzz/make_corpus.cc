@@ -16,6 +16,7 @@
 #include "core/coding.h"
 #include "core/fault_env.h"
 #include "tree/node.h"
+#include "replication/replica_interface.h"
 #include "tree/node_store.h"
 #include "ttl/envelope.h"
 #include "wal/frame.h"
@@ -306,6 +307,31 @@ void small_seeds() {
   };
   std::string next_seq;
   put_fixed64_le(next_seq, 42);
+  // replication_message: selector byte, then CAF's binary serialization.
+  auto caf_bytes = [](std::uint8_t selector, auto&&... xs) {
+    std::vector<char> buf;
+    caf::binary_serializer sink{nullptr, buf};
+    MUST(!sink(xs...));
+    return std::string(1, static_cast<char>(selector)) + std::string(buf.begin(), buf.end());
+  };
+  {
+    ballot b{3, 1};
+    std::vector<stamped_op> ops{{"key", stamp{{3, 1}, 7}, true, "value", false, 0},
+                                {"gone", stamp{{3, 1}, 8}, false, "", true, 1'700'000'000'000'000'000ull}};
+    seed("replication_message", "rwrite", caf_bytes(0, b, ops));
+    replication::promise_reply pr{true, {4, 2}, {3, 1}, hash128::of(std::string_view("root"))};
+    seed("replication_message", "promise-reply", caf_bytes(1, pr));
+    replication::write_reply wr{false, {5, 3}};
+    seed("replication_message", "write-reply", caf_bytes(2, wr));
+    merge_report mr{12, 9};
+    seed("replication_message", "merge-report", caf_bytes(3, mr));
+    std::vector<hash128> hs{hash128::of(std::string_view("a")), hash128::of(std::string_view("b"))};
+    seed("replication_message", "fetch", caf_bytes(4, hs));
+    std::vector<std::string> enc{std::string("\x00\x00", 2), "node bytes"};
+    seed("replication_message", "fetch-reply", caf_bytes(5, enc));
+    seed("replication_message", "hello", caf_bytes(6, std::uint32_t{2}, hash128::of(std::string_view("cluster")), std::uint32_t{1}));
+    seed("replication_message", "sync", caf_bytes(7, hash128::of(std::string_view("root")), std::uint32_t{3}));
+  }
   seed("state_value", "json-object", state_value(17, "\x01{\"a\":1,\"b\":[true,\"x\"]}"));
   seed("state_value", "raw-bytes", state_value(3, std::string("\0\0\xffraw", 6)));
   seed("state_value", "deque-meta", state_value(9, std::string("\x11") + two((std::uint64_t{1} << 63) - 2, (std::uint64_t{1} << 63) + 5)));
