@@ -46,6 +46,7 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
         if (from == st.id)
           return to_error(status::invalid_argument(fmt::format("a node calling itself node {} connected to node {}",
                                                                from, st.id)));
+        // from 0: a client (tools, tests) that talks to the replicas itself.
         return st.replicas;
       },
   };

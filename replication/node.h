@@ -32,6 +32,8 @@ inline constexpr std::uint32_t protocol_version = 1;
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 
 // (hello, node id, cluster fingerprint, protocol version) -> [replica per shard]
+// Node id 0 is a client of the cluster rather than a member: it gets the
+// replicas too, and is linked to nothing.
 using node_actor =
     caf::typed_actor<caf::replies_to<hello_atom, std::uint32_t, hash128, std::uint32_t>::with<std::vector<caf::actor>>>;
 

@@ -30,6 +30,7 @@
 #include "tools/bench_command.h"
 #include "tools/cli_text.h"
 #include "tools/demo.h"
+#include "tools/serve.h"
 #include "tools/load_run.h"
 #include "tools/progress_bar.h"
 
@@ -106,6 +107,9 @@ struct command_line {
   CLI::App* demo = nullptr;
   CLI::App* bench = nullptr;
   bench_command_options bench_options;  // bench: all but data_dir
+  CLI::App* serve = nullptr;
+  std::uint32_t node_id = 0;
+  std::string cluster;
 };
 
 void declare(CLI::App& app, command_line& c) {
@@ -163,6 +167,11 @@ void declare(CLI::App& app, command_line& c) {
   c.bench->add_option("--workload", c.bench_options.workload, "writes, gets, restart or all")->capture_default_str();
   c.bench->add_option("--seconds", c.bench_options.seconds, "length of each measured case (db_bench's default: 3)");
   c.bench->add_flag("--json", c.bench_options.json, "print db_bench's JSON object instead of the table");
+  c.serve = app.add_subcommand("serve", "run one node of a replicated cluster (docs/design/replication.md) on --data");
+  c.serve->add_option("--node", c.node_id, "this node's id in the cluster file")
+      ->required()
+      ->check(CLI::Range(std::uint32_t{1}, std::numeric_limits<std::uint32_t>::max()));
+  c.serve->add_option("--cluster", c.cluster, "the cluster file (the same on every node)")->required();
 }
 
 void scan(database& db, const command_line& c) {
@@ -379,6 +388,7 @@ void gc(database& db, const command_line& c) {
 int execute(const command_line& c) {
   if (*c.verify) return verify(c);
   if (*c.demo) return must(run_demo(c.dir, c.shards));
+  if (*c.serve) return run_serve(c.node_id, c.cluster, c.dir);
   if (*c.bench) {
     bench_command_options o = c.bench_options;
     o.data_dir = c.dir;

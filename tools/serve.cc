@@ -1,0 +1,88 @@
+#include "tools/serve.h"
+
+#include <signal.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+
+#include <caf/io/all.hpp>
+#include <fmt/format.h>
+
+#include "core/env.h"
+#include "replication/node.h"
+
+namespace magnetite {
+
+int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std::string& data_dir) {
+  auto text = read_whole_file(env::posix(), cluster_path);
+  if (!text) {
+    fmt::print(stderr, "magnetite serve: cluster file {}: {}\n", cluster_path, text.error().message());
+    return 2;
+  }
+  auto cluster = replication::cluster_file::parse(*text);
+  if (!cluster) {
+    fmt::print(stderr, "magnetite serve: {}: {}\n", cluster_path, cluster.error().message());
+    return 2;
+  }
+  // Signals are taken by sigwait below, not by a handler.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  caf::actor_system_config cfg;
+  cfg.load<caf::io::middleman>();
+  cfg.set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
+  replication::add_message_types(cfg);
+  caf::actor_system sys{cfg};
+  database_options o;
+  o.dir = data_dir;
+  o.shards = cluster->shards;
+  o.system = &sys;
+  o.shard.tombstone_retention = std::chrono::seconds(cluster->tombstone_retention_s);
+  auto db = database::open(o);
+  if (!db) {
+    fmt::print(stderr, "magnetite serve: {}\n", db.error().to_string());
+    return 2;
+  }
+  replication::node_options no;
+  no.id = node_id;
+  no.cluster = *cluster;
+  no.db = db->get();
+  auto n = replication::node::start(no);
+  if (!n) {
+    fmt::print(stderr, "magnetite serve: {}\n", n.error().to_string());
+    return 2;
+  }
+  const auto* self = cluster->node(node_id);
+  fmt::print("node {} of cluster {} listening on {}:{} (cluster file {})\n", node_id, cluster->name, self->host,
+             (*n)->port(), cluster->fingerprint().to_hex());
+  std::fflush(stdout);
+
+  std::set<std::uint32_t> reported;
+  for (;;) {
+    auto missing = (*n)->connect_peers();
+    for (const auto& peer : cluster->nodes) {
+      if (peer.id == node_id || reported.count(peer.id)) continue;
+      if (std::find(missing.begin(), missing.end(), peer.id) == missing.end()) {
+        fmt::print("linked node {}\n", peer.id);
+        reported.insert(peer.id);
+      }
+    }
+    std::fflush(stdout);
+    // A refusal by name (another cluster file) is worth a line; an absent peer is not.
+    for (const auto& e : (*n)->last_errors())
+      if (e.find("refused") != std::string::npos) fmt::print(stderr, "magnetite serve: {}\n", e);
+    timespec wait{0, missing.empty() ? 0 : 500'000'000};
+    if (missing.empty()) wait.tv_sec = 3600;
+    if (sigtimedwait(&stop, nullptr, &wait) > 0) break;
+  }
+  fmt::print("node {} stopping\n", node_id);
+  n->reset();
+  db->reset();
+  return 0;
+}
+
+}  // namespace magnetite
