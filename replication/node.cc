@@ -15,7 +15,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<bool>>("std::vector<bool>");
   cfg.add_message_type<merge_report>("magnetite::merge_report");
   cfg.add_message_type<promise_reply>("magnetite::replication::promise_reply");
-  cfg.add_message_type<write_reply>("magnetite::replication::write_reply");
+  cfg.add_message_type<vote>("magnetite::replication::vote");
 }
 
 namespace {

@@ -87,58 +87,33 @@ void release_key(self_ptr self, const std::string& key) {
 
 std::shared_ptr<const read_view> view_of(self_ptr self) { return self->state.config.slot->view.load(); }
 
-// One write at the owner: stamped, applied to our shard and sent to every
-// peer; `done` hears ok once our shard and majority - 1 peers hold it.
-void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done) {
-  auto& st = self->state;
-  st.keys[op.key].writing = true;
-  op.stamp = stamp{st.epoch, st.next_seq++};
+// One round to every peer, counting ourselves as the first yes: `yes` judges
+// each reply (a failed request is a no). `done(true)` as soon as the yes
+// count reaches a majority, `done(false)` once every peer answered short of
+// it; `done` runs exactly once.
+template <class Reply, class... Ts>
+void majority_round(self_ptr self, caf::timespan timeout, std::function<bool(std::uint32_t, const Reply&)> yes,
+                    std::function<void(bool)> done, const Ts&... xs) {
   struct tally {
-    bool local = false;
+    std::size_t yes = 1;
+    std::size_t answered = 0;
     bool finished = false;
-    std::size_t acks = 0;
-    std::size_t answered = 0;  // peers and our shard
-    std::optional<status> local_error;
   };
   auto t = std::make_shared<tally>();
-  std::size_t expected = st.peers.size() + 1;
-  auto check = [self, t, expected, key = op.key, done]() {
+  std::size_t expected = self->state.peers.size();
+  auto check = [self, t, expected, done]() {
     if (t->finished) return;
-    auto& s = self->state;
-    if (t->local && t->acks + 1 >= s.majority()) {
+    if (t->yes >= self->state.majority() || t->answered == expected) {
       t->finished = true;
-      release_key(self, key);
-      return done(status::ok());
+      done(t->yes >= self->state.majority());
     }
-    if (t->answered < expected) return;
-    t->finished = true;
-    // No majority holds it, yet our own shard may: we cannot serve reads that
-    // would show it, nor prove it lost.
-    step_down(self);
-    release_key(self, key);
-    done(t->local_error ? t->local_error->with_category(status_category::ambiguous)
-                        : deposed("no majority made the write durable in time"));
   };
-  std::vector<stamped_op> ops{op};
-  ballot epoch = st.epoch;
-  self->request(st.config.shard(), caf::infinite, stamped_atom::value, ops)
-      .then(
-          [t, check](const std::vector<bool>&) {
-            t->local = true;
-            ++t->answered;
-            check();
-          },
-          [t, check](caf::error& e) {
-            t->local_error = to_status(e);
-            ++t->answered;
-            check();
-          });
-  for (auto& [id, peer] : st.peers)
-    self->request(peer, st.config.request_timeout, rwrite_atom::value, epoch, ops)
+  check();  // a cluster of one
+  for (auto& [id, peer] : self->state.peers)
+    self->request(peer, timeout, xs...)
         .then(
-            [self, t, check, epoch](const write_reply& r) {
-              if (r.accepted) ++t->acks;
-              else if (r.promised > epoch) step_down(self);
+            [t, check, yes, id = id](const Reply& r) {
+              if (yes(id, r)) ++t->yes;
               ++t->answered;
               check();
             },
@@ -148,43 +123,68 @@ void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> 
             });
 }
 
+// A vote that says no because of a higher promise deposes us.
+bool counted(self_ptr self, const vote& v, const ballot& epoch) {
+  if (!v.accepted && v.promised > epoch) step_down(self);
+  return v.accepted;
+}
+
+// One write at the owner: stamped, applied to our shard and sent to every
+// peer; `done` hears ok once our shard and majority - 1 peers hold it.
+void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done) {
+  auto& st = self->state;
+  st.keys[op.key].writing = true;
+  op.stamp = stamp{st.epoch, st.next_seq++};
+  // Decided once our own shard and the round have both answered, or either failed.
+  struct outcome {
+    std::optional<status> local;
+    std::optional<bool> peers;
+    bool finished = false;
+  };
+  auto o = std::make_shared<outcome>();
+  auto check = [self, o, key = op.key, done]() {
+    if (o->finished) return;
+    bool local_failed = o->local && !o->local->is_ok();
+    if (!local_failed && !(o->local && o->peers)) return;
+    o->finished = true;
+    release_key(self, key);
+    if (!local_failed && *o->peers) return done(status::ok());
+    // No majority holds it, yet our own shard may: we cannot serve reads that
+    // would show it, nor prove it lost.
+    step_down(self);
+    done(local_failed ? o->local->with_category(status_category::ambiguous)
+                      : deposed("no majority made the write durable in time"));
+  };
+  std::vector<stamped_op> ops{op};
+  ballot epoch = st.epoch;
+  self->request(st.config.shard(), caf::infinite, stamped_atom::value, ops)
+      .then(
+          [o, check](const std::vector<bool>&) {
+            o->local = status::ok();
+            check();
+          },
+          [o, check](caf::error& e) {
+            o->local = to_status(e);
+            check();
+          });
+  majority_round<vote>(
+      self, st.config.request_timeout,
+      [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); },
+      [o, check](bool reached) {
+        o->peers = reached;
+        check();
+      },
+      rwrite_atom::value, epoch, ops);
+}
+
 // A confirm round for a read: `done(true)` once a majority (ourselves
 // included) still promises our epoch.
 void confirm(self_ptr self, std::function<void(bool)> done) {
-  auto& st = self->state;
-  struct tally {
-    std::size_t yes = 1;
-    std::size_t answered = 0;
-    bool finished = false;
-  };
-  auto t = std::make_shared<tally>();
-  std::size_t expected = st.peers.size();
-  ballot epoch = st.epoch;
-  auto check = [self, t, expected, done]() {
-    if (t->finished) return;
-    if (t->yes >= self->state.majority()) {
-      t->finished = true;
-      return done(true);
-    }
-    if (t->answered == expected) {
-      t->finished = true;
-      done(false);
-    }
-  };
-  check();  // a cluster of one
-  for (auto& [id, peer] : st.peers)
-    self->request(peer, st.config.request_timeout, confirm_atom::value, epoch)
-        .then(
-            [self, t, check, epoch](bool still, const ballot& promised) {
-              if (still) ++t->yes;
-              else if (promised > epoch) step_down(self);
-              ++t->answered;
-              check();
-            },
-            [t, check](caf::error&) {
-              ++t->answered;
-              check();
-            });
+  ballot epoch = self->state.epoch;
+  majority_round<vote>(
+      self, self->state.config.request_timeout,
+      [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); }, std::move(done),
+      confirm_atom::value, epoch);
 }
 
 // Pulls `root` from peer `from` into our shard and merges it.
@@ -280,13 +280,6 @@ void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::
             auto& s = self->state;
             if (s.term != my_term) return finish(false);
             auto root = hash128::parse_hex(hex).value_or(hash128{});
-            struct tally {
-              std::size_t merged = 1;
-              std::size_t answered = 0;
-              bool finished = false;
-            };
-            auto t = std::make_shared<tally>();
-            std::size_t expected = s.peers.size();
             auto become_owner = [self, my_term, finish]() {
               auto& s2 = self->state;
               if (s2.term != my_term) return finish(false);
@@ -306,33 +299,15 @@ void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::
                         finish(false);
                       });
             };
-            auto check = [self, t, expected, become_owner, finish]() {
-              if (t->finished) return;
-              if (t->merged >= self->state.majority()) {
-                t->finished = true;
-                return become_owner();
-              }
-              if (t->answered == expected) {
-                t->finished = true;
-                step_down(self);
-                finish(false);
-              }
-            };
-            check();
             // A pull can take many round trips: its deadline is longer.
-            auto deadline = s.config.request_timeout * 30;
-            for (auto& [id, peer] : s.peers)
-              self->request(peer, deadline, sync_atom::value, root, s.config.node)
-                  .then(
-                      [t, check](const merge_report&) {
-                        ++t->merged;
-                        ++t->answered;
-                        check();
-                      },
-                      [t, check](caf::error&) {
-                        ++t->answered;
-                        check();
-                      });
+            majority_round<merge_report>(
+                self, s.config.request_timeout * 30, [](std::uint32_t, const merge_report&) { return true; },
+                [self, become_owner, finish](bool merged) {
+                  if (merged) return become_owner();
+                  step_down(self);
+                  finish(false);
+                },
+                sync_atom::value, root, s.config.node);
           },
           [self, finish](caf::error&) {
             step_down(self);
@@ -374,10 +349,10 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         });
         return rp;
       },
-      [=](rwrite_atom, const ballot& e, const std::vector<stamped_op>& ops) -> caf::result<write_reply> {
+      [=](rwrite_atom, const ballot& e, const std::vector<stamped_op>& ops) -> caf::result<vote> {
         auto& st = self->state;
         decision d = on_write(st.ps, e);
-        if (!d.accepted) return write_reply{false, d.promised};
+        if (!d.accepted) return vote{false, d.promised};
         if (st.now != role::follower && e != st.epoch) step_down(self);
         if (d.store) {
           st.ps = *d.store;
@@ -387,14 +362,14 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
           self->request(st.config.shard(), caf::infinite, promise_atom::value, st.ps.encode())
               .then([](ok_atom) {}, [](caf::error&) {});
         }
-        auto rp = self->make_response_promise<write_reply>();
+        auto rp = self->make_response_promise<vote>();
         self->request(st.config.shard(), caf::infinite, stamped_atom::value, ops)
-            .then([rp, e](const std::vector<bool>&) mutable { rp.deliver(write_reply{true, e}); },
+            .then([rp, e](const std::vector<bool>&) mutable { rp.deliver(vote{true, e}); },
                   [rp](caf::error& err) mutable { rp.deliver(err); });
         return rp;
       },
-      [=](confirm_atom, const ballot& e) -> caf::result<bool, ballot> {
-        return {self->state.ps.promised == e, self->state.ps.promised};
+      [=](confirm_atom, const ballot& e) -> caf::result<vote> {
+        return vote{self->state.ps.promised == e, self->state.ps.promised};
       },
       [=](fetch_atom, const std::vector<hash128>& hashes) -> caf::result<std::vector<std::string>> {
         auto v = view_of(self);
@@ -435,42 +410,19 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
                     auto& s = self->state;
                     if (s.term != my_term) return finish(false);
                     auto own_root = hash128::parse_hex(hex).value_or(hash128{});
-                    struct tally {
-                      std::size_t granted = 1;
-                      std::size_t answered = 0;
-                      bool finished = false;
-                      std::vector<std::pair<std::uint32_t, hash128>> roots;
-                    };
-                    auto t = std::make_shared<tally>();
-                    std::size_t expected = s.peers.size();
-                    auto check = [self, t, expected, my_term, own_root, finish]() {
-                      if (t->finished) return;
-                      if (t->granted >= self->state.majority()) {
-                        t->finished = true;
-                        return take_over(self, my_term, t->roots, own_root, finish);
-                      }
-                      if (t->answered == expected) {
-                        t->finished = true;
-                        if (self->state.term == my_term) step_down(self);
-                        finish(false);
-                      }
-                    };
-                    check();
-                    for (auto& [id, peer] : s.peers)
-                      self->request(peer, s.config.request_timeout, prepare_atom::value, s.epoch)
-                          .then(
-                              [t, check, id = id](const promise_reply& r) {
-                                if (r.accepted) {
-                                  ++t->granted;
-                                  t->roots.emplace_back(id, r.root);
-                                }
-                                ++t->answered;
-                                check();
-                              },
-                              [t, check](caf::error&) {
-                                ++t->answered;
-                                check();
-                              });
+                    auto roots = std::make_shared<std::vector<std::pair<std::uint32_t, hash128>>>();
+                    majority_round<promise_reply>(
+                        self, s.config.request_timeout,
+                        [roots](std::uint32_t id, const promise_reply& r) {
+                          if (r.accepted) roots->emplace_back(id, r.root);
+                          return r.accepted;
+                        },
+                        [self, my_term, own_root, roots, finish](bool granted) {
+                          if (granted) return take_over(self, my_term, *roots, own_root, finish);
+                          if (self->state.term == my_term) step_down(self);
+                          finish(false);
+                        },
+                        prepare_atom::value, s.epoch);
                   },
                   [self, finish](caf::error&) {
                     step_down(self);

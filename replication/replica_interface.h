@@ -4,9 +4,9 @@
 //   message                              -> reply
 //   (prepare, ballot)                    -> promise_reply        after the promise is durable;
 //                                                                root: our checkpointed tree
-//   (rwrite, epoch, [stamped_op])        -> write_reply          fenced below our promise; taken
+//   (rwrite, epoch, [stamped_op])        -> vote                 fenced below our promise; taken
 //                                                                by highest stamp, after its fsync
-//   (confirm, epoch)                     -> (still, promised)    does epoch still hold our promise
+//   (confirm, epoch)                     -> vote                 does epoch still hold our promise
 //   (fetch, [hash])                      -> [encoding]           nodes of our store, for a pull
 //   (sync, root, from node)              -> merge_report         pull root from that peer, merge
 //   (peers, [node id], [actor])          the other replicas of the shard (set once, or again)
@@ -54,20 +54,22 @@ typename Inspector::result_type inspect(Inspector& f, promise_reply& x) {
   return f(caf::meta::type_name("promise_reply"), x.accepted, x.promised, x.epoch, x.root);
 }
 
-struct write_reply {
+// A replica's answer to a write or a confirm round: yes, or no with the
+// promise that refused it (above the asker's epoch: the asker was deposed).
+struct vote {
   bool accepted = false;
   ballot promised;
 };
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, write_reply& x) {
-  return f(caf::meta::type_name("write_reply"), x.accepted, x.promised);
+typename Inspector::result_type inspect(Inspector& f, vote& x) {
+  return f(caf::meta::type_name("vote"), x.accepted, x.promised);
 }
 
 using replica_actor = caf::typed_actor<
     caf::replies_to<prepare_atom, ballot>::with<promise_reply>,
-    caf::replies_to<rwrite_atom, ballot, std::vector<stamped_op>>::with<write_reply>,
-    caf::replies_to<confirm_atom, ballot>::with<bool, ballot>,
+    caf::replies_to<rwrite_atom, ballot, std::vector<stamped_op>>::with<vote>,
+    caf::replies_to<confirm_atom, ballot>::with<vote>,
     caf::replies_to<fetch_atom, std::vector<hash128>>::with<std::vector<std::string>>,
     caf::replies_to<sync_atom, hash128, std::uint32_t>::with<merge_report>,
     caf::reacts_to<peers_atom, std::vector<std::uint32_t>, std::vector<caf::actor>>,

@@ -321,8 +321,8 @@ void small_seeds() {
     seed("replication_message", "rwrite", caf_bytes(0, b, ops));
     replication::promise_reply pr{true, {4, 2}, {3, 1}, hash128::of(std::string_view("root"))};
     seed("replication_message", "promise-reply", caf_bytes(1, pr));
-    replication::write_reply wr{false, {5, 3}};
-    seed("replication_message", "write-reply", caf_bytes(2, wr));
+    replication::vote wr{false, {5, 3}};
+    seed("replication_message", "vote", caf_bytes(2, wr));
     merge_report mr{12, 9};
     seed("replication_message", "merge-report", caf_bytes(3, mr));
     std::vector<hash128> hs{hash128::of(std::string_view("a")), hash128::of(std::string_view("b"))};

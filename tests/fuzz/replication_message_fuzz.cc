@@ -45,7 +45,7 @@ MAGNETITE_FUZZ_TARGET(replication_message) {
   switch (data[0] % 8) {
     case 0: round_trip<ballot, std::vector<stamped_op>>(p, n); break;  // rwrite
     case 1: round_trip<promise_reply>(p, n); break;
-    case 2: round_trip<write_reply>(p, n); break;
+    case 2: round_trip<vote>(p, n); break;
     case 3: round_trip<merge_report>(p, n); break;
     case 4: round_trip<std::vector<hash128>>(p, n); break;           // fetch
     case 5: round_trip<std::vector<std::string>>(p, n); break;       // fetch reply
