@@ -14,11 +14,14 @@
 #include "replication/cluster_file.h"
 #include "replication/promise_state.h"
 #include "replication/tree_puller.h"
+#include "tests/support/manual_clock.h"
+#include "tests/support/stored_entries.h"
 #include "tests/support/tree_model.h"
 #include "ttl/envelope.h"
 
 using namespace magnetite;
 using namespace magnetite::replication;
+using magnetite::testing::manual_clock;
 using magnetite::testing::must;
 
 namespace {
@@ -127,14 +130,6 @@ TEST_CASE("promise state: the acceptor's rules keep Paxos's invariants over rand
 
 namespace {
 
-struct manual_clock {
-  std::shared_ptr<std::uint64_t> now = std::make_shared<std::uint64_t>(1'000'000'000'000);
-  wall_clock_ns fn() const {
-    auto p = now;
-    return [p] { return *p; };
-  }
-};
-
 shard_options replica_options(const manual_clock& c) {
   shard_options o;
   o.clock = c.fn();
@@ -170,18 +165,6 @@ pull_stats pull(shard& from, shard& to, const hash128& root, std::size_t batch =
   }
   REQUIRE(p.finish(import).is_ok());
   return p.stats();
-}
-
-std::map<std::string, std::string> all_stored(const shard& s) {
-  std::map<std::string, std::string> out;
-  REQUIRE(s.view()
-              ->scan(std::string(1, keyspace::data_tag), keyspace::data_end(),
-                     [&](std::string_view k, std::string_view v) {
-                       out[std::string(keyspace::user_key_of(k))] = std::string(v);
-                       return true;
-                     })
-              .is_ok());
-  return out;
 }
 
 }  // namespace
@@ -235,8 +218,8 @@ TEST_CASE("delta transfer: a replica that missed k writes pulls about k x depth 
   (void)must(a->merge_stamped(root_b));
   REQUIRE(a->commit_group().is_ok());
   CHECK(must(a->checkpoint()) == must(b->checkpoint()));
-  auto sa = all_stored(*a);
-  CHECK(sa == all_stored(*b));
+  auto sa = testing::stored_entries(*a);
+  CHECK(sa == testing::stored_entries(*b));
   CHECK(ttl::unwrap(sa.at(key_of(n + n)))->value == "only on b");
   for (const auto& w : missed) {
     auto u = must(ttl::unwrap(sa.at(w.key)));

@@ -11,19 +11,13 @@
 #include "actors/shard_actor.h"
 #include "core/fault_env.h"
 #include "core/limits.h"
+#include "tests/support/manual_clock.h"
 
 using namespace magnetite;
 using namespace std::chrono_literals;
+using magnetite::testing::manual_clock;
 
 namespace {
-
-struct manual_clock {
-  std::shared_ptr<std::uint64_t> now = std::make_shared<std::uint64_t>(1'000'000'000'000);
-  wall_clock_ns fn() const {
-    auto p = now;
-    return [p] { return *p; };
-  }
-};
 
 // Whether the shard still answers a request (a dead actor's requests fail
 // instead of hanging).

@@ -12,23 +12,17 @@
 #include "actors/range_cursor.h"
 #include "actors/shard.h"
 #include "core/fault_env.h"
+#include "tests/support/manual_clock.h"
+#include "tests/support/stored_entries.h"
 #include "tests/support/tree_model.h"
 #include "ttl/envelope.h"
 
 using namespace magnetite;
+using magnetite::testing::manual_clock;
 using magnetite::testing::must;
 using namespace std::chrono_literals;
 
 namespace {
-
-struct manual_clock {
-  std::shared_ptr<std::uint64_t> now = std::make_shared<std::uint64_t>(1'000'000'000'000);
-  wall_clock_ns fn() const {
-    auto p = now;
-    return [p] { return *p; };
-  }
-  void advance(std::chrono::nanoseconds d) { *now += static_cast<std::uint64_t>(d.count()); }
-};
 
 shard_options small_options(const manual_clock& c) {
   shard_options o;
@@ -52,19 +46,6 @@ std::vector<bool> apply(shard& s, std::vector<stamped_write> w) { return must(s.
 std::optional<std::string> stored(const shard& s, std::string_view key) {
   std::string out;
   if (!must(s.view()->find(keyspace::data_key(key), out))) return std::nullopt;
-  return out;
-}
-
-// Every data entry's stored bytes: what two replicas must agree on.
-std::map<std::string, std::string> all_stored(const shard& s) {
-  std::map<std::string, std::string> out;
-  REQUIRE(s.view()
-              ->scan(std::string(1, keyspace::data_tag), keyspace::data_end(),
-                     [&](std::string_view k, std::string_view v) {
-                       out[std::string(keyspace::user_key_of(k))] = std::string(v);
-                       return true;
-                     })
-              .is_ok());
   return out;
 }
 
@@ -185,7 +166,7 @@ TEST_CASE("stamped: replicas that receive the same writes in any order, any numb
         if (rng() % 11 == 0) REQUIRE(s->checkpoint());
       }
       roots.push_back(must(s->checkpoint()));
-      bytes.push_back(all_stored(*s));
+      bytes.push_back(testing::stored_entries(*s));
     }
     // The expected winner of each key: its highest stamp.
     std::map<std::string, const stamped_write*> best;

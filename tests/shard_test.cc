@@ -9,28 +9,20 @@
 #include "actors/keyspace.h"
 #include "actors/shard.h"
 #include "core/fault_env.h"
+#include "tests/support/manual_clock.h"
 #include "tests/support/tree_model.h"
 #include "tree/prolly_tree.h"
 #include "wal/recovery.h"
 #include "ttl/envelope.h"
 
 using namespace magnetite;
+using magnetite::testing::manual_clock;
 using magnetite::testing::must;
 using namespace std::chrono_literals;
 
 namespace {
 
 const std::string dir = "/db/shard-0";
-
-// A wall clock the test moves by hand.
-struct manual_clock {
-  std::shared_ptr<std::uint64_t> now = std::make_shared<std::uint64_t>(1'000'000'000'000);
-  wall_clock_ns fn() const {
-    auto p = now;
-    return [p] { return *p; };
-  }
-  void advance(std::chrono::nanoseconds d) { *now += static_cast<std::uint64_t>(d.count()); }
-};
 
 shard_options small_options(const manual_clock& c) {
   shard_options o;
