@@ -142,16 +142,20 @@ void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> 
     bool finished = false;
   };
   auto o = std::make_shared<outcome>();
-  auto check = [self, o, key = op.key, done]() {
+  // A write that outlives our term (we stepped down, perhaps won again) holds
+  // no key of the new term and deposes nothing: a new term's handoff began
+  // after its local apply was queued, so its spread carried it if it landed.
+  auto check = [self, o, key = op.key, done, my_term = st.term]() {
     if (o->finished) return;
     bool local_failed = o->local && !o->local->is_ok();
     if (!local_failed && !(o->local && o->peers)) return;
     o->finished = true;
-    release_key(self, key);
+    bool current = self->state.term == my_term;
+    if (current) release_key(self, key);
     if (!local_failed && *o->peers) return done(status::ok());
     // No majority holds it, yet our own shard may: we cannot serve reads that
     // would show it, nor prove it lost.
-    step_down(self);
+    if (current) step_down(self);
     done(local_failed ? o->local->with_category(status_category::ambiguous)
                       : deposed("no majority made the write durable in time"));
   };
