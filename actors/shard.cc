@@ -151,6 +151,15 @@ result<bool> shard::find_latest(std::string_view tree_key, std::string& out) con
   return view_->find(tree_key, out);
 }
 
+result<std::optional<ttl::unwrapped>> shard::latest_envelope(std::string_view key, std::string& bytes) {
+  auto found = find_latest(keyspace::data_key(key), bytes);
+  if (!found) return fail(found.error());
+  if (!*found) return std::optional<ttl::unwrapped>();
+  auto u = ttl::unwrap(bytes);
+  if (!u) return u.error();
+  return std::optional<ttl::unwrapped>(*u);
+}
+
 result<std::optional<std::string>> shard::latest_value(std::string_view key) const {
   std::string stored;
   auto found = find_latest(keyspace::data_key(key), stored);
@@ -336,13 +345,9 @@ result<std::vector<bool>> shard::apply_stamped(std::span<const stamped_write> wr
       held = it->second;
     } else {
       std::string bytes;
-      auto found = find_latest(keyspace::data_key(w.key), bytes);
-      if (!found) return fail(found.error());
-      if (*found) {
-        auto u = ttl::unwrap(bytes);
-        if (!u) return u.error();
-        if (u->stamp) held = *u->stamp;
-      }
+      auto latest = latest_envelope(w.key, bytes);
+      if (!latest) return latest.error();
+      if (*latest && (*latest)->stamp) held = *(*latest)->stamp;
     }
     if (w.stamp <= held) continue;
     out[i] = true;
@@ -368,17 +373,13 @@ result<std::size_t> shard::stage_expired(std::size_t limit) {
     // delete the value like any delete, or leave a stamped value's tombstone.
     staged_[keyspace::expiry_key(d.deadline_ns, d.key)] = std::nullopt;
     std::string bytes;
-    auto found = find_latest(keyspace::data_key(d.key), bytes);
-    if (!found) return fail(found.error());
+    auto latest = latest_envelope(d.key, bytes);
+    if (!latest) return latest.error();
     std::optional<std::string> tombstone;
-    if (*found) {
-      auto u = ttl::unwrap(bytes);
-      if (!u) return u.error();
-      if (u->stamp && !u->tombstone) {
-        auto keep = static_cast<std::uint64_t>(options_.tombstone_retention.count());
-        tombstone = ttl::wrap_stamped(*u->stamp, std::nullopt,
-                                      d.deadline_ns > UINT64_MAX - keep ? UINT64_MAX : d.deadline_ns + keep);
-      }
+    if (*latest && (*latest)->stamp && !(*latest)->tombstone) {
+      auto keep = static_cast<std::uint64_t>(options_.tombstone_retention.count());
+      tombstone = ttl::wrap_stamped(*(*latest)->stamp, std::nullopt,
+                                    d.deadline_ns > UINT64_MAX - keep ? UINT64_MAX : d.deadline_ns + keep);
     }
     auto seq = tombstone ? log_->append_put(d.key, *tombstone) : log_->append_delete(d.key);
     if (!seq) return fail(seq.error());
@@ -606,10 +607,6 @@ result<tree::gc_result> shard::gc(std::span<const hash128> retained) {
   if (!r && !store_->failure().is_ok()) return fail(r.error());
   return r;
 }
-
-}  // namespace magnetite
-
-namespace magnetite {
 
 bool shard::holds_node(const hash128& h) const { return store_->contains(h); }
 

@@ -60,6 +60,7 @@
 #include "core/env.h"
 #include "core/stamp.h"
 #include "tree/node_store.h"
+#include "ttl/envelope.h"
 #include "ttl/expiry_index.h"
 #include "wal/log_writer.h"
 
@@ -302,6 +303,9 @@ class shard {
   result<std::string> envelope_for(std::string_view value, std::optional<std::chrono::nanoseconds> ttl) const;
   // The stored bytes of a tree key as the next write sees them (staged first).
   result<bool> find_latest(std::string_view tree_key, std::string& out) const;
+  // The envelope of a key as the next write sees it, expired or not (nullopt:
+  // no entry); its views point into `bytes`. A failed read stops the shard.
+  result<std::optional<ttl::unwrapped>> latest_envelope(std::string_view key, std::string& bytes);
   // The user value as the next write sees it (nullopt: absent or expired).
   result<std::optional<std::string>> latest_value(std::string_view key) const;
   // The revision stored with a state key (0: absent or expired).

@@ -35,8 +35,6 @@ struct replica_state {
 
 using self_ptr = replica_actor::stateful_pointer<replica_state>;
 
-caf::error refusal(const status& s) { return to_error(s); }
-
 status not_owner(self_ptr self) {
   return status::busy(fmt::format("node {} does not own this shard{}", self->state.config.node,
                                   self->state.now == role::candidate ? " (an election is running)" : ""));
@@ -377,12 +375,12 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
       },
       [=](fetch_atom, const std::vector<hash128>& hashes) -> caf::result<std::vector<std::string>> {
         auto v = view_of(self);
-        if (!v) return refusal(status::io_error("the shard is not serving", status_category::transient));
+        if (!v) return to_error(status::io_error("the shard is not serving", status_category::transient));
         std::vector<std::string> out;
         out.reserve(hashes.size());
         for (const auto& h : hashes) {
           auto n = v->store()->read(h);
-          if (!n) return refusal(n.error());
+          if (!n) return to_error(n.error());
           out.emplace_back((*n)->encode());
         }
         return out;
@@ -398,7 +396,7 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
       [=](elect_atom) -> caf::result<bool> {
         auto& st = self->state;
         if (st.now == role::owner) return true;
-        if (st.now == role::candidate) return refusal(not_owner(self));
+        if (st.now == role::candidate) return to_error(not_owner(self));
         minted_ballot m = mint(st.ps, st.config.node);
         decision d = on_prepare(m.store, m.b);
         st.ps = *d.store;
@@ -438,7 +436,7 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
       [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) -> caf::result<ok_atom> {
         auto rp = self->make_response_promise<ok_atom>();
         with_key(self, key, [self, rp, key, value, ttl_ns](bool go) mutable {
-          if (!go) return (void)rp.deliver(refusal(not_owner(self)));
+          if (!go) return (void)rp.deliver(to_error(not_owner(self)));
           stamped_op op{key, stamp{}, true, value, ttl_ns > 0, 0};
           if (ttl_ns > 0) op.deadline_ns = self->state.config.clock() + static_cast<std::uint64_t>(ttl_ns);
           replicate(self, std::move(op), [rp](const status& s) mutable {
@@ -451,7 +449,7 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
       [=](del_atom, const std::string& key) -> caf::result<ok_atom> {
         auto rp = self->make_response_promise<ok_atom>();
         with_key(self, key, [self, rp, key](bool go) mutable {
-          if (!go) return (void)rp.deliver(refusal(not_owner(self)));
+          if (!go) return (void)rp.deliver(to_error(not_owner(self)));
           auto& st = self->state;
           auto purge = st.config.clock() + static_cast<std::uint64_t>(st.config.tombstone_retention.count());
           replicate(self, stamped_op{key, stamp{}, false, std::string(), true, purge}, [rp](const status& s) mutable {
@@ -465,16 +463,16 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
           const std::string& desired, std::int64_t ttl_ns) -> caf::result<bool, bool, std::string> {
         auto rp = self->make_response_promise<bool, bool, std::string>();
         with_key(self, key, [=](bool go) mutable {
-          if (!go) return (void)rp.deliver(refusal(not_owner(self)));
+          if (!go) return (void)rp.deliver(to_error(not_owner(self)));
           auto v = view_of(self);
-          if (!v) return (void)rp.deliver(refusal(status::io_error("the shard is not serving", status_category::transient)));
+          if (!v) return (void)rp.deliver(to_error(status::io_error("the shard is not serving", status_category::transient)));
           auto current = v->get(key, self->state.config.clock());
-          if (!current) return (void)rp.deliver(refusal(current.error()));
+          if (!current) return (void)rp.deliver(to_error(current.error()));
           bool matches = current->has_value() == has_expected && (!has_expected || **current == expected);
           if (!matches) {
             // A refusal is a read: it must hold at a moment we still owned the shard.
             return confirm(self, [self, rp, current = *current](bool ok) mutable {
-              if (!ok) return (void)rp.deliver(refusal(not_owner(self)));
+              if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
               rp.deliver(false, current.has_value(), current.value_or(std::string()));
             });
           }
@@ -497,13 +495,13 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
       [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
         auto rp = self->make_response_promise<bool, std::string>();
         with_key(self, key, [self, rp, key](bool go) mutable {
-          if (!go) return (void)rp.deliver(refusal(not_owner(self)));
+          if (!go) return (void)rp.deliver(to_error(not_owner(self)));
           auto v = view_of(self);
-          if (!v) return (void)rp.deliver(refusal(status::io_error("the shard is not serving", status_category::transient)));
+          if (!v) return (void)rp.deliver(to_error(status::io_error("the shard is not serving", status_category::transient)));
           auto value = v->get(key, self->state.config.clock());
-          if (!value) return (void)rp.deliver(refusal(value.error()));
+          if (!value) return (void)rp.deliver(to_error(value.error()));
           confirm(self, [self, rp, value = *value](bool ok) mutable {
-            if (!ok) return (void)rp.deliver(refusal(not_owner(self)));
+            if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
             rp.deliver(value.has_value(), value.value_or(std::string()));
           });
         });

@@ -327,6 +327,15 @@ TEST_CASE("replica actors: five nodes tolerate two down; a restarted replica kee
   // a prepare below node 3's ballot is refused by it.
   c.down(1);
   c.restart(1);
+  std::optional<std::string> payload;
+  (*c.client)->send(c.node(1).shard, promise_atom::value);
+  c.sched->run();
+  (*c.client)->receive([&](bool has, const std::string& p) { if (has) payload = p; },
+                       [](caf::error& e) { FAIL(caf::to_string(e)); },
+                       caf::after(std::chrono::seconds(1)) >> [] { FAIL("no promise state"); });
+  auto promised = from_log(payload).value();
+  CHECK(promised.promised.node == 3);  // node 1's durable promise, read back after its restart
+  CHECK(promised.epoch == promised.promised);
   CHECK(c.get(3, "k").value() == std::optional<std::string>("v"));
   c.restart(4);
   c.restart(5);

@@ -186,7 +186,7 @@ TEST_CASE("delta transfer: a replica that missed k writes pulls about k x depth 
     stamp st{{2, 2}, i + 1};
     std::uint64_t key = rng() % (n + n / 10);
     if (i % 5 == 0) missed.push_back({key_of(key), st, std::nullopt, *clock.now + 1'000'000'000'000ull});
-    else missed.push_back({key_of(key), st, "updated-" + std::to_string(i), std::nullopt});
+    else missed.push_back({key_of(key), st, fmt::format("updated-{}", i), std::nullopt});
   }
   (void)must(a->apply_stamped(missed));
   REQUIRE(a->commit_group().is_ok());

@@ -138,12 +138,12 @@ TEST_CASE("stamped: replicas that receive the same writes in any order, any numb
     std::uint64_t base = 2'000'000'000'000ull;
     for (std::uint64_t counter = 1; counter <= 2; ++counter)
       for (std::uint64_t seq = 1; seq <= 40; ++seq) {
-        std::string key = "k" + std::to_string(rng() % 12);
+        std::string key = fmt::format("k{}", rng() % 12);
         stamp s = st(counter, static_cast<std::uint32_t>(counter), seq);
         switch (rng() % 4) {
           case 0: writes.push_back(tomb(key, s, base + 7'200'000'000'000ull)); break;
-          case 1: writes.push_back(put(key, s, "ttl" + std::to_string(seq), base + 3'600'000'000'000ull)); break;
-          default: writes.push_back(put(key, s, "v" + std::to_string(counter) + "." + std::to_string(seq))); break;
+          case 1: writes.push_back(put(key, s, fmt::format("ttl{}", seq), base + 3'600'000'000'000ull)); break;
+          default: writes.push_back(put(key, s, fmt::format("v{}.{}", counter, seq))); break;
         }
       }
     std::vector<std::map<std::string, std::string>> bytes;
