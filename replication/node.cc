@@ -1,5 +1,7 @@
 #include "replication/node.h"
 
+#include <mutex>
+
 #include <caf/io/all.hpp>
 
 namespace magnetite::replication {
@@ -16,9 +18,36 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<merge_report>("magnetite::merge_report");
   cfg.add_message_type<promise_reply>("magnetite::replication::promise_reply");
   cfg.add_message_type<vote>("magnetite::replication::vote");
+  cfg.add_message_type<replica_info>("magnetite::replication::replica_info");
 }
 
+struct node::lost_nodes {
+  std::mutex m;
+  std::vector<std::uint32_t> ids;
+};
+
 namespace {
+
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
+
+// Monitors linked nodes' actors (proxies of remote actors: CAF reports them
+// down when their process dies or the connection breaks).
+caf::behavior link_watch(caf::event_based_actor* self, std::shared_ptr<node::lost_nodes> gone) {
+  auto ids = std::make_shared<std::map<caf::actor_addr, std::uint32_t>>();
+  self->set_down_handler([ids, gone](caf::down_msg& m) {
+    auto it = ids->find(m.source);
+    if (it == ids->end()) return;
+    std::lock_guard<std::mutex> lock(gone->m);
+    gone->ids.push_back(it->second);
+    ids->erase(it);
+  });
+  return {
+      [self, ids](watch_atom, std::uint32_t id, const caf::actor& a) {
+        (*ids)[a.address()] = id;
+        self->monitor(a);
+      },
+  };
+}
 
 struct node_state {
   std::uint32_t id = 0;
@@ -60,6 +89,7 @@ node::~node() {
   auto& sys = options_.db->system();
   if (port_ != 0) (void)sys.middleman().unpublish(published_, port_);
   caf::anon_send_exit(published_, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(watch_, caf::exit_reason::user_shutdown);
   for (auto& r : replicas_) caf::anon_send_exit(r, caf::exit_reason::user_shutdown);
 }
 
@@ -94,10 +124,15 @@ result<std::unique_ptr<node>> node::start(node_options options) {
     c.initial = *initial;
     c.request_timeout = n->options_.request_timeout;
     c.tombstone_retention = std::chrono::seconds(n->options_.cluster.tombstone_retention_s);
+    c.heartbeat = n->options_.heartbeat;
+    c.election_ticks = n->options_.election_ticks;
+    c.anti_entropy_ticks = n->options_.anti_entropy_ticks;
     auto r = spawn_replica(sys, std::move(c));
     n->replicas_.push_back(r);
     handles.push_back(caf::actor_cast<caf::actor>(r));
   }
+  n->gone_ = std::make_shared<lost_nodes>();
+  n->watch_ = sys.spawn(link_watch, n->gone_);
   n->published_ = sys.spawn(node_behavior, n->options_.id, n->options_.cluster.fingerprint(), handles);
   auto port = sys.middleman().publish(n->published_, self_line->port, self_line->host.c_str(), true);
   if (!port)
@@ -110,6 +145,13 @@ result<std::unique_ptr<node>> node::start(node_options options) {
 std::vector<std::uint32_t> node::connect_peers() {
   auto& sys = options_.db->system();
   errors_.clear();
+  {
+    std::lock_guard<std::mutex> lock(gone_->m);
+    lost_ = std::move(gone_->ids);
+    gone_->ids.clear();
+  }
+  bool changed = linked_.empty();
+  for (auto id : lost_) changed |= linked_.erase(id) > 0;
   std::vector<std::uint32_t> missing;
   caf::scoped_actor asker{sys};
   for (const auto& peer : options_.cluster.nodes) {
@@ -135,8 +177,11 @@ std::vector<std::uint32_t> node::connect_peers() {
       missing.push_back(peer.id);
       continue;
     }
+    caf::anon_send(watch_, watch_atom::value, peer.id, caf::actor_cast<caf::actor>(*remote));
     linked_[peer.id] = std::move(*replicas);
+    changed = true;
   }
+  if (!changed) return missing;
   // Every local replica learns the replicas of its shard on the linked nodes.
   for (std::size_t i = 0; i < replicas_.size(); ++i) {
     std::vector<std::uint32_t> ids{options_.id};

@@ -8,7 +8,9 @@
 // refused with an error that names both sides' values, and nothing is linked.
 // connect_peers() does that with every other node and hands each local replica
 // the replicas of its shard on every node linked so far; calling it again
-// links the nodes that were not reachable.
+// links the nodes that were not reachable, and those lost since (a linked
+// node's actor is monitored: when its process dies or the connection breaks,
+// it is unlinked, and linked again to its new actors once it is back).
 //
 // The actor system must have been configured with add_message_types() (every
 // type that crosses the network, registered under one name on every node) and
@@ -45,10 +47,16 @@ struct node_options {
   cluster_file cluster;
   database* db = nullptr;
   std::chrono::milliseconds request_timeout{2000};
+  // Failure detection, failover and anti-entropy (replica_config); a zero
+  // heartbeat leaves elections to explicit `elect` requests.
+  std::chrono::milliseconds heartbeat{100};
+  std::uint32_t election_ticks = 5;
+  std::uint32_t anti_entropy_ticks = 10;
 };
 
 class node {
  public:
+  struct lost_nodes;  // node.cc
   // Spawns the replicas (reading each shard's promise state) and publishes
   // the node actor on this node's address in the cluster file.
   static result<std::unique_ptr<node>> start(node_options options);
@@ -60,6 +68,8 @@ class node {
   // (their reasons are in last_errors()).
   std::vector<std::uint32_t> connect_peers();
   const std::vector<std::string>& last_errors() const noexcept { return errors_; }
+  // The nodes the last connect_peers() found lost (and tried to link again).
+  const std::vector<std::uint32_t>& last_lost() const noexcept { return lost_; }
 
   replica_actor replica(std::size_t shard) const { return replicas_.at(shard); }
   std::uint16_t port() const noexcept { return port_; }
@@ -74,6 +84,10 @@ class node {
   // Per peer id: its replicas, once linked.
   std::map<std::uint32_t, std::vector<caf::actor>> linked_;
   std::vector<std::string> errors_;
+  std::vector<std::uint32_t> lost_;
+  // Monitors the linked nodes' actors; the ids of those gone, until taken.
+  std::shared_ptr<lost_nodes> gone_;
+  caf::actor watch_;
 };
 
 }  // namespace magnetite::replication

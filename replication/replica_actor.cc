@@ -2,6 +2,8 @@
 
 #include <deque>
 #include <map>
+#include <random>
+#include <set>
 
 #include "replication/tree_puller.h"
 
@@ -30,14 +32,38 @@ struct replica_state {
   std::uint64_t term = 0;
   std::map<std::string, key_queue, std::less<>> keys;
 
+  // Failure detection: heartbeats heard from nobody in a row, and how many a
+  // follower waits before it campaigns (drawn anew after every campaign).
+  std::mt19937_64 rng;
+  std::uint64_t chain = 0;  // our timer's; a beat of another chain is ignored
+  std::uint64_t ticks = 0;
+  std::uint32_t silent = 0;
+  std::uint32_t patience = 0;
+  bool beating = false;  // a heartbeat round is out
+  // Anti-entropy: to the peer after the last one, skipping a peer whose
+  // last push is still out (a dead or cut-off peer stalls nobody else).
+  std::set<std::uint32_t> pushing;
+  std::uint32_t pushed_last = 0;
+  std::map<caf::actor_addr, std::uint32_t> monitored;
+
   std::size_t majority() const { return config.cluster_size / 2 + 1; }
+
+  void draw_patience() {
+    auto k = std::max<std::uint32_t>(1, config.election_ticks);
+    patience = k + static_cast<std::uint32_t>(rng() % k);
+    silent = 0;
+  }
 };
 
 using self_ptr = replica_actor::stateful_pointer<replica_state>;
 
 status not_owner(self_ptr self) {
-  return status::busy(fmt::format("node {} does not own this shard{}", self->state.config.node,
-                                  self->state.now == role::candidate ? " (an election is running)" : ""));
+  auto& st = self->state;
+  std::string hint;
+  if (st.now == role::candidate) hint = " (an election is running)";
+  else if (st.ps.promised.node != 0 && st.ps.promised.node != st.config.node)
+    hint = fmt::format(" (node {} was promised it last)", st.ps.promised.node);
+  return status::busy(fmt::format("node {} does not own this shard{}", st.config.node, hint));
 }
 
 status deposed(std::string_view what) {
@@ -317,21 +343,162 @@ void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::
           });
 }
 
-template <class Promise>
-void persist_then(self_ptr self, Promise rp, std::function<void()> next) {
+// Makes our promise state durable, then next(); failed(e) if it could not be.
+void persist_then(self_ptr self, std::function<void()> next, std::function<void(caf::error&)> failed) {
   self->request(self->state.config.shard(), caf::infinite, promise_atom::value, self->state.ps.encode())
-      .then([next](ok_atom) { next(); }, [rp](caf::error& e) mutable { rp.deliver(e); });
+      .then([next](ok_atom) { next(); }, [failed](caf::error& e) { failed(e); });
+}
+
+// A campaign: mint a ballot above all seen, promise it to ourselves durably,
+// prepare every peer, and with a majority of promises take over. `finish`
+// hears whether we own the shard, or why the campaign could not even start
+// (then `owns` is false).
+void campaign(self_ptr self, std::function<void(const status&, bool owns)> finish) {
+  auto& st = self->state;
+  minted_ballot m = mint(st.ps, st.config.node);
+  decision d = on_prepare(m.store, m.b);
+  st.ps = *d.store;
+  st.now = role::candidate;
+  st.epoch = m.b;
+  std::uint64_t my_term = ++st.term;
+  // Whatever the outcome, a follower's patience starts again: a lost
+  // campaign is retried only after another random wait.
+  auto done = [self, finish](bool owns) {
+    self->state.draw_patience();
+    finish(status::ok(), owns);
+  };
+  auto lost = [self, my_term, finish](caf::error& e) {
+    if (self->state.term == my_term) step_down(self);
+    self->state.draw_patience();
+    finish(to_status(e), false);
+  };
+  persist_then(
+      self,
+      [self, my_term, done, lost]() {
+        self->request(self->state.config.shard(), caf::infinite, commit_atom::value)
+            .then(
+                [self, my_term, done](const std::string& hex) {
+                  auto& s = self->state;
+                  if (s.term != my_term) return done(false);
+                  auto own_root = hash128::parse_hex(hex).value_or(hash128{});
+                  auto roots = std::make_shared<std::vector<std::pair<std::uint32_t, hash128>>>();
+                  majority_round<promise_reply>(
+                      self, s.config.request_timeout,
+                      [roots](std::uint32_t id, const promise_reply& r) {
+                        if (r.accepted) roots->emplace_back(id, r.root);
+                        return r.accepted;
+                      },
+                      [self, my_term, own_root, roots, done](bool granted) {
+                        if (granted) return take_over(self, my_term, *roots, own_root, done);
+                        if (self->state.term == my_term) step_down(self);
+                        done(false);
+                      },
+                      prepare_atom::value, s.epoch);
+                },
+                lost);
+      },
+      lost);
+}
+
+// A campaign of our own accord asks first whether a majority misses the
+// owner too. Without that, a replica cut off from the others would mint
+// higher and higher ballots and, once healed, depose a healthy owner.
+void pre_vote_then_campaign(self_ptr self) {
+  auto& st = self->state;
+  st.now = role::candidate;  // no second probe, and clients hear an election runs
+  std::uint64_t my_term = ++st.term;
+  majority_round<bool>(
+      self, st.config.request_timeout, [](std::uint32_t, bool yes) { return yes; },
+      [self, my_term](bool majority) {
+        auto& s = self->state;
+        if (s.term != my_term) return;
+        s.now = role::follower;
+        if (!majority) return s.draw_patience();
+        campaign(self, [](const status&, bool) {});
+      },
+      probe_atom::value);
+}
+
+// The owner's heartbeat: a confirm round. Short of a majority we may have
+// been deposed or cut off; stepping down turns clients away at once rather
+// than after their writes time out.
+void heartbeat(self_ptr self) {
+  auto& st = self->state;
+  if (st.beating) return;
+  st.beating = true;
+  std::uint64_t my_term = st.term;
+  ballot epoch = st.epoch;
+  majority_round<vote>(
+      self, st.config.request_timeout,
+      [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); },
+      [self, my_term](bool held) {
+        self->state.beating = false;
+        if (!held && self->state.term == my_term) step_down(self);
+      },
+      confirm_atom::value, epoch);
+}
+
+// Anti-entropy: our checkpointed root to the next peer in turn, which pulls
+// the nodes it lacks from us and merges them by highest stamp. Idle trees
+// cost a root comparison; a replica that missed writes catches up by delta.
+void push_root(self_ptr self) {
+  auto& st = self->state;
+  auto next = st.peers.end();
+  for (std::size_t i = 0; i < st.peers.size(); ++i) {
+    next = st.peers.upper_bound(st.pushed_last);
+    if (next == st.peers.end()) next = st.peers.begin();
+    st.pushed_last = next->first;
+    if (!st.pushing.count(next->first)) break;
+    next = st.peers.end();
+  }
+  if (next == st.peers.end()) return;
+  std::uint32_t id = next->first;
+  st.pushing.insert(id);
+  auto peer = next->second;
+  auto over = [self, id](auto&&...) { self->state.pushing.erase(id); };
+  self->request(st.config.shard(), caf::infinite, commit_atom::value)
+      .then(
+          [self, peer, over](const std::string& hex) {
+            auto root = hash128::parse_hex(hex).value_or(hash128{});
+            // A pull can take many round trips: its deadline is longer.
+            self->request(peer, self->state.config.request_timeout * 30, sync_atom::value, root,
+                          self->state.config.node)
+                .then([over](const merge_report&) { over(); }, [over](caf::error&) { over(); });
+          },
+          [over](caf::error&) { over(); });
 }
 
 replica_actor::behavior_type replica_behavior(self_ptr self, replica_config config) {
-  self->state.config = std::move(config);
-  self->state.ps = self->state.config.initial;
+  auto& st0 = self->state;
+  st0.config = std::move(config);
+  st0.ps = st0.config.initial;
+  st0.rng.seed(st0.config.seed != 0 ? st0.config.seed : 0x9e3779b97f4a7c15ULL * (st0.config.node + 1));
+  st0.draw_patience();
+  if (st0.config.heartbeat.count() > 0) {
+    st0.chain = st0.rng() | 1;
+    self->delayed_send(self, st0.config.heartbeat, beat_atom::value, st0.chain);
+  }
+  // The replica we last promised is gone (its process died, or the link to
+  // it broke): campaign within a few heartbeats rather than a full patience.
+  self->set_down_handler([self](caf::down_msg& m) {
+    auto& st = self->state;
+    auto it = st.monitored.find(m.source);
+    if (it == st.monitored.end()) return;
+    std::uint32_t id = it->second;
+    st.monitored.erase(it);
+    if (st.now != role::follower || id != st.ps.promised.node || st.config.heartbeat.count() == 0) return;
+    auto soon = 1 + static_cast<std::uint32_t>(st.rng() % std::max<std::uint32_t>(1, st.config.election_ticks / 2));
+    if (st.patience > soon) st.silent = std::max(st.silent, st.patience - soon);
+  });
   return {
       [=](peers_atom, const std::vector<std::uint32_t>& ids, const std::vector<caf::actor>& actors) {
         auto& st = self->state;
         st.peers.clear();
-        for (std::size_t i = 0; i < ids.size() && i < actors.size(); ++i)
-          if (ids[i] != st.config.node) st.peers[ids[i]] = caf::actor_cast<replica_actor>(actors[i]);
+        for (std::size_t i = 0; i < ids.size() && i < actors.size(); ++i) {
+          if (ids[i] == st.config.node || !actors[i]) continue;
+          st.peers[ids[i]] = caf::actor_cast<replica_actor>(actors[i]);
+          if (st.monitored.emplace(actors[i].address(), ids[i]).second) self->monitor(actors[i]);
+        }
       },
       [=](prepare_atom, const ballot& b) -> caf::result<promise_reply> {
         auto& st = self->state;
@@ -341,14 +508,18 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         st.ps = *d.store;
         auto rp = self->make_response_promise<promise_reply>();
         ballot epoch = st.ps.epoch;
-        persist_then(self, rp, [self, rp, b, epoch]() mutable {
-          self->request(self->state.config.shard(), caf::infinite, commit_atom::value)
-              .then(
-                  [rp, b, epoch](const std::string& hex) mutable {
-                    rp.deliver(promise_reply{true, b, epoch, hash128::parse_hex(hex).value_or(hash128{})});
-                  },
-                  [rp](caf::error& e) mutable { rp.deliver(e); });
-        });
+        st.silent = 0;  // a campaign is under way: give it time
+        persist_then(
+            self,
+            [self, rp, b, epoch]() mutable {
+              self->request(self->state.config.shard(), caf::infinite, commit_atom::value)
+                  .then(
+                      [rp, b, epoch](const std::string& hex) mutable {
+                        rp.deliver(promise_reply{true, b, epoch, hash128::parse_hex(hex).value_or(hash128{})});
+                      },
+                      [rp](caf::error& e) mutable { rp.deliver(e); });
+            },
+            [rp](caf::error& e) mutable { rp.deliver(e); });
         return rp;
       },
       [=](rwrite_atom, const ballot& e, const std::vector<stamped_op>& ops) -> caf::result<vote> {
@@ -364,6 +535,7 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
           self->request(st.config.shard(), caf::infinite, promise_atom::value, st.ps.encode())
               .then([](ok_atom) {}, [](caf::error&) {});
         }
+        st.silent = 0;  // the owner is alive
         auto rp = self->make_response_promise<vote>();
         self->request(st.config.shard(), caf::infinite, stamped_atom::value, ops)
             .then([rp, e](const std::vector<bool>&) mutable { rp.deliver(vote{true, e}); },
@@ -371,7 +543,12 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         return rp;
       },
       [=](confirm_atom, const ballot& e) -> caf::result<vote> {
-        return vote{self->state.ps.promised == e, self->state.ps.promised};
+        auto& st = self->state;
+        // An owner at or above our promise is alive: no campaign of ours is
+        // needed (one would only depose it). A replica that missed its
+        // election learns its writes by anti-entropy instead.
+        if (!(e < st.ps.promised)) st.silent = 0;
+        return vote{st.ps.promised == e, st.ps.promised};
       },
       [=](fetch_atom, const std::vector<hash128>& hashes) -> caf::result<std::vector<std::string>> {
         auto v = view_of(self);
@@ -397,40 +574,36 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         auto& st = self->state;
         if (st.now == role::owner) return true;
         if (st.now == role::candidate) return to_error(not_owner(self));
-        minted_ballot m = mint(st.ps, st.config.node);
-        decision d = on_prepare(m.store, m.b);
-        st.ps = *d.store;
-        st.now = role::candidate;
-        st.epoch = m.b;
-        std::uint64_t my_term = ++st.term;
         auto rp = self->make_response_promise<bool>();
-        std::function<void(bool)> finish = [rp](bool owns) mutable { rp.deliver(owns); };
-        persist_then(self, rp, [self, my_term, finish]() {
-          self->request(self->state.config.shard(), caf::infinite, commit_atom::value)
-              .then(
-                  [self, my_term, finish](const std::string& hex) {
-                    auto& s = self->state;
-                    if (s.term != my_term) return finish(false);
-                    auto own_root = hash128::parse_hex(hex).value_or(hash128{});
-                    auto roots = std::make_shared<std::vector<std::pair<std::uint32_t, hash128>>>();
-                    majority_round<promise_reply>(
-                        self, s.config.request_timeout,
-                        [roots](std::uint32_t id, const promise_reply& r) {
-                          if (r.accepted) roots->emplace_back(id, r.root);
-                          return r.accepted;
-                        },
-                        [self, my_term, own_root, roots, finish](bool granted) {
-                          if (granted) return take_over(self, my_term, *roots, own_root, finish);
-                          if (self->state.term == my_term) step_down(self);
-                          finish(false);
-                        },
-                        prepare_atom::value, s.epoch);
-                  },
-                  [self, finish](caf::error&) {
-                    step_down(self);
-                    finish(false);
-                  });
+        campaign(self, [rp](const status& s, bool owns) mutable {
+          if (s) rp.deliver(owns);
+          else rp.deliver(to_error(s));
         });
+        return rp;
+      },
+      [=](probe_atom) -> bool {
+        auto& st = self->state;
+        return st.now == role::follower && st.silent >= std::max<std::uint32_t>(1, st.config.election_ticks);
+      },
+      [=](beat_atom, std::uint64_t chain) {
+        auto& st = self->state;
+        if (chain != st.chain) return;
+        self->delayed_send(self, st.config.heartbeat, beat_atom::value, chain);
+        ++st.ticks;
+        if (st.now == role::owner) heartbeat(self);
+        else if (st.now == role::follower && ++st.silent >= st.patience) pre_vote_then_campaign(self);
+        if (st.config.anti_entropy_ticks > 0 && st.ticks % st.config.anti_entropy_ticks == 0) push_root(self);
+      },
+      [=](info_atom) -> caf::result<replica_info> {
+        auto rp = self->make_response_promise<replica_info>();
+        self->request(self->state.config.shard(), caf::infinite, commit_atom::value)
+            .then(
+                [self, rp](const std::string& hex) mutable {
+                  auto& st = self->state;
+                  rp.deliver(replica_info{st.config.node, static_cast<std::uint8_t>(st.now), st.ps.promised,
+                                          st.ps.epoch, hash128::parse_hex(hex).value_or(hash128{})});
+                },
+                [rp](caf::error& e) mutable { rp.deliver(e); });
         return rp;
       },
       [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) -> caf::result<ok_atom> {

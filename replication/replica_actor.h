@@ -11,7 +11,8 @@
 //   rwrite(e, ops)     on_write; refused below the promise (the writer was
 //                      deposed). Above it: adopt e durably. Then the ops go to
 //                      the shard as ONE stamped apply, answered after its fsync.
-//   confirm(e)         whether our promise is still e.
+//   confirm(e)         whether our promise is still e; a yes is the owner
+//                      heard (the follower's silence starts again).
 //   fetch(hashes)      node encodings from our store (thread-safe reads).
 //   sync(root, from)   pull root's missing nodes from peer `from`, import them
 //                      bottom up, merge by highest stamp; the report.
@@ -32,6 +33,18 @@
 //                      `ambiguous`, every waiting request too, and the replica
 //                      is a follower until it wins an election again (its own
 //                      shard may hold a write no majority has).
+//   beat(chain)        our heartbeat timer, re-armed each time. Owner: a
+//                      confirm round to every peer; short of a majority, step
+//                      down. Follower: one more silent heartbeat; past its
+//                      random patience, probe, then campaign (as `elect`). Every
+//                      anti_entropy_ticks: push our root to the next peer
+//                      (`sync`), one push at a time.
+//   probe              a pre-vote: yes when we are a follower that heard no
+//                      live owner for election_ticks heartbeats. A follower
+//                      campaigns of its own accord only after a majority
+//                      (itself included) said yes.
+//   down(peer)         the replica we last promised is gone: campaign soon.
+//   info               role, promise, epoch and checkpointed root.
 //   get                owner only; waits for a write of the key in flight; reads
 //                      the value, then a confirm round must find a majority
 //                      (ourselves included) still promised to our epoch.
@@ -64,6 +77,19 @@ struct replica_config {
   std::size_t pull_batch = 256;        // nodes per fetch
   wall_clock_ns clock = system_now_ns; // the owner fixes absolute deadlines with it
   std::chrono::nanoseconds tombstone_retention = std::chrono::hours(24);
+  // Failure detection, failover and anti-entropy run on a heartbeat timer
+  // (the actor's scheduler clock); zero turns them all off, and elections
+  // happen only on `elect` (the deterministic tests drive them so).
+  std::chrono::milliseconds heartbeat{0};
+  // A follower that hears nothing from an owner, and promises nobody, for a
+  // random [election_ticks, 2 x election_ticks) heartbeats campaigns; it
+  // campaigns within election_ticks / 2 heartbeats once the owner's replica
+  // is known to be down (a CAF monitor across the network).
+  std::uint32_t election_ticks = 5;
+  // Every so many heartbeats, our checkpointed root goes to the next peer in
+  // turn, which pulls what it lacks and merges it; 0: never.
+  std::uint32_t anti_entropy_ticks = 0;
+  std::uint64_t seed = 0;  // of the random timeouts; 0: from the node id
 };
 
 replica_actor spawn_replica(caf::actor_system& sys, replica_config config);

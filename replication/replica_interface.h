@@ -10,6 +10,10 @@
 //   (fetch, [hash])                      -> [encoding]           nodes of our store, for a pull
 //   (sync, root, from node)              -> merge_report         pull root from that peer, merge
 //   (peers, [node id], [actor])          the other replicas of the shard (set once, or again)
+//   (probe)                              -> bool   would we campaign too: we heard no live owner
+//                                                for election_ticks heartbeats (a pre-vote)
+//   (beat, chain)                        our own heartbeat timer (failure detection, anti-entropy)
+//   (info)                               -> replica_info   role, promise and checkpointed root
 //
 // From clients (the owner answers; another replica refuses with `busy`,
 // naming the owner it knows of):
@@ -41,6 +45,9 @@ using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
 using sync_atom = caf::atom_constant<caf::atom("sync")>;
 using peers_atom = caf::atom_constant<caf::atom("peers")>;
 using elect_atom = caf::atom_constant<caf::atom("elect")>;
+using beat_atom = caf::atom_constant<caf::atom("beat")>;
+using info_atom = caf::atom_constant<caf::atom("info")>;
+using probe_atom = caf::atom_constant<caf::atom("probe")>;
 
 struct promise_reply {
   bool accepted = false;
@@ -66,6 +73,20 @@ typename Inspector::result_type inspect(Inspector& f, vote& x) {
   return f(caf::meta::type_name("vote"), x.accepted, x.promised);
 }
 
+// What a replica is now, for operators, tools and tests.
+struct replica_info {
+  std::uint32_t node = 0;
+  std::uint8_t role = 0;  // 0 follower, 1 candidate, 2 owner
+  ballot promised;        // the ballot this replica promised last
+  ballot epoch;           // the epoch whose writes it accepted last
+  hash128 root;           // its tree, checkpointed for the answer
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
+  return f(caf::meta::type_name("replica_info"), x.node, x.role, x.promised, x.epoch, x.root);
+}
+
 using replica_actor = caf::typed_actor<
     caf::replies_to<prepare_atom, ballot>::with<promise_reply>,
     caf::replies_to<rwrite_atom, ballot, std::vector<stamped_op>>::with<vote>,
@@ -78,6 +99,9 @@ using replica_actor = caf::typed_actor<
     caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t>::with<bool, bool,
                                                                                                     std::string>,
     caf::replies_to<get_atom, std::string>::with<bool, std::string>,
-    caf::replies_to<elect_atom>::with<bool>>;
+    caf::replies_to<elect_atom>::with<bool>,
+    caf::replies_to<probe_atom>::with<bool>,
+    caf::reacts_to<beat_atom, std::uint64_t>,
+    caf::replies_to<info_atom>::with<replica_info>>;
 
 }  // namespace magnetite::replication

@@ -44,7 +44,11 @@ struct cluster {
   std::vector<std::vector<std::shared_ptr<testing::relay_link>>> links;
   std::vector<caf::actor> relays;
 
-  explicit cluster(std::size_t n) {
+  // Failure detection, failover and anti-entropy run on heartbeats when beat
+  // is not zero; time then moves only by advance() (the coordinator's clock).
+  std::chrono::milliseconds beat{0};
+
+  explicit cluster(std::size_t n, std::chrono::milliseconds heartbeat = 0ms) : beat(heartbeat) {
     cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
@@ -106,6 +110,8 @@ struct cluster {
     c.pull_batch = 4;
     c.clock = clock();
     c.tombstone_retention = 1h;
+    c.heartbeat = beat;
+    c.anti_entropy_ticks = beat.count() > 0 ? 10 : 0;
     n.replica = spawn_replica(*sys, c);
     n.up = true;
     sched->run();
@@ -155,9 +161,24 @@ struct cluster {
   }
 
   // Runs the system until the reply arrives, firing timers if it must.
-  template <class... Ts>
+  // Moves the clock by d, a millisecond at a time, running what it fires.
+  void advance(std::chrono::milliseconds d) {
+    sched->run();
+    for (auto t = 0ms; t < d; t += 1ms) {
+      sched->advance_time(1ms);
+      sched->run();
+    }
+  }
+
   void drain() {
     sched->run();
+    if (beat.count() > 0) {  // timers never stop: move time until the answer is in
+      for (int i = 0; i < 3000 && (*client)->mailbox().empty(); ++i) {
+        sched->advance_time(1ms);
+        sched->run();
+      }
+      return;
+    }
     for (int i = 0; i < 50 && sched->has_pending_timeout(); ++i) {
       sched->trigger_timeouts();
       sched->run();
@@ -216,6 +237,25 @@ struct cluster {
           out = std::make_pair(swapped, has ? std::optional<std::string>(cur) : std::nullopt);
         },
         [&](caf::error& e) { out = to_status(e); }, caf::after(std::chrono::seconds(1)) >> [] {});
+    return out;
+  }
+
+  replica_info info(std::uint32_t id) {
+    (*client)->send(node(id).replica, info_atom::value);
+    drain();
+    replica_info out;
+    (*client)->receive([&](const replica_info& i) { out = i; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
+                       caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer to info"); });
+    return out;
+  }
+
+  // The nodes among `ids` whose replicas say they own the shard.
+  std::vector<std::uint32_t> owners(std::vector<std::uint32_t> ids = {}) {
+    if (ids.empty())
+      for (auto& n : nodes) ids.push_back(n.id);
+    std::vector<std::uint32_t> out;
+    for (auto id : ids)
+      if (node(id).up && info(id).role == 2) out.push_back(id);
     return out;
   }
 
@@ -639,4 +679,69 @@ TEST_CASE("replica actors: writes of an owner that missed an election are refuse
   c.heal();
   CHECK(c.get(2, "k").value() == std::optional<std::string>("new"));
   CHECK(c.local(3, "k") == "new");
+}
+
+TEST_CASE("replica actors: candidates competing for one shard never both own it; the winner takes writes, the "
+          "others refuse them") {
+  cluster c(5);
+  // Three campaigns start before any of them is answered.
+  for (std::uint32_t id : {1u, 2u, 3u}) (*c.client)->send(c.node(id).replica, elect_atom::value);
+  c.drain();
+  int won = 0;
+  for (int i = 0; i < 3; ++i)
+    (*c.client)->receive([&](bool b) { won += b ? 1 : 0; }, [&](caf::error&) {},
+                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("an elect went unanswered"); });
+  CHECK(won <= 1);
+  auto owners = c.owners();
+  CHECK(owners.size() == static_cast<std::size_t>(won));
+  if (owners.empty()) {  // all lost to each other: one more campaign settles it
+    REQUIRE(c.elect(4));
+    owners = c.owners();
+  }
+  REQUIRE(owners.size() == 1);
+  std::uint32_t o = owners[0];
+  CHECK(c.put(o, "k", "v").is_ok());
+  for (std::uint32_t id = 1; id <= 5; ++id)
+    if (id != o) CHECK(c.put(id, "k", "x").code() == status_code::busy);
+  CHECK(c.get(o, "k").value() == std::optional<std::string>("v"));
+}
+
+TEST_CASE("replica actors with heartbeats: an owner emerges unasked; a partitioned owner steps down and another is "
+          "elected with every acknowledged write; healed, all replicas converge by anti-entropy") {
+  cluster c(3, 10ms);
+  c.advance(1000ms);  // 100 heartbeats: patience is 5 to 9
+  auto first = c.owners();
+  REQUIRE(first.size() == 1);
+  std::uint32_t o = first[0];
+  std::map<std::string, std::string> acked;
+  for (int i = 0; i < 20; ++i) {
+    auto k = fmt::format("k{}", i), v = fmt::format("v{}", i);
+    if (c.put(o, k, v).is_ok()) acked[k] = v;
+  }
+  CHECK(acked.size() == 20);
+
+  c.partition(o);
+  c.advance(1000ms);
+  auto others = c.owners();
+  REQUIRE(others.size() == 1);  // the old owner stepped down: its heartbeat found no majority
+  std::uint32_t o2 = others[0];
+  CHECK(o2 != o);
+  for (int i = 20; i < 30; ++i) {
+    auto k = fmt::format("k{}", i), v = fmt::format("v{}", i);
+    if (c.put(o2, k, v).is_ok()) acked[k] = v;
+  }
+  CHECK(acked.size() == 30);
+  for (const auto& [k, v] : acked) CHECK(c.get(o2, k).value() == std::optional<std::string>(v));
+  CHECK_FALSE(c.local(o, "k25").has_value());  // cut off when it was written
+
+  c.heal();
+  // Pushes sent into the partition time out first (30 request timeouts).
+  c.advance(5000ms);
+  auto root = c.info(1).root;
+  CHECK(c.info(2).root == root);
+  CHECK(c.info(3).root == root);
+  CHECK(c.local(o, "k25") == "v25");
+  // The healed replica did not depose the owner: its pre-votes found no
+  // majority missing an owner, so its ballot never outgrew the owner's.
+  CHECK(c.owners() == std::vector<std::uint32_t>{o2});
 }

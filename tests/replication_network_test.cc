@@ -6,6 +6,9 @@
 
 #include <unistd.h>
 
+#include <map>
+#include <thread>
+
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
@@ -33,7 +36,9 @@ struct process_like {
   std::unique_ptr<database> db;
   std::unique_ptr<node> n;
 
-  process_like(const std::string& dir, const cluster_file& cluster, std::uint32_t id) {
+  // heartbeat zero: elections only when a test asks for one.
+  process_like(const std::string& dir, const cluster_file& cluster, std::uint32_t id,
+               std::chrono::milliseconds heartbeat = std::chrono::milliseconds(0)) {
     cfg.load<caf::io::middleman>();
     cfg.set("scheduler.max-threads", 2);
     add_message_types(cfg);
@@ -49,6 +54,7 @@ struct process_like {
     no.cluster = cluster;
     no.db = db.get();
     no.request_timeout = std::chrono::milliseconds(3000);
+    no.heartbeat = heartbeat;
     n = must(node::start(no));
   }
   ~process_like() {
@@ -152,4 +158,131 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   auto m = node::start(no);
   REQUIRE_FALSE(m.is_ok());
   CHECK(m.error().message().find("the database has 2 shards, cluster net has 4") != std::string::npos);
+}
+
+namespace {
+
+// Each node's view of shard i, through its own replica (a checkpoint is taken
+// for the root).
+std::optional<replica_info> info_of(process_like& p, std::size_t shard) {
+  caf::scoped_actor asker{*p.sys};
+  std::optional<replica_info> out;
+  asker->request(p.n->replica(shard), std::chrono::seconds(10), info_atom::value)
+      .receive([&](const replica_info& i) { out = i; }, [](caf::error&) {});
+  return out;
+}
+
+// Polls until ready() or the limit: the nodes run on real time here (their
+// heartbeats are timers of real actor systems), so a test can only wait.
+bool eventually(const std::function<bool()>& ready, std::chrono::seconds limit) {
+  auto give_up = std::chrono::steady_clock::now() + limit;
+  while (!ready()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+std::optional<std::size_t> owner_of(std::vector<std::unique_ptr<process_like>>& nodes, std::size_t shard) {
+  std::optional<std::size_t> found;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!nodes[i]) continue;
+    auto info = info_of(*nodes[i], shard);
+    if (info && info->role == 2) {
+      if (found) return std::nullopt;  // two claim it: not settled yet
+      found = i;
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+TEST_CASE("network: with heartbeats an owner emerges unasked; when its node dies another takes over with every "
+          "acknowledged write, and the dead node, back, is linked again and catches up by anti-entropy") {
+  testing::temp_dir dir("failover");
+  auto base = static_cast<std::uint16_t>(base_port() + 8);
+  auto cluster = must(cluster_file::parse(cluster_text("failover", base)));
+  const auto beat = std::chrono::milliseconds(50);
+  std::vector<std::unique_ptr<process_like>> nodes;
+  auto start = [&](std::uint32_t id) {
+    nodes.at(id - 1) = std::make_unique<process_like>(dir / fmt::format("node{}", id), cluster, id, beat);
+  };
+  nodes.resize(3);
+  for (std::uint32_t id = 1; id <= 3; ++id) start(id);
+  auto link_all = [&] {
+    return eventually(
+        [&] {
+          bool all = true;
+          for (auto& p : nodes)
+            if (p) all &= p->n->connect_peers().empty();
+          return all;
+        },
+        std::chrono::seconds(30));
+  };
+  REQUIRE(link_all());
+  // Nobody was asked to campaign: the followers' patience runs out.
+  std::optional<std::size_t> owner;
+  auto t0 = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  REQUIRE(eventually([&] { return (owner = owner_of(nodes, 0)).has_value(); }, std::chrono::seconds(30)));
+  MESSAGE("owner " << *owner + 1 << " at " << since());
+
+  std::map<std::string, std::string> acked;
+  {
+    caf::scoped_actor client{*nodes[*owner]->sys};
+    for (int i = 0; i < 30; ++i) {
+      std::string k = fmt::format("k{:03}", i), v = fmt::format("v{}", i);
+      client->request(nodes[*owner]->n->replica(0), std::chrono::seconds(10), put_atom::value, k, v, std::int64_t{0})
+          .receive([&](ok_atom) { acked[k] = v; }, [&](caf::error& e) { MESSAGE(to_status(e).to_string()); });
+    }
+  }
+  CHECK(acked.size() >= 25);  // a write refused while an election settles is not acknowledged
+  std::size_t dead = *owner;
+  nodes[dead].reset();  // its actor system goes: every connection to it breaks
+
+  std::optional<std::size_t> next;
+  REQUIRE(eventually([&] { return (next = owner_of(nodes, 0)).has_value(); }, std::chrono::seconds(30)));
+  CHECK(*next != dead);
+  MESSAGE("next " << *next + 1 << " at " << since());
+  {
+    caf::scoped_actor client{*nodes[*next]->sys};
+    std::size_t missing = 0;
+    for (const auto& [k, v] : acked) {
+      std::optional<std::string> got;
+      client->request(nodes[*next]->n->replica(0), std::chrono::seconds(10), get_atom::value, k)
+          .receive([&](bool found, const std::string& value) { if (found) got = value; },
+                   [&](caf::error& e) { MESSAGE(to_status(e).to_string()); });
+      if (got != v) ++missing;
+    }
+    CHECK(missing == 0);
+    // A write the dead node never saw, for it to catch up on.
+    bool ok = false;
+    client->request(nodes[*next]->n->replica(0), std::chrono::seconds(10), put_atom::value, std::string("late"),
+                    std::string("x"), std::int64_t{0})
+        .receive([&](ok_atom) { ok = true; }, [&](caf::error& e) { MESSAGE(to_status(e).to_string()); });
+    CHECK(ok);
+  }
+
+  // Back on the same disk and port: linked again by every node, and it
+  // catches up in the background until every replica holds the same tree.
+  start(static_cast<std::uint32_t>(dead + 1));
+  REQUIRE(link_all());
+  bool converged = eventually(
+      [&] {
+        std::optional<hash128> root;
+        for (auto& p : nodes) {
+          auto i = info_of(*p, 0);
+          if (!i) return false;
+          if (root && *root != i->root) return false;
+          root = i->root;
+        }
+        return true;
+      },
+      std::chrono::seconds(60));
+  CHECK(converged);
+  MESSAGE("converged at " << since());
+  auto late = nodes[dead]->db->slot_of(0)->view.load()->get("late", system_now_ns());
+  REQUIRE(late.is_ok());
+  CHECK(*late == std::optional<std::string>("x"));
 }

@@ -64,6 +64,10 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
   std::set<std::uint32_t> reported;
   for (;;) {
     auto missing = (*n)->connect_peers();
+    for (auto id : (*n)->last_lost()) {
+      fmt::print("lost node {}\n", id);
+      reported.erase(id);
+    }
     for (const auto& peer : cluster->nodes) {
       if (peer.id == node_id || reported.count(peer.id)) continue;
       if (std::find(missing.begin(), missing.end(), peer.id) == missing.end()) {
@@ -75,8 +79,8 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
     // A refusal by name (another cluster file) is worth a line; an absent peer is not.
     for (const auto& e : (*n)->last_errors())
       if (e.find("refused") != std::string::npos) fmt::print(stderr, "magnetite serve: {}\n", e);
-    timespec wait{0, missing.empty() ? 0 : 500'000'000};
-    if (missing.empty()) wait.tv_sec = 3600;
+    // Linked nodes are watched; a lost one is linked again once it is back.
+    timespec wait{0, 200'000'000};
     if (sigtimedwait(&stop, nullptr, &wait) > 0) break;
   }
   fmt::print("node {} stopping\n", node_id);

@@ -1,0 +1,484 @@
+// replication_bench: replicated durable writes (issue 8): writes/s and the
+// latency of one write through the owner of a 3-node cluster on loopback,
+// beside the same writes on a single node without replication, in one run.
+//
+//   replication_bench [--dir D] [--ops N] [--threads T] [--keys K]
+//                     [--value-bytes B] [--shards S] [--rounds R]
+//                     [--warmup N] [--port P] [--request-timeout-ms MS]
+//                     [--max-errors E] [--node-spin-polls N]
+//
+// Every case but the raw one takes N writes (20 000 by default) from T client
+// threads (32), N / T each, one at a time per thread; keys are 16 bytes, drawn
+// at random from K (100 000), values B bytes (100); S shards (2: this machine
+// has 2 cores), the default shard options (fsync policy `always`). A write
+// counts when it is acknowledged, and each one is timed from its call to its
+// answer:
+//   single node: put   database::put, acknowledged after its group's
+//                  fdatasync; the database with its own actor system, as a
+//                  host embeds it (and as db_bench measures it);
+//   single node: shard actor   the same database's shard actors asked
+//                  directly with (put, key, value, 0) from a caf::scoped_actor
+//                  per client thread (blocking requests): how the replicated
+//                  cases' clients talk, without a replica in the way;
+//   1-node cluster the same request to the replica of the key's shard, a
+//                  cluster file with one node: the replica actor's path
+//                  (per-key queue, stamp, one stamped apply to the shard)
+//                  without a peer;
+//   3 nodes        the same against a cluster of three: three actor systems in
+//                  this process, each configured as `magnetite serve` does
+//                  (io middleman, the replication message types), each with
+//                  its own database in its own directory and its node
+//                  published on 127.0.0.1. Node 1 owns every shard (an explicit
+//                  elect per shard) and answers a write once its own shard and
+//                  one peer made it durable (majority 2 of 3); rwrite goes to
+//                  nodes 2 and 3 over TCP. The clients live in node 1's actor
+//                  system, so a client's request crosses no socket: the case
+//                  adds replication only, not a client's network hop;
+//   raw fdatasync  the physical limit of one sync per write: ONE thread
+//                  writing 116-byte records into a preallocated file,
+//                  fdatasync after each (bench_support.h), for 1 s.
+// The three nodes share this machine's cores and its one disk: every write
+// goes into three logs on the same device, and three nodes' actors run on the
+// same cores as the 32 clients. Separate machines would not pay that.
+//
+// The cases run R rounds (3), in a rotated order each round; the report is the
+// median over rounds per case: writes/s, p50 and p99 latency, the process's
+// CPU time (getrusage, every thread) as a share of the cores and per write,
+// and the log fdatasyncs per acknowledged write on each node; then the ratios
+// 3 nodes / single node and the steps between, of the medians and per round.
+// After the rounds the three nodes must hold the same roots (every write
+// reached every node), or the run fails. A write that fails is counted by
+// kind (busy: not the owner; ambiguous: the owner stepped down; other); more
+// than E (5) in a case fails the run after the report. --node-spin-polls sets
+// CAF's work-stealing.aggressive-poll-attempts in the nodes' systems (default:
+// CAF's 100, as `magnetite serve`; a database with its own system uses
+// 20 000); --request-timeout-ms the nodes' request_timeout (2000, as
+// node_options: an owner that hears from no majority within it steps down).
+// Data under D (default ./bench-data/replication), removed at the end.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "bench/bench_support.h"
+#include "replication/node.h"
+
+using namespace magnetite;
+using namespace magnetite::bench;
+
+namespace {
+
+std::size_t thread_count = 32, shard_count = 2, value_bytes = 100;
+std::uint64_t key_space = 100'000;
+std::chrono::milliseconds request_timeout{2000};
+std::optional<std::size_t> node_spin_polls;  // CAF's default (100), as `magnetite serve`
+
+std::string value_for(std::uint64_t n) {
+  std::string v = fmt::format("{:016}", n);
+  v.resize(value_bytes, static_cast<char>('a' + n % 26));
+  return v;
+}
+
+// ---------------------------------------------------------------------------
+// Failed writes, by kind.
+
+struct failures {
+  std::atomic<std::uint64_t> busy{0}, ambiguous{0}, other{0};
+  std::mutex mu;
+  std::string first;
+
+  void add(const status& s) {
+    if (s.code() == status_code::busy) ++busy;
+    else if (s.category() == status_category::ambiguous) ++ambiguous;
+    else ++other;
+    std::lock_guard lock(mu);
+    if (first.empty()) first = s.to_string();
+  }
+  std::uint64_t total() const { return busy + ambiguous + other; }
+};
+
+// ---------------------------------------------------------------------------
+// The magnetite side: a database, alone or as one node of a cluster.
+
+struct node_process {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<database> db;
+  std::unique_ptr<replication::node> n;
+
+  // Configured as tools/serve.cc configures a node.
+  node_process(const std::string& dir, const replication::cluster_file& cluster, std::uint32_t id) {
+    cfg.load<caf::io::middleman>();
+    cfg.set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
+    if (node_spin_polls) cfg.set("work-stealing.aggressive-poll-attempts", *node_spin_polls);
+    replication::add_message_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    database_options o;
+    o.dir = dir;
+    o.shards = cluster.shards;
+    o.system = sys.get();
+    o.shard.tombstone_retention = std::chrono::seconds(cluster.tombstone_retention_s);
+    db = must(database::open(o), "open a node's database");
+    replication::node_options no;
+    no.id = id;
+    no.cluster = cluster;
+    no.db = db.get();
+    no.request_timeout = request_timeout;
+    // Owners are fixed by explicit elections (as when the figures in
+    // docs/benchmarks.md were taken): no heartbeats, no anti-entropy pushes.
+    no.heartbeat = std::chrono::milliseconds(0);
+    n = must(replication::node::start(no), "start a node");
+  }
+  ~node_process() {
+    n.reset();
+    db.reset();
+  }
+};
+
+struct cluster {
+  std::vector<std::unique_ptr<node_process>> nodes;  // nodes[0] is node 1, the owner
+
+  cluster(const std::string& dir, std::size_t size, std::uint16_t port) {
+    std::string text = fmt::format("cluster bench{}\nshards {}\n", size, shard_count);
+    for (std::size_t i = 0; i < size; ++i)
+      text += fmt::format("node {} 127.0.0.1 {}\n", i + 1, port + static_cast<std::uint16_t>(i));
+    auto file = must(replication::cluster_file::parse(text), "cluster file");
+    std::filesystem::create_directories(dir);
+    for (std::uint32_t id = 1; id <= size; ++id)
+      nodes.push_back(std::make_unique<node_process>(fmt::format("{}/node{}", dir, id), file, id));
+    for (int attempt = 0;; ++attempt) {
+      bool linked = true;
+      for (auto& p : nodes) linked = p->n->connect_peers().empty() && linked;
+      if (linked) break;
+      if (attempt == 50) {
+        for (auto& p : nodes)
+          for (const auto& e : p->n->last_errors()) fmt::print(stderr, "replication_bench: {}\n", e);
+        fail("link the nodes", status::io_error("some nodes stayed unreachable"));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    caf::scoped_actor self{*nodes[0]->sys};
+    for (std::size_t s = 0; s < shard_count; ++s) {
+      status failed;
+      bool owns = false;
+      self->request(nodes[0]->n->replica(s), std::chrono::seconds(30), replication::elect_atom::value)
+          .receive([&](bool b) { owns = b; }, [&](caf::error& e) { failed = to_status(e); });
+      must(failed, "elect node 1");
+      if (!owns) fail("elect node 1", status::busy(fmt::format("node 1 did not win shard {}", s)));
+    }
+  }
+};
+
+std::uint64_t log_fsyncs(database& db) {
+  auto st = must(db.stats(), "stats");
+  std::uint64_t n = 0;
+  for (const auto& s : st.shards) n += s.log_fsyncs;
+  return n;
+}
+
+// ---------------------------------------------------------------------------
+// Clients
+
+// CPU seconds of the whole process (every thread: clients, actors, the
+// middleman) so far.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+struct case_result {
+  std::uint64_t acknowledged = 0;
+  double writes_per_s = 0, p50_ms = 0, p99_ms = 0;  // of the acknowledged writes
+  double cpu_busy = 0;       // CPU seconds / (wall seconds x cores), this process
+  double cpu_us_write = 0;   // CPU microseconds per acknowledged write, this process
+  std::vector<double> fsyncs_per_write;  // per node (the owner first)
+};
+
+// `ops` writes from thread_count threads; make_writer() runs on each thread
+// before the start and returns its `status write(key, value)`.
+template <class MakeWriter>
+case_result run_clients(std::uint64_t ops, std::uint64_t seed, failures& failed, MakeWriter make_writer) {
+  std::atomic<std::size_t> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::vector<double>> latency(thread_count);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < thread_count; ++t)
+    threads.emplace_back([&, t] {
+      auto write = make_writer();
+      std::mt19937_64 rng(seed * 1000 + t);
+      std::uint64_t mine = ops / thread_count + (t < ops % thread_count ? 1 : 0);
+      latency[t].reserve(mine);
+      ++ready;
+      while (!go.load(std::memory_order_acquire)) std::this_thread::yield();
+      for (std::uint64_t i = 0; i < mine; ++i) {
+        std::string key = key_of(rng() % key_space), value = value_for(rng());
+        auto t0 = clock_type::now();
+        status s = write(key, value);
+        if (s) latency[t].push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+        else failed.add(s);
+      }
+    });
+  while (ready.load() < thread_count) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto t0 = clock_type::now();
+  double cpu0 = cpu_seconds();
+  go.store(true, std::memory_order_release);
+  for (auto& th : threads) th.join();
+  double seconds = since(t0), cpu = cpu_seconds() - cpu0;
+  std::vector<double> all;
+  for (auto& l : latency) all.insert(all.end(), l.begin(), l.end());
+  std::sort(all.begin(), all.end());
+  auto at = [&](double q) {
+    return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<std::size_t>(q * all.size()))];
+  };
+  return {all.size(), static_cast<double>(all.size()) / seconds, at(0.50), at(0.99),
+          cpu / (seconds * std::max(1u, std::thread::hardware_concurrency())),
+          cpu * 1e6 / static_cast<double>(std::max<std::size_t>(1, all.size())), {}};
+}
+
+// A client thread's blocking (put, key, value, 0) to whatever actor
+// target(key) names (a shard actor and a replica take the same message).
+template <class Target>
+auto scoped_put(caf::actor_system& sys, Target target) {
+  return [self = std::make_unique<caf::scoped_actor>(sys), target](const std::string& key, const std::string& value) {
+    status s;
+    (*self)
+        ->request(target(key), std::chrono::seconds(60), put_atom::value, key, value, std::int64_t{0})
+        .receive([](ok_atom) {}, [&](caf::error& e) { s = to_status(e); });
+    return s;
+  };
+}
+
+// run_clients, with the log fsyncs of each database in `dbs` per write.
+template <class MakeWriter>
+case_result counted_case(const std::vector<database*>& dbs, std::uint64_t ops, std::uint64_t seed, failures& failed,
+                         MakeWriter make_writer) {
+  std::vector<std::uint64_t> before;
+  for (auto* db : dbs) before.push_back(log_fsyncs(*db));
+  auto r = run_clients(ops, seed, failed, make_writer);
+  for (std::size_t i = 0; i < dbs.size(); ++i)
+    r.fsyncs_per_write.push_back(static_cast<double>(log_fsyncs(*dbs[i]) - before[i]) /
+                                 static_cast<double>(std::max<std::uint64_t>(1, r.acknowledged)));
+  return r;
+}
+
+// database::put: the host call, a futex wait per write (no actor on the thread).
+case_result single_case(database& db, std::uint64_t ops, std::uint64_t seed, failures& failed) {
+  return counted_case({&db}, ops, seed, failed, [&] {
+    return [&](const std::string& key, const std::string& value) { return db.put(key, value); };
+  });
+}
+
+// The same database's shard actors asked directly by scoped actors: the
+// client mechanism of the replicated cases without the replica actor.
+case_result shard_actor_case(database& db, std::uint64_t ops, std::uint64_t seed, failures& failed) {
+  return counted_case({&db}, ops, seed, failed, [&] {
+    return scoped_put(db.system(), [&db](const std::string& key) { return db.shard_handle(db.shard_of(key)); });
+  });
+}
+
+// Through the owner replica (node 1) of the key's shard; fsyncs on every node.
+case_result replicated_case(cluster& c, std::uint64_t ops, std::uint64_t seed, failures& failed) {
+  std::vector<database*> dbs;
+  for (auto& p : c.nodes) dbs.push_back(p->db.get());
+  node_process& owner = *c.nodes[0];
+  return counted_case(dbs, ops, seed, failed, [&] {
+    return scoped_put(*owner.sys,
+                      [&owner](const std::string& key) { return owner.n->replica(owner.db->shard_of(key)); });
+  });
+}
+
+case_result raw_case(const std::string& path) {
+  auto file = must(preallocated_file::create(path, std::uint64_t{4} << 20), "preallocate");
+  std::uint64_t n = 0;
+  std::string record = key_of(0) + value_for(0);
+  auto t0 = clock_type::now();
+  do {
+    must(file->write_and_sync(record), "raw write");
+    ++n;
+  } while (since(t0) < 1.0);
+  double rate = static_cast<double>(n) / since(t0);
+  file.reset();
+  std::filesystem::remove(path);
+  return {n, rate, 1000.0 / rate, 0, 0, 0, {1.0}};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+[[noreturn]] void usage() {
+  fmt::print(stderr,
+             "usage: replication_bench [--dir D] [--ops N] [--threads T] [--keys K] [--value-bytes B] [--shards S] "
+             "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] [--node-spin-polls N]\n");
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string base = "bench-data/replication";
+  std::uint64_t ops = 20'000, rounds = 3, warmup = 640, max_errors = 5;
+  std::uint64_t port = 30000 + static_cast<std::uint64_t>(::getpid() % 3000) * 8;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return std::strtoull(argv[++i], nullptr, 10); };
+    if (a == "--dir" && i + 1 < argc) base = argv[++i];
+    else if (a == "--ops" && i + 1 < argc) ops = next();
+    else if (a == "--threads" && i + 1 < argc) thread_count = next();
+    else if (a == "--keys" && i + 1 < argc) key_space = next();
+    else if (a == "--value-bytes" && i + 1 < argc) value_bytes = next();
+    else if (a == "--shards" && i + 1 < argc) shard_count = next();
+    else if (a == "--rounds" && i + 1 < argc) rounds = next();
+    else if (a == "--warmup" && i + 1 < argc) warmup = next();
+    else if (a == "--port" && i + 1 < argc) port = next();
+    else if (a == "--request-timeout-ms" && i + 1 < argc) request_timeout = std::chrono::milliseconds(next());
+    else if (a == "--max-errors" && i + 1 < argc) max_errors = next();
+    else if (a == "--node-spin-polls" && i + 1 < argc) node_spin_polls = next();
+    else usage();
+  }
+  if (ops == 0 || thread_count == 0 || key_space == 0 || value_bytes < 16 || shard_count == 0 || rounds == 0 ||
+      port == 0 || port > 65535 - 8)
+    usage();
+  std::filesystem::remove_all(base);
+  std::filesystem::create_directories(base);
+
+  say("replication_bench {}  threads {}  ops {} a case  keys {}  value {} B  shards {}  rounds {}\n", utc_now(),
+      thread_count, ops, key_space, value_bytes, shard_count, rounds);
+  auto t_setup = clock_type::now();
+  database_options single_options;
+  single_options.dir = base + "/single";
+  single_options.shards = shard_count;
+  auto single = must(database::open(single_options), "open the single node");
+  auto one = std::make_unique<cluster>(base + "/one", 1, static_cast<std::uint16_t>(port));
+  auto three = std::make_unique<cluster>(base + "/three", 3, static_cast<std::uint16_t>(port + 1));
+  say("setup: {:.1f} s (3 nodes linked on ports {}-{}, node 1 elected owner of {} shard{})\n", since(t_setup),
+      port + 1, port + 3, shard_count, shard_count == 1 ? "" : "s");
+
+  struct named_case {
+    std::string name;
+    std::function<case_result(std::uint64_t round)> run;
+    failures failed;
+    std::vector<case_result> results;
+  };
+  std::vector<std::unique_ptr<named_case>> cases;
+  auto add = [&](std::string name, std::function<case_result(std::uint64_t, failures&)> f) {
+    auto made = std::make_unique<named_case>();
+    made->name = std::move(name);
+    made->run = [f, c = made.get()](std::uint64_t round) { return f(round, c->failed); };
+    cases.push_back(std::move(made));
+  };
+  // In this order: the indices below name them.
+  enum : std::size_t { raw_i, single_i, shard_i, one_i, three_i };
+  add("raw fdatasync, 1 thread", [&](std::uint64_t, failures&) { return raw_case(base + "/raw"); });
+  add("single node: put", [&](std::uint64_t r, failures& f) { return single_case(*single, ops, r + 1, f); });
+  add("single node: shard actor",
+      [&](std::uint64_t r, failures& f) { return shard_actor_case(*single, ops, r + 1, f); });
+  add("1-node cluster", [&](std::uint64_t r, failures& f) { return replicated_case(*one, ops, r + 1, f); });
+  add("3 nodes, loopback", [&](std::uint64_t r, failures& f) { return replicated_case(*three, ops, r + 1, f); });
+
+  // Warm-up, not reported: files reserved, sockets and mailboxes busy once.
+  failures warm;
+  (void)single_case(*single, warmup, 999, warm);
+  (void)shard_actor_case(*single, warmup, 999, warm);
+  (void)replicated_case(*one, warmup, 999, warm);
+  (void)replicated_case(*three, warmup, 999, warm);
+  if (warm.total() > 0) fail("warm-up", status::failed(fmt::format("{} writes failed: {}", warm.total(), warm.first)));
+
+  auto t_run = clock_type::now();
+  for (std::uint64_t r = 0; r < rounds; ++r)
+    for (std::size_t k = 0; k < cases.size(); ++k) {
+      auto& c = *cases[(k + r) % cases.size()];
+      c.results.push_back(c.run(r));
+    }
+  double run_s = since(t_run);
+
+  // Every write went to every node: once quiet, the three roots are one.
+  bool same = false;
+  std::vector<std::string> roots;
+  for (int attempt = 0; attempt < 20 && !same; ++attempt) {
+    if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    roots.clear();
+    for (auto& p : three->nodes) roots.push_back(must(p->db->commit(), "commit a node").combined.to_hex());
+    same = std::all_of(roots.begin(), roots.end(), [&](const std::string& x) { return x == roots[0]; });
+  }
+
+  auto med = [&](const named_case& c, double case_result::*field) {
+    std::vector<double> v;
+    for (const auto& x : c.results) v.push_back(x.*field);
+    return median(v);
+  };
+  say("{} rounds in {:.1f} s; medians over the rounds:\n", rounds, run_s);
+  say("{:<26} {:>9} {:>7} {:>7} {:>5} {:>8}  {:<20} {}\n", "case", "writes/s", "p50 ms", "p99 ms", "cpu",
+      "cpu us/w", "log fsyncs/write", "failed");
+  for (auto& cp : cases) {
+    auto& c = *cp;
+    bool raw = &c == cases[raw_i].get();
+    std::string fsyncs;
+    for (std::size_t i = 0; i < c.results[0].fsyncs_per_write.size(); ++i) {
+      std::vector<double> v;
+      for (const auto& x : c.results) v.push_back(x.fsyncs_per_write[i]);
+      fsyncs += fmt::format("{}{:.3f}", i ? " " : "", median(v));
+    }
+    auto or_dash = [raw](std::string s) { return raw ? std::string("-") : s; };
+    say("{:<26} {:>9.0f} {:>7.2f} {:>7} {:>5} {:>8}  {:<20} {}\n", c.name, med(c, &case_result::writes_per_s),
+        med(c, &case_result::p50_ms), or_dash(fmt::format("{:.2f}", med(c, &case_result::p99_ms))),
+        or_dash(fmt::format("{:.0f}%", 100 * med(c, &case_result::cpu_busy))),
+        or_dash(fmt::format("{:.0f}", med(c, &case_result::cpu_us_write))), fsyncs, raw ? std::string("-")
+                    : fmt::format("{} (busy {}, ambiguous {}, other {})", c.failed.total(), c.failed.busy.load(),
+                                  c.failed.ambiguous.load(), c.failed.other.load()));
+  }
+  say("(cpu: this process's CPU time over the case / (its wall time x {} cores), and per write; log fsyncs per\n"
+      " write for 3 nodes: node 1, the owner, then nodes 2 and 3; raw: the mean time of one write + sync as p50)\n",
+      std::max(1u, std::thread::hardware_concurrency()));
+  say("writes/s per round:\n");
+  for (auto& c : cases) {
+    say("  {:<26}", c->name);
+    for (const auto& x : c->results) say(" {:>7.0f}", x.writes_per_s);
+    say("\n");
+  }
+
+  // Ratios: of the medians, and per round (the two cases of a round ran seconds apart).
+  auto ratio = [&](std::size_t a, std::size_t b) {
+    const auto &x = *cases[a], &y = *cases[b];
+    std::string per_round;
+    for (std::size_t r = 0; r < rounds; ++r)
+      per_round += fmt::format(" {:.2f}", x.results[r].writes_per_s / y.results[r].writes_per_s);
+    say("{} / {}: throughput {:.2f}x (per round{}), median latency {:.2f}x, p99 {:.2f}x\n", x.name, y.name,
+        med(x, &case_result::writes_per_s) / med(y, &case_result::writes_per_s), per_round,
+        med(x, &case_result::p50_ms) / med(y, &case_result::p50_ms),
+        med(x, &case_result::p99_ms) / med(y, &case_result::p99_ms));
+  };
+  ratio(three_i, single_i);
+  ratio(three_i, one_i);
+  ratio(one_i, shard_i);
+  ratio(shard_i, single_i);
+  say("against raw fdatasync: single node: put {:.2f}x, 3 nodes {:.2f}x\n",
+      med(*cases[single_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s),
+      med(*cases[three_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s));
+  say("3 nodes' combined roots after the run: {}\n",
+      same ? fmt::format("equal ({})", roots[0]) : fmt::format("DIFFER ({} {} {})", roots[0], roots[1], roots[2]));
+
+  int rc = same ? 0 : 1;
+  for (auto& c : cases)
+    if (c->failed.total() > max_errors) {
+      fmt::print(stderr, "replication_bench: {}: {} writes failed (more than {}); first: {}\n", c->name,
+                 c->failed.total(), max_errors, c->failed.first);
+      rc = 1;
+    }
+  three.reset();
+  one.reset();
+  single.reset();
+  std::filesystem::remove_all(base);
+  return rc;
+}
