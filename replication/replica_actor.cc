@@ -45,6 +45,7 @@ struct replica_state {
   std::set<std::uint32_t> pushing;
   std::uint32_t pushed_last = 0;
   std::map<caf::actor_addr, std::uint32_t> monitored;
+  std::uint64_t pulled_nodes = 0, pulled_bytes = 0, merged_entries = 0;  // for info
 
   std::size_t majority() const { return config.cluster_size / 2 + 1; }
 
@@ -253,8 +254,12 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
       send_imports(std::move(hs), std::move(bs));
       self->request(shard, caf::infinite, merge_atom::value, root)
           .then(
-              [import_failed, done](const merge_report& r) {
+              [self, puller, import_failed, done](const merge_report& r) {
                 if (!import_failed->is_ok()) return done(*import_failed, {});
+                auto& st = self->state;
+                st.pulled_nodes += puller->stats().nodes;
+                st.pulled_bytes += puller->stats().bytes;
+                st.merged_entries += r.taken;
                 done(status::ok(), r);
               },
               [done](caf::error& e) { done(to_status(e), {}); });
@@ -601,7 +606,8 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
                 [self, rp](const std::string& hex) mutable {
                   auto& st = self->state;
                   rp.deliver(replica_info{st.config.node, static_cast<std::uint8_t>(st.now), st.ps.promised,
-                                          st.ps.epoch, hash128::parse_hex(hex).value_or(hash128{})});
+                                          st.ps.epoch, hash128::parse_hex(hex).value_or(hash128{}),
+                                          st.pulled_nodes, st.pulled_bytes, st.merged_entries});
                 },
                 [rp](caf::error& e) mutable { rp.deliver(e); });
         return rp;

@@ -80,11 +80,17 @@ struct replica_info {
   ballot promised;        // the ballot this replica promised last
   ballot epoch;           // the epoch whose writes it accepted last
   hash128 root;           // its tree, checkpointed for the answer
+  // What this replica pulled from peers since it started (handoffs and
+  // anti-entropy): tree nodes, their encoded bytes, entries its merges took.
+  std::uint64_t pulled_nodes = 0;
+  std::uint64_t pulled_bytes = 0;
+  std::uint64_t merged_entries = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
-  return f(caf::meta::type_name("replica_info"), x.node, x.role, x.promised, x.epoch, x.root);
+  return f(caf::meta::type_name("replica_info"), x.node, x.role, x.promised, x.epoch, x.root, x.pulled_nodes,
+           x.pulled_bytes, x.merged_entries);
 }
 
 using replica_actor = caf::typed_actor<

@@ -30,6 +30,7 @@
 #include "tools/bench_command.h"
 #include "tools/cli_text.h"
 #include "tools/demo.h"
+#include "tools/cluster_demo.h"
 #include "tools/serve.h"
 #include "tools/load_run.h"
 #include "tools/progress_bar.h"
@@ -110,6 +111,8 @@ struct command_line {
   CLI::App* serve = nullptr;
   std::uint32_t node_id = 0;
   std::string cluster;
+  CLI::App* cluster_demo = nullptr;
+  cluster_demo_options demo_cluster;  // cluster-demo
 };
 
 void declare(CLI::App& app, command_line& c) {
@@ -172,6 +175,17 @@ void declare(CLI::App& app, command_line& c) {
       ->required()
       ->check(CLI::Range(std::uint32_t{1}, std::numeric_limits<std::uint32_t>::max()));
   c.serve->add_option("--cluster", c.cluster, "the cluster file (the same on every node)")->required();
+  c.cluster_demo = app.add_subcommand(
+      "cluster-demo", "three serve processes on loopback: failover after SIGKILL, nothing lost, catch-up by delta");
+  c.cluster_demo->add_option("--dir", c.demo_cluster.dir, "a new directory for the nodes (default: a temporary one)");
+  c.cluster_demo->add_option("--keys", c.demo_cluster.keys, "writes acknowledged before the owner is killed")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{10'000'000}))
+      ->capture_default_str();
+  c.cluster_demo->add_option("--missed", c.demo_cluster.missed, "writes the killed node misses")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{10'000'000}))
+      ->capture_default_str();
+  c.cluster_demo->add_option("--base-port", c.demo_cluster.base_port,
+                             "the nodes listen on this port and the next two (default: from the process id)");
 }
 
 void scan(database& db, const command_line& c) {
@@ -389,6 +403,7 @@ int execute(const command_line& c) {
   if (*c.verify) return verify(c);
   if (*c.demo) return must(run_demo(c.dir, c.shards));
   if (*c.serve) return run_serve(c.node_id, c.cluster, c.dir);
+  if (*c.cluster_demo) return run_cluster_demo(c.demo_cluster);
   if (*c.bench) {
     bench_command_options o = c.bench_options;
     o.data_dir = c.dir;

@@ -1,0 +1,292 @@
+#include "tools/cluster_demo.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <fmt/format.h>
+
+#include "replication/node.h"
+#include "tools/progress_bar.h"
+
+namespace magnetite {
+
+namespace {
+
+using namespace replication;
+using steady = std::chrono::steady_clock;
+
+constexpr std::uint32_t nodes = 3;
+
+double ms_since(steady::time_point t0) {
+  return std::chrono::duration<double, std::milli>(steady::now() - t0).count();
+}
+
+// Polls until ready() or the limit: the nodes are separate processes on real
+// time, so waiting is all a client can do.
+bool wait_for(const std::function<bool()>& ready, std::chrono::seconds limit) {
+  auto give_up = steady::now() + limit;
+  while (!ready()) {
+    if (steady::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+class demo_cluster {
+ public:
+  demo_cluster(const cluster_demo_options& o, cluster_file cluster, std::string cluster_path)
+      : o_(o), cluster_(std::move(cluster)), cluster_path_(std::move(cluster_path)) {
+    cfg_.load<caf::io::middleman>();
+    add_message_types(cfg_);
+    sys_ = std::make_unique<caf::actor_system>(cfg_);
+    client_ = std::make_unique<caf::scoped_actor>(*sys_);
+  }
+
+  ~demo_cluster() {
+    for (auto pid : pids_)
+      if (pid > 0) ::kill(pid, SIGTERM);
+    for (auto pid : pids_)
+      if (pid > 0) ::waitpid(pid, nullptr, 0);
+    client_.reset();
+  }
+
+  // `magnetite --data DIR/nodeN serve --node N --cluster FILE`, its output in
+  // DIR/nodeN.log (appended: a restart keeps the first life's lines).
+  void start(std::uint32_t id) {
+    std::string data = (std::filesystem::path(o_.dir) / fmt::format("node{}", id)).string();
+    std::string log = (std::filesystem::path(o_.dir) / fmt::format("node{}.log", id)).string();
+    std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::string node = std::to_string(id);
+      ::execl(self.c_str(), self.c_str(), "--data", data.c_str(), "serve", "--node", node.c_str(), "--cluster",
+              cluster_path_.c_str(), static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    pids_[id - 1] = pid;
+  }
+
+  void kill(std::uint32_t id) {
+    ::kill(pids_[id - 1], SIGKILL);
+    ::waitpid(pids_[id - 1], nullptr, 0);
+    pids_[id - 1] = 0;
+    replicas_[id - 1] = std::nullopt;
+  }
+
+  pid_t pid(std::uint32_t id) const { return pids_[id - 1]; }
+
+  // Shard 0's replica on node id, asked for as a client (node 0).
+  std::optional<replica_actor> replica(std::uint32_t id) {
+    if (replicas_[id - 1]) return replicas_[id - 1];
+    const auto* line = cluster_.node(id);
+    auto remote = sys_->middleman().remote_actor<node_actor>(line->host, line->port);
+    if (!remote) return std::nullopt;
+    std::vector<caf::actor> out;
+    (*client_)
+        ->request(*remote, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0}, cluster_.fingerprint(),
+                  protocol_version)
+        .receive([&](const std::vector<caf::actor>& r) { out = r; }, [](caf::error&) {});
+    if (out.empty()) return std::nullopt;
+    replicas_[id - 1] = caf::actor_cast<replica_actor>(out[0]);
+    return replicas_[id - 1];
+  }
+
+  std::optional<replica_info> info(std::uint32_t id) {
+    auto r = replica(id);
+    if (!r) return std::nullopt;
+    std::optional<replica_info> out;
+    (*client_)
+        ->request(*r, std::chrono::seconds(5), info_atom::value)
+        .receive([&](const replica_info& i) { out = i; }, [&](caf::error&) { replicas_[id - 1] = std::nullopt; });
+    return out;
+  }
+
+  // The one live node that says it owns shard 0.
+  std::optional<std::uint32_t> owner() {
+    std::optional<std::uint32_t> found;
+    for (std::uint32_t id = 1; id <= nodes; ++id) {
+      if (pid(id) == 0) continue;
+      auto i = info(id);
+      if (i && i->role == 2) {
+        if (found) return std::nullopt;
+        found = id;
+      }
+    }
+    return found;
+  }
+
+  status put(std::uint32_t id, const std::string& k, const std::string& v) {
+    auto r = replica(id);
+    if (!r) return status::io_error(fmt::format("node {} is not reachable", id));
+    status out = status::ok();
+    (*client_)
+        ->request(*r, std::chrono::seconds(5), put_atom::value, k, v, std::int64_t{0})
+        .receive([](ok_atom) {}, [&](caf::error& e) { out = to_status(e); });
+    return out;
+  }
+
+  result<std::optional<std::string>> get(std::uint32_t id, const std::string& k) {
+    auto r = replica(id);
+    if (!r) return status::io_error(fmt::format("node {} is not reachable", id));
+    result<std::optional<std::string>> out = status::io_error("no answer");
+    (*client_)
+        ->request(*r, std::chrono::seconds(5), get_atom::value, k)
+        .receive([&](bool found, const std::string& v) { out = found ? std::optional(v) : std::nullopt; },
+                 [&](caf::error& e) { out = to_status(e); });
+    return out;
+  }
+
+ private:
+  cluster_demo_options o_;
+  cluster_file cluster_;
+  std::string cluster_path_;
+  caf::actor_system_config cfg_;
+  std::unique_ptr<caf::actor_system> sys_;
+  std::unique_ptr<caf::scoped_actor> client_;
+  std::array<pid_t, nodes> pids_{};
+  std::array<std::optional<replica_actor>, nodes> replicas_;
+};
+
+std::string key_of(std::uint64_t i) { return fmt::format("demo:{:08}", i); }
+std::string value_of(std::uint64_t i) { return fmt::format("value {} of the cluster demo", i); }
+
+}  // namespace
+
+int run_cluster_demo(const cluster_demo_options& given) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  cluster_demo_options o = given;
+  if (o.dir.empty()) {
+    std::string pattern = (fs::temp_directory_path() / "magnetite-cluster-demo-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) {
+      fmt::print(stderr, "magnetite cluster-demo: cannot create a directory under {}\n",
+                 fs::temp_directory_path().string());
+      return 2;
+    }
+    o.dir = pattern;
+  }
+  if (fs::exists(o.dir) && !fs::is_empty(o.dir, ec)) {
+    fmt::print(stderr, "magnetite cluster-demo: {} is not empty; give a new directory with --data\n", o.dir);
+    return 2;
+  }
+  fs::create_directories(o.dir, ec);
+  if (ec) {
+    fmt::print(stderr, "magnetite cluster-demo: cannot create {}: {}\n", o.dir, ec.message());
+    return 2;
+  }
+  std::uint16_t base = o.base_port != 0 ? o.base_port : static_cast<std::uint16_t>(30000 + (::getpid() % 3000) * 3);
+  std::string text = fmt::format("cluster demo\nshards 1\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
+                                 "node 3 127.0.0.1 {}\n",
+                                 base, base + 1, base + 2);
+  auto cluster = cluster_file::parse(text);
+  if (!cluster) {
+    fmt::print(stderr, "magnetite cluster-demo: {}\n", cluster.error().message());
+    return 2;
+  }
+  std::string cluster_path = (fs::path(o.dir) / "cluster").string();
+  std::ofstream(cluster_path) << text;
+
+  demo_cluster c(o, *cluster, cluster_path);
+  fmt::print("1. three nodes: `magnetite serve` processes on 127.0.0.1:{}-{}, data and logs under {}\n", base,
+             base + 2, o.dir);
+  for (std::uint32_t id = 1; id <= nodes; ++id) c.start(id);
+  auto t0 = steady::now();
+  std::optional<std::uint32_t> first;
+  if (!wait_for([&] { return (first = c.owner()).has_value(); }, std::chrono::seconds(60))) {
+    fmt::print(stderr, "magnetite cluster-demo: no owner was elected within 60 s (see {}/node*.log)\n", o.dir);
+    return 2;
+  }
+  auto i0 = c.info(*first);
+  fmt::print("2. the nodes elected node {} owner of the shard by themselves ({:.0f} ms, ballot {}.{})\n", *first,
+             ms_since(t0), i0 ? i0->promised.counter : 0, *first);
+
+  // Writes until `keys` are acknowledged; the next one is in flight when the
+  // owner is killed.
+  std::uint64_t acked = 0;
+  t0 = steady::now();
+  for (; acked < o.keys; ++acked) {
+    if (status s = c.put(*first, key_of(acked), value_of(acked)); !s) {
+      fmt::print(stderr, "magnetite cluster-demo: write {} through node {}: {}\n", acked, *first, s.to_string());
+      return 1;
+    }
+  }
+  fmt::print("3. {} writes through node {}, each acknowledged after a majority made it durable ({:.0f} writes/s)\n",
+             acked, *first, static_cast<double>(acked) * 1000.0 / ms_since(t0));
+  steady::time_point killed_at;
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    killed_at = steady::now();
+    c.kill(*first);
+  });
+  status in_flight = c.put(*first, key_of(acked), value_of(acked));
+  killer.join();
+  fmt::print("4. node {} SIGKILLed while write {} was in flight; that write answered: {}\n", *first, acked,
+             in_flight ? std::string("ok (acknowledged)") : in_flight.to_string());
+  if (in_flight) ++acked;
+
+  std::optional<std::uint32_t> next;
+  if (!wait_for([&] { return (next = c.owner()).has_value(); }, std::chrono::seconds(60))) {
+    fmt::print(stderr, "magnetite cluster-demo: no node took over within 60 s\n");
+    return 1;
+  }
+  fmt::print("5. node {} noticed, won an election and took the shard over, unasked ({:.0f} ms after the kill)\n",
+             *next, ms_since(killed_at));
+  std::uint64_t lost = 0;
+  for (std::uint64_t i = 0; i < acked; ++i) {
+    auto v = c.get(*next, key_of(i));
+    if (!v || *v != value_of(i)) ++lost;
+  }
+  fmt::print("6. read back through node {}: {} of {} acknowledged writes present, {} lost\n", *next, acked - lost,
+             acked, lost);
+  for (std::uint64_t i = 0; i < o.missed; ++i)
+    if (status s = c.put(*next, key_of(acked + i), value_of(acked + i)); !s) {
+      fmt::print(stderr, "magnetite cluster-demo: write through node {}: {}\n", *next, s.to_string());
+      return 1;
+    }
+  fmt::print("7. {} more writes through node {}, which node {} (down) misses\n", o.missed, *next, *first);
+
+  c.start(*first);
+  t0 = steady::now();
+  std::optional<replica_info> back;
+  bool converged = wait_for(
+      [&] {
+        back = c.info(*first);
+        auto owner_now = c.info(*next);
+        return back && owner_now && back->root == owner_now->root;
+      },
+      std::chrono::seconds(120));
+  if (!converged) {
+    fmt::print("8. node {} restarted but did not catch up within 120 s\n", *first);
+    return 1;
+  }
+  std::uint64_t data_bytes = 0;
+  for (std::uint64_t i = 0; i < acked + o.missed; ++i) data_bytes += key_of(i).size() + value_of(i).size();
+  fmt::print("8. node {} restarted on its disk, was linked again, and caught up in the background ({:.0f} ms):\n"
+             "   pulled {} tree nodes, {}, merged {} entries; the shard holds {} of keys and values\n"
+             "   every replica's root: {}\n",
+             *first, ms_since(t0), with_commas(back->pulled_nodes), human_bytes(back->pulled_bytes),
+             with_commas(back->merged_entries), human_bytes(data_bytes), back->root.to_hex());
+  bool owner_kept = c.owner() == next;
+  fmt::print("9. node {} still owns the shard: the returning node deposed nobody ({})\n", *next,
+             owner_kept ? "yes" : "no");
+  bool ok = lost == 0 && owner_kept;
+  fmt::print("{}\n", ok ? "nothing acknowledged was lost." : "FAILED: see above.");
+  return ok ? 0 : 1;
+}
+
+}  // namespace magnetite
