@@ -331,6 +331,9 @@ void small_seeds() {
     seed("replication_message", "fetch-reply", caf_bytes(5, enc));
     seed("replication_message", "hello", caf_bytes(6, std::uint32_t{2}, hash128::of(std::string_view("cluster")), std::uint32_t{1}));
     seed("replication_message", "sync", caf_bytes(7, hash128::of(std::string_view("root")), std::uint32_t{3}));
+    replication::replica_info ri{2, 2, {6, 2}, {6, 2}, hash128::of(std::string_view("root")), 1250, 7'039'637, 1000};
+    seed("replication_message", "info", caf_bytes(8, ri));
+    seed("replication_message", "beat", caf_bytes(9, std::uint64_t{0x9e3779b97f4a7c15ULL}));
   }
   seed("state_value", "json-object", state_value(17, "\x01{\"a\":1,\"b\":[true,\"x\"]}"));
   seed("state_value", "raw-bytes", state_value(3, std::string("\0\0\xffraw", 6)));

@@ -42,7 +42,7 @@ MAGNETITE_FUZZ_TARGET(replication_message) {
   if (size == 0) return 0;
   const std::uint8_t* p = data + 1;
   std::size_t n = size - 1;
-  switch (data[0] % 8) {
+  switch (data[0] % 10) {
     case 0: round_trip<ballot, std::vector<stamped_op>>(p, n); break;  // rwrite
     case 1: round_trip<promise_reply>(p, n); break;
     case 2: round_trip<vote>(p, n); break;
@@ -50,7 +50,9 @@ MAGNETITE_FUZZ_TARGET(replication_message) {
     case 4: round_trip<std::vector<hash128>>(p, n); break;           // fetch
     case 5: round_trip<std::vector<std::string>>(p, n); break;       // fetch reply
     case 6: round_trip<std::uint32_t, hash128, std::uint32_t>(p, n); break;  // hello
-    default: round_trip<hash128, std::uint32_t>(p, n); break;        // sync
+    case 7: round_trip<hash128, std::uint32_t>(p, n); break;         // sync
+    case 8: round_trip<replica_info>(p, n); break;                   // info reply
+    default: round_trip<std::uint64_t>(p, n); break;                 // beat
   }
   return 0;
 }
