@@ -1,9 +1,10 @@
 // serve: `magnetite serve --node ID --cluster FILE [--data DIR]` runs one node
 // of a cluster (replication/node.h) until SIGINT or SIGTERM: the database in
 // DIR with the cluster's shard count, its replicas published on the node's
-// cluster-file address, and links to the other nodes, retried every 500 ms
-// until all are linked. It prints one line when it listens and one when each
-// peer is linked, for scripts and tests to wait on.
+// cluster-file address, and links to the other nodes, tried every 200 ms
+// (a node lost is linked again once it is back). It prints one line when it
+// listens and one each time a peer is linked or lost, for scripts and tests
+// to wait on. Elections, failover and anti-entropy run in the replicas.
 #pragma once
 
 #include <cstdint>
