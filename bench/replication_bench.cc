@@ -121,12 +121,7 @@ struct node_process {
     if (node_spin_polls) cfg.set("work-stealing.aggressive-poll-attempts", *node_spin_polls);
     replication::add_message_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
-    database_options o;
-    o.dir = dir;
-    o.shards = cluster.shards;
-    o.system = sys.get();
-    o.shard.tombstone_retention = std::chrono::seconds(cluster.tombstone_retention_s);
-    db = must(database::open(o), "open a node's database");
+    db = must(database::open(replication::database_options_for(cluster, dir, *sys)), "open a node's database");
     replication::node_options no;
     no.id = id;
     no.cluster = cluster;

@@ -21,6 +21,15 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<replica_info>("magnetite::replication::replica_info");
 }
 
+database_options database_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys) {
+  database_options o;
+  o.dir = std::move(dir);
+  o.shards = cluster.shards;
+  o.system = &sys;
+  o.shard.tombstone_retention = std::chrono::seconds(cluster.tombstone_retention_s);
+  return o;
+}
+
 struct node::lost_nodes {
   std::mutex m;
   std::vector<std::uint32_t> ids;

@@ -42,6 +42,10 @@ using node_actor =
 // Registers every message type the replicas exchange.
 void add_message_types(caf::actor_system_config& cfg);
 
+// The database a node of `cluster` opens in dir: the cluster's shard count and
+// tombstone retention (every replica must purge tombstones alike).
+database_options database_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys);
+
 struct node_options {
   std::uint32_t id = 0;
   cluster_file cluster;

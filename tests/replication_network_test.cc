@@ -43,12 +43,7 @@ struct process_like {
     cfg.set("scheduler.max-threads", 2);
     add_message_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
-    database_options o;
-    o.dir = dir;
-    o.shards = cluster.shards;
-    o.system = sys.get();
-    o.shard.tombstone_retention = std::chrono::seconds(cluster.tombstone_retention_s);
-    db = must(database::open(o));
+    db = must(database::open(database_options_for(cluster, dir, *sys)));
     node_options no;
     no.id = id;
     no.cluster = cluster;

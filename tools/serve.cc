@@ -37,12 +37,7 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
   cfg.set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
   replication::add_message_types(cfg);
   caf::actor_system sys{cfg};
-  database_options o;
-  o.dir = data_dir;
-  o.shards = cluster->shards;
-  o.system = &sys;
-  o.shard.tombstone_retention = std::chrono::seconds(cluster->tombstone_retention_s);
-  auto db = database::open(o);
+  auto db = database::open(replication::database_options_for(*cluster, data_dir, sys));
   if (!db) {
     fmt::print(stderr, "magnetite serve: {}\n", db.error().to_string());
     return 2;
