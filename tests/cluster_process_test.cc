@@ -24,6 +24,7 @@
 
 #include "core/env.h"
 #include "replication/node.h"
+#include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
 
@@ -57,15 +58,6 @@ std::string slurp(const std::string& path) {
   return t ? *t : std::string();
 }
 
-bool wait_for(const std::function<bool()>& ready, std::chrono::seconds limit) {
-  auto give_up = std::chrono::steady_clock::now() + limit;
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another takes over unasked with every "
@@ -83,7 +75,7 @@ TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another take
     pids.push_back(serve(dir / fmt::format("node{}", id), id, cluster_path, dir / fmt::format("out{}", id)));
   for (std::uint32_t id = 1; id <= 3; ++id) {
     std::string out = dir / fmt::format("out{}", id);
-    bool linked = wait_for(
+    bool linked = testing::poll_until(
         [&] {
           auto s = slurp(out);
           std::size_t n = 0;
@@ -136,7 +128,7 @@ TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another take
     return found;
   };
   std::optional<std::uint32_t> first;
-  REQUIRE(wait_for([&] { return (first = owner_among({1, 2, 3})).has_value(); }, std::chrono::seconds(60)));
+  REQUIRE(testing::poll_until([&] { return (first = owner_among({1, 2, 3})).has_value(); }, std::chrono::seconds(60)));
   MESSAGE("node " << *first << " was elected owner of shard 0 unasked");
   auto owner = replicas[*first];
 
@@ -176,7 +168,7 @@ TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another take
   for (std::uint32_t id = 1; id <= 3; ++id)
     if (id != *first) survivors.push_back(id);
   std::optional<std::uint32_t> next;
-  REQUIRE(wait_for([&] { return (next = owner_among(survivors)).has_value(); }, std::chrono::seconds(60)));
+  REQUIRE(testing::poll_until([&] { return (next = owner_among(survivors)).has_value(); }, std::chrono::seconds(60)));
   MESSAGE("node " << *next << " took shard 0 over");
   std::size_t missing = 0;
   for (const auto& [k, v] : acked) {
@@ -197,9 +189,9 @@ TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another take
   // others and catches up in the background: every replica's tree equal.
   std::string again = dir / fmt::format("out{}-again", *first);
   pids[*first - 1] = serve(dir / fmt::format("node{}", *first), *first, cluster_path, again);
-  REQUIRE(wait_for([&] { auto r = replica_of(*first); if (r) replicas[*first] = *r; return r.has_value(); },
+  REQUIRE(testing::poll_until([&] { auto r = replica_of(*first); if (r) replicas[*first] = *r; return r.has_value(); },
                    std::chrono::seconds(60)));
-  bool converged = wait_for(
+  bool converged = testing::poll_until(
       [&] {
         std::optional<hash128> root;
         for (auto& [id, r] : replicas) {

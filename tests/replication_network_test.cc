@@ -13,6 +13,7 @@
 #include <caf/io/all.hpp>
 
 #include "replication/node.h"
+#include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
 
@@ -167,17 +168,6 @@ std::optional<replica_info> info_of(process_like& p, std::size_t shard) {
   return out;
 }
 
-// Polls until ready() or the limit: the nodes run on real time here (their
-// heartbeats are timers of real actor systems), so a test can only wait.
-bool eventually(const std::function<bool()>& ready, std::chrono::seconds limit) {
-  auto give_up = std::chrono::steady_clock::now() + limit;
-  while (!ready()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return true;
-}
-
 std::optional<std::size_t> owner_of(std::vector<std::unique_ptr<process_like>>& nodes, std::size_t shard) {
   std::optional<std::size_t> found;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
@@ -206,7 +196,7 @@ TEST_CASE("network: with heartbeats an owner emerges unasked; when its node dies
   nodes.resize(3);
   for (std::uint32_t id = 1; id <= 3; ++id) start(id);
   auto link_all = [&] {
-    return eventually(
+    return testing::poll_until(
         [&] {
           bool all = true;
           for (auto& p : nodes)
@@ -220,7 +210,7 @@ TEST_CASE("network: with heartbeats an owner emerges unasked; when its node dies
   std::optional<std::size_t> owner;
   auto t0 = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  REQUIRE(eventually([&] { return (owner = owner_of(nodes, 0)).has_value(); }, std::chrono::seconds(30)));
+  REQUIRE(testing::poll_until([&] { return (owner = owner_of(nodes, 0)).has_value(); }, std::chrono::seconds(30)));
   MESSAGE("owner " << *owner + 1 << " at " << since());
 
   std::map<std::string, std::string> acked;
@@ -237,7 +227,7 @@ TEST_CASE("network: with heartbeats an owner emerges unasked; when its node dies
   nodes[dead].reset();  // its actor system goes: every connection to it breaks
 
   std::optional<std::size_t> next;
-  REQUIRE(eventually([&] { return (next = owner_of(nodes, 0)).has_value(); }, std::chrono::seconds(30)));
+  REQUIRE(testing::poll_until([&] { return (next = owner_of(nodes, 0)).has_value(); }, std::chrono::seconds(30)));
   CHECK(*next != dead);
   MESSAGE("next " << *next + 1 << " at " << since());
   {
@@ -263,7 +253,7 @@ TEST_CASE("network: with heartbeats an owner emerges unasked; when its node dies
   // catches up in the background until every replica holds the same tree.
   start(static_cast<std::uint32_t>(dead + 1));
   REQUIRE(link_all());
-  bool converged = eventually(
+  bool converged = testing::poll_until(
       [&] {
         std::optional<hash128> root;
         for (auto& p : nodes) {
