@@ -42,7 +42,7 @@ bool plain_name(std::string_view s) {
 
 result<cluster_file> cluster_file::parse(std::string_view text) {
   cluster_file out;
-  bool have_shards = false, have_retention = false;
+  bool have_shards = false, have_retention = false, have_tls = false;
   std::set<std::pair<std::string, std::uint16_t>> addresses;
   std::size_t line_no = 0;
   while (!text.empty()) {
@@ -69,6 +69,11 @@ result<cluster_file> cluster_file::parse(std::string_view text) {
       if (w.size() != 2 || !number<std::uint64_t>(w[1], out.tombstone_retention_s, 1, 10ull * 365 * 86'400))
         return bad("expected `tombstone_retention_s SECONDS`, 1 s to 10 years");
       have_retention = true;
+    } else if (w[0] == "tls") {
+      if (have_tls) return bad("a second `tls` line");
+      if (w.size() != 2 || (w[1] != "on" && w[1] != "off")) return bad("expected `tls on` or `tls off`");
+      out.tls = w[1] == "on";
+      have_tls = true;
     } else if (w[0] == "node") {
       cluster_node n;
       if (w.size() != 4 || !number<std::uint32_t>(w[1], n.id, 1, UINT32_MAX) ||
@@ -79,7 +84,7 @@ result<cluster_file> cluster_file::parse(std::string_view text) {
       if (!addresses.emplace(n.host, n.port).second) return bad(fmt::format("{}:{} is given twice", n.host, n.port));
       out.nodes.push_back(std::move(n));
     } else {
-      return bad(fmt::format("unknown setting `{}` (cluster, shards, tombstone_retention_s, node)", w[0]));
+      return bad(fmt::format("unknown setting `{}` (cluster, shards, tombstone_retention_s, tls, node)", w[0]));
     }
   }
   if (out.name.empty()) return status::invalid_argument("cluster file: no `cluster NAME` line");
@@ -92,6 +97,9 @@ result<cluster_file> cluster_file::parse(std::string_view text) {
 std::string cluster_file::canonical() const {
   std::string out = fmt::format("magnetite cluster v1\ncluster {}\nshards {}\ntombstone_retention_s {}\n", name,
                                 shards, tombstone_retention_s);
+  // Only when on: a cluster without TLS keeps the fingerprint it had before
+  // the setting existed, and `tls off` is the same cluster as no line.
+  if (tls) out += "tls on\n";
   for (const auto& n : nodes) out += fmt::format("node {} {} {}\n", n.id, n.host, n.port);
   return out;
 }

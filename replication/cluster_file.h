@@ -5,6 +5,7 @@
 //   cluster orders                 a name (letters, digits, '-', '_', '.')
 //   shards 4                       every node holds every shard, 1..1024
 //   tombstone_retention_s 86400    optional (default 86400): see design, 1
+//   tls on                         optional (default off): links only over TLS
 //   node 1 127.0.0.1 7401          id (1..2^32-1), host, port (1..65535)
 //
 // Every node of a cluster must read the same facts: the fingerprint (XXH3-128
@@ -34,6 +35,11 @@ struct cluster_file {
   std::string name;
   std::size_t shards = 0;
   std::uint64_t tombstone_retention_s = 86'400;
+  // Every link over TLS (caf::openssl), both ends showing a certificate
+  // signed by the cluster's CA. Only the switch is a fact of the cluster
+  // file: each node's certificate, key and CA file are its own (node.h,
+  // tls_files), so the paths can differ per machine.
+  bool tls = false;
   std::vector<cluster_node> nodes;  // by id
 
   static result<cluster_file> parse(std::string_view text);
