@@ -14,13 +14,17 @@
 //
 // The actor system must have been configured with add_message_types() (every
 // type that crosses the network, registered under one name on every node) and
-// load the middleman. The database must hold cluster.shards shards; its shard
-// options' tombstone_retention should be the cluster file's.
+// load the middleman; for a cluster file that says `tls on`, also
+// configure_tls() with this node's certificate. The database must hold
+// cluster.shards shards; its shard options' tombstone_retention should be the
+// cluster file's.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "actors/database.h"
@@ -32,12 +36,17 @@ namespace magnetite::replication {
 inline constexpr std::uint32_t protocol_version = 1;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
+using offer_atom = caf::atom_constant<caf::atom("offer")>;
 
 // (hello, node id, cluster fingerprint, protocol version) -> [replica per shard]
 // Node id 0 is a client of the cluster rather than a member: it gets the
 // replicas too, and is linked to nothing.
+// (offer, node id, its node actor) -> true: over TLS, a node that linked to
+// us hands us its node actor, so that we link back over the same connection
+// (see connect_peers).
 using node_actor =
-    caf::typed_actor<caf::replies_to<hello_atom, std::uint32_t, hash128, std::uint32_t>::with<std::vector<caf::actor>>>;
+    caf::typed_actor<caf::replies_to<hello_atom, std::uint32_t, hash128, std::uint32_t>::with<std::vector<caf::actor>>,
+                     caf::replies_to<offer_atom, std::uint32_t, caf::actor>::with<bool>>;
 
 // Registers every message type the replicas exchange.
 void add_message_types(caf::actor_system_config& cfg);
@@ -45,6 +54,37 @@ void add_message_types(caf::actor_system_config& cfg);
 // The database a node of `cluster` opens in dir: the cluster's shard count and
 // tombstone retention (every replica must purge tombstones alike).
 database_options database_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys);
+
+// One node's TLS credentials, PEM files: its certificate (a chain may follow
+// it in the file), its key (unencrypted: a node starts unattended), and the
+// cluster's CA, which must have signed the certificate of every node and
+// client. Peers check each other's certificate against the CA, both ways;
+// the host name in it is not checked, so any certificate of the cluster's CA
+// is a member (docs/design/replication.md, 7).
+struct tls_files {
+  std::string certificate;
+  std::string key;
+  std::string ca;
+};
+
+// Loads the files as a link would and names what is wrong: one that cannot be
+// read or parsed, a key that does not match the certificate, a certificate
+// the CA did not sign. CAF reads them only at the first connection, on its
+// network thread, where a bad file ends the process.
+status check_tls_files(const tls_files& files);
+
+// check_tls_files(), then gives the actor system CAF's OpenSSL module with
+// these credentials. After cfg.load<caf::io::middleman>(), before the actor
+// system is made from cfg.
+status configure_tls(caf::actor_system_config& cfg, const tls_files& files);
+
+// The node actor published at host:port, over TLS if `tls` (the actor system
+// then needs configure_tls). Waits at most `timeout`: a peer that accepts the
+// connection but never answers (a TLS node reached without TLS, or the other
+// way round) is an error, not a hang. Clients (node id 0) use it too, then
+// send hello.
+result<node_actor> connect_to(caf::actor_system& sys, const std::string& host, std::uint16_t port, bool tls,
+                              std::chrono::milliseconds timeout);
 
 struct node_options {
   std::uint32_t id = 0;
@@ -60,7 +100,8 @@ struct node_options {
 
 class node {
  public:
-  struct lost_nodes;  // node.cc
+  struct lost_nodes;     // node.cc
+  struct offered_nodes;  // node.cc
   // Spawns the replicas (reading each shard's promise state) and publishes
   // the node actor on this node's address in the cluster file.
   static result<std::unique_ptr<node>> start(node_options options);
@@ -70,6 +111,14 @@ class node {
 
   // Links every peer not linked yet; the peers still unreachable, by id
   // (their reasons are in last_errors()).
+  //
+  // Over TLS a pair of nodes must share ONE connection: with CAF 0.17.6's
+  // OpenSSL transport, the second connection of a pair (which CAF's BASP
+  // closes as redundant) also breaks the first, and with it every link
+  // between the two. So the node with the lower id connects, and offers its
+  // node actor; the other links back through that actor, over the same
+  // connection, and until then reports the peer missing. Without TLS each
+  // node connects to every other.
   std::vector<std::uint32_t> connect_peers();
   const std::vector<std::string>& last_errors() const noexcept { return errors_; }
   // The nodes the last connect_peers() found lost (and tried to link again).
@@ -91,6 +140,8 @@ class node {
   std::vector<std::uint32_t> lost_;
   // Monitors the linked nodes' actors; the ids of those gone, until taken.
   std::shared_ptr<lost_nodes> gone_;
+  // Over TLS: the node actors offered by lower-id peers, by id.
+  std::shared_ptr<offered_nodes> offered_;
   caf::actor watch_;
 };
 
