@@ -113,6 +113,7 @@ struct command_line {
   std::string cluster;
   CLI::App* cluster_demo = nullptr;
   cluster_demo_options demo_cluster;  // cluster-demo
+  replication::tls_files tls;  // serve, for a cluster file with `tls on`
 };
 
 void declare(CLI::App& app, command_line& c) {
@@ -175,6 +176,9 @@ void declare(CLI::App& app, command_line& c) {
       ->required()
       ->check(CLI::Range(std::uint32_t{1}, std::numeric_limits<std::uint32_t>::max()));
   c.serve->add_option("--cluster", c.cluster, "the cluster file (the same on every node)")->required();
+  c.serve->add_option("--tls-cert", c.tls.certificate, "this node's certificate, PEM (cluster file says `tls on`)");
+  c.serve->add_option("--tls-key", c.tls.key, "this node's private key, PEM, unencrypted");
+  c.serve->add_option("--tls-ca", c.tls.ca, "the cluster's CA certificate, PEM: every peer's must check against it");
   c.cluster_demo = app.add_subcommand(
       "cluster-demo", "three serve processes on loopback: failover after SIGKILL, nothing lost, catch-up by delta");
   c.cluster_demo->add_option("--dir", c.demo_cluster.dir, "a new directory for the nodes (default: a temporary one)");
@@ -402,7 +406,7 @@ void gc(database& db, const command_line& c) {
 int execute(const command_line& c) {
   if (*c.verify) return verify(c);
   if (*c.demo) return must(run_demo(c.dir, c.shards));
-  if (*c.serve) return run_serve(c.node_id, c.cluster, c.dir);
+  if (*c.serve) return run_serve(c.node_id, c.cluster, c.dir, c.tls);
   if (*c.cluster_demo) return run_cluster_demo(c.demo_cluster);
   if (*c.bench) {
     bench_command_options o = c.bench_options;

@@ -14,7 +14,8 @@
 
 namespace magnetite {
 
-int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std::string& data_dir) {
+int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std::string& data_dir,
+              const replication::tls_files& tls) {
   auto text = read_whole_file(env::posix(), cluster_path);
   if (!text) {
     fmt::print(stderr, "magnetite serve: cluster file {}: {}\n", cluster_path, text.error().message());
@@ -23,6 +24,18 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
   auto cluster = replication::cluster_file::parse(*text);
   if (!cluster) {
     fmt::print(stderr, "magnetite serve: {}: {}\n", cluster_path, cluster.error().message());
+    return 2;
+  }
+  // TLS is a fact of the cluster file, so every node agrees on it; the files
+  // are this node's. Flags without `tls on` would be a node that believes it
+  // is protected while it is not: refused too.
+  bool tls_given = !tls.certificate.empty() || !tls.key.empty() || !tls.ca.empty();
+  if (cluster->tls && (tls.certificate.empty() || tls.key.empty() || tls.ca.empty())) {
+    fmt::print(stderr, "magnetite serve: {} says `tls on`: give --tls-cert, --tls-key and --tls-ca\n", cluster_path);
+    return 2;
+  }
+  if (!cluster->tls && tls_given) {
+    fmt::print(stderr, "magnetite serve: --tls-cert, --tls-key and --tls-ca need `tls on` in {}\n", cluster_path);
     return 2;
   }
   // Signals are taken by sigwait below, not by a handler.
@@ -36,6 +49,12 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
   cfg.load<caf::io::middleman>();
   cfg.set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
   replication::add_message_types(cfg);
+  if (cluster->tls) {
+    if (auto s = replication::configure_tls(cfg, tls); !s.is_ok()) {
+      fmt::print(stderr, "magnetite serve: {}\n", s.message());
+      return 2;
+    }
+  }
   caf::actor_system sys{cfg};
   auto db = database::open(replication::database_options_for(*cluster, data_dir, sys));
   if (!db) {
@@ -52,8 +71,8 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
     return 2;
   }
   const auto* self = cluster->node(node_id);
-  fmt::print("node {} of cluster {} listening on {}:{} (cluster file {})\n", node_id, cluster->name, self->host,
-             (*n)->port(), cluster->fingerprint().to_hex());
+  fmt::print("node {} of cluster {} listening on {}:{}{} (cluster file {})\n", node_id, cluster->name, self->host,
+             (*n)->port(), cluster->tls ? " over TLS" : "", cluster->fingerprint().to_hex());
   std::fflush(stdout);
 
   std::set<std::uint32_t> reported;

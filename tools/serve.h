@@ -5,13 +5,19 @@
 // (a node lost is linked again once it is back). It prints one line when it
 // listens and one each time a peer is linked or lost, for scripts and tests
 // to wait on. Elections, failover and anti-entropy run in the replicas.
+// A cluster file that says `tls on` needs `tls` (--tls-cert, --tls-key,
+// --tls-ca): this node's own certificate and key and the cluster's CA; one
+// that does not refuses them.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "replication/node.h"
+
 namespace magnetite {
 
-int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std::string& data_dir);
+int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std::string& data_dir,
+              const replication::tls_files& tls = {});
 
 }  // namespace magnetite
