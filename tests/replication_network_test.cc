@@ -13,6 +13,7 @@
 #include <caf/io/all.hpp>
 
 #include "replication/node.h"
+#include "tests/support/node_process.h"
 #include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
@@ -31,33 +32,6 @@ std::string cluster_text(std::string_view name, std::uint16_t base) {
                      base, base + 1, base + 2);
 }
 
-struct process_like {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::unique_ptr<database> db;
-  std::unique_ptr<node> n;
-
-  // heartbeat zero: elections only when a test asks for one.
-  process_like(const std::string& dir, const cluster_file& cluster, std::uint32_t id,
-               std::chrono::milliseconds heartbeat = std::chrono::milliseconds(0)) {
-    cfg.load<caf::io::middleman>();
-    cfg.set("scheduler.max-threads", 2);
-    add_message_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-    db = must(database::open(database_options_for(cluster, dir, *sys)));
-    node_options no;
-    no.id = id;
-    no.cluster = cluster;
-    no.db = db.get();
-    no.request_timeout = std::chrono::milliseconds(3000);
-    no.heartbeat = heartbeat;
-    n = must(node::start(no));
-  }
-  ~process_like() {
-    n.reset();
-    db.reset();
-  }
-};
 
 }  // namespace
 
@@ -65,9 +39,9 @@ TEST_CASE("network: three nodes over loopback elect an owner, replicate writes a
   testing::temp_dir dir("net");
   auto base = base_port();
   auto cluster = must(cluster_file::parse(cluster_text("net", base)));
-  std::vector<std::unique_ptr<process_like>> nodes;
+  std::vector<std::unique_ptr<testing::node_process>> nodes;
   for (std::uint32_t id = 1; id <= 3; ++id)
-    nodes.push_back(std::make_unique<process_like>(dir / fmt::format("node{}", id), cluster, id));
+    nodes.push_back(std::make_unique<testing::node_process>(dir / fmt::format("node{}", id), cluster, id));
   for (auto& p : nodes) {
     auto missing = p->n->connect_peers();
     CHECK(missing.empty());
@@ -117,10 +91,10 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   testing::temp_dir dir("net2");
   auto base = static_cast<std::uint16_t>(base_port() + 5);
   auto cluster = must(cluster_file::parse(cluster_text("net", base)));
-  process_like one(dir / "node1", cluster, 1);
+  testing::node_process one(dir / "node1", cluster, 1);
   // Node 2 was given a cluster file with another name: same addresses.
   auto other = must(cluster_file::parse(cluster_text("other", base)));
-  process_like two(dir / "node2", other, 2);
+  testing::node_process two(dir / "node2", other, 2);
   auto missing = two.n->connect_peers();
   REQUIRE(std::find(missing.begin(), missing.end(), 1u) != missing.end());
   bool named = false;
@@ -134,11 +108,7 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   cfg.load<caf::io::middleman>();
   add_message_types(cfg);
   caf::actor_system sys{cfg};
-  database_options o;
-  o.dir = dir / "node9";
-  o.shards = 2;
-  o.system = &sys;
-  auto db = must(database::open(o));
+  auto db = must(database::open(database_options_for(cluster, dir / "node9", sys)));
   node_options no;
   no.id = 9;
   no.cluster = cluster;
@@ -160,7 +130,7 @@ namespace {
 
 // Each node's view of shard i, through its own replica (a checkpoint is taken
 // for the root).
-std::optional<replica_info> info_of(process_like& p, std::size_t shard) {
+std::optional<replica_info> info_of(testing::node_process& p, std::size_t shard) {
   caf::scoped_actor asker{*p.sys};
   std::optional<replica_info> out;
   asker->request(p.n->replica(shard), std::chrono::seconds(10), info_atom::value)
@@ -168,7 +138,7 @@ std::optional<replica_info> info_of(process_like& p, std::size_t shard) {
   return out;
 }
 
-std::optional<std::size_t> owner_of(std::vector<std::unique_ptr<process_like>>& nodes, std::size_t shard) {
+std::optional<std::size_t> owner_of(std::vector<std::unique_ptr<testing::node_process>>& nodes, std::size_t shard) {
   std::optional<std::size_t> found;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (!nodes[i]) continue;
@@ -188,10 +158,11 @@ TEST_CASE("network: with heartbeats an owner emerges unasked; when its node dies
   testing::temp_dir dir("failover");
   auto base = static_cast<std::uint16_t>(base_port() + 8);
   auto cluster = must(cluster_file::parse(cluster_text("failover", base)));
-  const auto beat = std::chrono::milliseconds(50);
-  std::vector<std::unique_ptr<process_like>> nodes;
+  testing::node_process_options heartbeats;
+  heartbeats.heartbeat = std::chrono::milliseconds(50);
+  std::vector<std::unique_ptr<testing::node_process>> nodes;
   auto start = [&](std::uint32_t id) {
-    nodes.at(id - 1) = std::make_unique<process_like>(dir / fmt::format("node{}", id), cluster, id, beat);
+    nodes.at(id - 1) = std::make_unique<testing::node_process>(dir / fmt::format("node{}", id), cluster, id, heartbeats);
   };
   nodes.resize(3);
   for (std::uint32_t id = 1; id <= 3; ++id) start(id);

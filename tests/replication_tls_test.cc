@@ -17,6 +17,7 @@
 #include <caf/io/all.hpp>
 
 #include "replication/node.h"
+#include "tests/support/node_process.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
 
@@ -43,39 +44,14 @@ std::string cluster_text(std::string_view name, std::uint16_t base, bool tls) {
                      tls ? "tls on\n" : "", base, base + 1, base + 2);
 }
 
-// One process's actor system, database and node; TLS when `files` is given.
-struct process_like {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::unique_ptr<database> db;
-  std::unique_ptr<node> n;
-
-  process_like(const std::string& dir, const cluster_file& cluster, std::uint32_t id,
-               std::optional<tls_files> files, std::chrono::milliseconds request_timeout = std::chrono::seconds(3)) {
-    cfg.load<caf::io::middleman>();
-    cfg.set("scheduler.max-threads", 2);
-    add_message_types(cfg);
-    if (files) REQUIRE(configure_tls(cfg, *files).is_ok());
-    sys = std::make_unique<caf::actor_system>(cfg);
-    database_options o;
-    o.dir = dir;
-    o.shards = cluster.shards;
-    o.system = sys.get();
-    o.shard.tombstone_retention = std::chrono::seconds(cluster.tombstone_retention_s);
-    db = must(database::open(o));
-    node_options no;
-    no.id = id;
-    no.cluster = cluster;
-    no.db = db.get();
-    no.request_timeout = request_timeout;
-    no.heartbeat = std::chrono::milliseconds(0);  // elections only when asked
-    n = must(node::start(no));
-  }
-  ~process_like() {
-    n.reset();
-    db.reset();
-  }
-};
+// A node over TLS with these files (plain when none), with this request timeout.
+testing::node_process_options over_tls(std::optional<tls_files> files,
+                                       std::chrono::milliseconds timeout = std::chrono::seconds(3)) {
+  testing::node_process_options o;
+  o.tls = std::move(files);
+  o.request_timeout = timeout;
+  return o;
+}
 
 bool mentions(const std::vector<std::string>& lines, std::string_view what) {
   for (const auto& l : lines)
@@ -142,11 +118,7 @@ TEST_CASE("tls: a node of a `tls on` cluster does not start without its certific
   cfg.load<caf::io::middleman>();
   add_message_types(cfg);
   caf::actor_system sys{cfg};
-  database_options o;
-  o.dir = dir / "node1";
-  o.shards = 2;
-  o.system = &sys;
-  auto db = must(database::open(o));
+  auto db = must(database::open(database_options_for(cluster, dir / "node1", sys)));
   node_options no;
   no.id = 1;
   no.cluster = cluster;
@@ -161,9 +133,9 @@ TEST_CASE("tls: three nodes over TLS on loopback elect, write and read; a client
   testing::temp_dir dir("tls");
   auto base = static_cast<std::uint16_t>(base_port() + 3);
   auto cluster = must(cluster_file::parse(cluster_text("secure", base, true)));
-  std::vector<std::unique_ptr<process_like>> nodes;
+  std::vector<std::unique_ptr<testing::node_process>> nodes;
   for (std::uint32_t id = 1; id <= 3; ++id)
-    nodes.push_back(std::make_unique<process_like>(dir / fmt::format("node{}", id), cluster, id, node_files(id)));
+    nodes.push_back(std::make_unique<testing::node_process>(dir / fmt::format("node{}", id), cluster, id, over_tls(node_files(id))));
   for (auto& p : nodes) {
     auto missing = p->n->connect_peers();
     for (const auto& e : p->n->last_errors()) MESSAGE(e);
@@ -246,14 +218,14 @@ TEST_CASE("tls: a node without TLS, or with a certificate of another CA, cannot 
   auto base = static_cast<std::uint16_t>(base_port() + 6);
   auto cluster = must(cluster_file::parse(cluster_text("secure", base, true)));
   const auto timeout = std::chrono::seconds(1);
-  process_like one(dir / "node1", cluster, 1, node_files(1), timeout);
-  process_like two(dir / "node2", cluster, 2, node_files(2), timeout);
+  testing::node_process one(dir / "node1", cluster, 1, over_tls(node_files(1), timeout));
+  testing::node_process two(dir / "node2", cluster, 2, over_tls(node_files(2), timeout));
 
   SUBCASE("another CA") {
     // Node 3 has the right cluster file, but its certificate and CA are
     // another cluster's: each side's handshake refuses the other's
     // certificate. Over TLS the lower ids connect (node.h, connect_peers).
-    process_like three(dir / "node3", cluster, 3, stranger_files(), timeout);
+    testing::node_process three(dir / "node3", cluster, 3, over_tls(stranger_files(), timeout));
     for (auto* p : {&one, &two}) {
       auto t0 = std::chrono::steady_clock::now();
       auto missing = p->n->connect_peers();
@@ -283,7 +255,7 @@ TEST_CASE("tls: a node without TLS, or with a certificate of another CA, cannot 
     // Node 3 was given the cluster file without `tls on` (so its fingerprint
     // differs too, but the link fails before any hello can say so).
     auto plain = must(cluster_file::parse(cluster_text("secure", base, false)));
-    process_like three(dir / "node3", plain, 3, std::nullopt, timeout);
+    testing::node_process three(dir / "node3", plain, 3, over_tls(std::nullopt, timeout));
     auto t0 = std::chrono::steady_clock::now();
     auto missing = three.n->connect_peers();
     double took = seconds_since(t0);
