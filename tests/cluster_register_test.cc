@@ -414,7 +414,7 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
 
 struct fault_counts {
   std::uint64_t kills = 0, owner_kills = 0, stops = 0, owner_stops = 0, competes = 0, handoff_kills = 0,
-                candidate_kills = 0, quick_second_kills = 0;
+                candidate_kills = 0, quick_second_kills = 0, fresh_elects = 0;
 };
 
 // The fault thread of one run: random faults until `until`, keeping a
@@ -429,6 +429,10 @@ struct fault_runner {
   fault_counts counts;
   std::map<std::uint32_t, clock_type::time_point> restart_at, cont_at;
   std::set<std::uint32_t> unlinked;                       // started again, no hello yet
+  // Started again and said hello to, when: such a node may still lack writes
+  // it missed while down (anti-entropy reaches it within seconds), so it is
+  // the one to push into an election.
+  std::map<std::uint32_t, clock_type::time_point> back_since;
   std::optional<clock_type::time_point> watch_candidates;  // kill a node seen campaigning until then
   std::uint32_t owner = 0;
 
@@ -449,6 +453,7 @@ struct fault_runner {
   void kill(std::uint32_t id, std::chrono::milliseconds restart_after, const char* why) {
     c.sigkill(id);
     unlinked.erase(id);
+    back_since.erase(id);
     restart_at[id] = clock_type::now() + restart_after;
     ++counts.kills;
     if (id == owner) ++counts.owner_kills;
@@ -482,6 +487,17 @@ struct fault_runner {
     }
   }
 
+  // A node that was started again and said hello to less than 3 s ago, up and not the owner.
+  std::optional<std::uint32_t> fresh() {
+    std::vector<std::uint32_t> ids;
+    for (auto& [id, at] : back_since)
+      if (clock_type::now() - at < std::chrono::seconds(3) && id != owner && c.states[id] == proc_state::up &&
+          c.handle(id))
+        ids.push_back(id);
+    if (ids.empty()) return std::nullopt;
+    return pick(ids);
+  }
+
   void fault() {
     auto up = c.in_state(proc_state::up);
     std::uint64_t roll = rng() % 100;
@@ -506,6 +522,8 @@ struct fault_runner {
         if (id != owner && c.handle(id)) others.push_back(id);
       if (others.size() < 2) return;
       std::shuffle(others.begin(), others.end(), rng);
+      if (auto f = fresh(); f && rng() % 2 == 0)
+        std::iter_swap(others.begin(), std::find(others.begin(), others.end(), *f));
       for (int i = 0; i < 2; ++i) caf::anon_send(*c.handle(others[i]), elect_atom::value);
       ++counts.competes;
       note("elect sent to nodes {} and {} at once (competing candidates)", others[0], others[1]);
@@ -524,6 +542,13 @@ struct fault_runner {
         }
         return;
       }
+      if (auto f = fresh(); f && rng() % 2 == 0) {
+        // The node just back from a kill, which may lack the writes it missed, campaigns first.
+        caf::anon_send(*c.handle(*f), elect_atom::value);
+        note("elect sent to node {}, started again {} ms ago", *f,
+             std::chrono::duration_cast<std::chrono::milliseconds>(clock_type::now() - back_since[*f]).count());
+        ++counts.fresh_elects;
+      }
       if (!c.may_fault()) restart(victim);  // 3 nodes: the old owner comes back at once
       watch_candidates = clock_type::now() + std::chrono::seconds(3);
     }
@@ -541,7 +566,10 @@ struct fault_runner {
     for (auto [id, at] : std::map(restart_at))
       if (at <= now) restart(id);
     for (auto id : std::set(unlinked))
-      if (c.states[id] == proc_state::up && c.hello(sys, self, id)) unlinked.erase(id);
+      if (c.states[id] == proc_state::up && c.hello(sys, self, id)) {
+        unlinked.erase(id);
+        back_since[id] = clock_type::now();
+      }
     if (watch_candidates && now > *watch_candidates) watch_candidates.reset();
   }
 
@@ -736,10 +764,10 @@ TEST_CASE("cluster processes: concurrent clients' register histories stay linear
     MESSAGE(fmt::format("run {} seed {} ({} nodes, {:.1f} s): {} ops ({} completed, {} pending), {} writes "
                         "acknowledged, {} busy refusals, {} failed reads; {} kills ({} of an owner, {} in a "
                         "handoff after a candidate was seen, {} a few ms after an owner), {} stops ({} of an "
-                        "owner), {} competing elections{}",
+                        "owner), {} competing elections, {} elections pushed on a node just started again{}",
                         r, seed + r, nodes, x.seconds, x.ops, x.completed, x.pending, x.acked_writes, x.busy,
                         x.failed_reads, x.faults.kills, x.faults.owner_kills, x.faults.candidate_kills,
-                        x.faults.quick_second_kills, x.faults.stops, x.faults.owner_stops, x.faults.competes,
+                        x.faults.quick_second_kills, x.faults.stops, x.faults.owner_stops, x.faults.competes, x.faults.fresh_elects,
                         x.violation ? "; VIOLATION" : ""));
     violations += x.violation;
     ops += x.ops;
