@@ -522,11 +522,16 @@ struct fault_runner {
         if (id != owner && c.handle(id)) others.push_back(id);
       if (others.size() < 2) return;
       std::shuffle(others.begin(), others.end(), rng);
-      if (auto f = fresh(); f && rng() % 2 == 0)
+      bool pushed_fresh = false;
+      if (auto f = fresh(); f && rng() % 2 == 0) {
         std::iter_swap(others.begin(), std::find(others.begin(), others.end(), *f));
+        pushed_fresh = true;
+        ++counts.fresh_elects;
+      }
       for (int i = 0; i < 2; ++i) caf::anon_send(*c.handle(others[i]), elect_atom::value);
       ++counts.competes;
-      note("elect sent to nodes {} and {} at once (competing candidates)", others[0], others[1]);
+      note("elect sent to nodes {} and {} at once (competing candidates{})", others[0], others[1],
+           pushed_fresh ? "; the first was started again less than 3 s ago" : "");
     } else {
       if (owner == 0 || !c.may_fault()) return;
       ++counts.handoff_kills;
