@@ -9,9 +9,10 @@
 // that provably did nothing (a refusal before anything was sent) and reads
 // that failed are left out of the history by the caller.
 //
-// A pending write (or CAS) whose value no operation ever observed is dropped
-// before the search: if some order takes it, the same order without it also
-// replays (every later read or CAS saw another value, written after it), so
+// A pending write (or CAS) whose value no operation ever observed (a kept
+// pending CAS's expectation counts as observed) is dropped before the
+// search: if some order takes it, the same order without it also replays
+// (every later read or CAS saw another value, written after it), so
 // it changes no answer, and pending operations would otherwise make the
 // search exponential. Values must be unique per write for this to hold.
 //
@@ -53,11 +54,25 @@ class register_checker {
       if (o.result) observed.insert(*o.result);
       if (o.what == register_op::kind::cas && o.swapped && o.expected) observed.insert(*o.expected);
     }
-    for (auto& o : ops) {
-      bool writes_value = o.what == register_op::kind::write || (o.what == register_op::kind::cas && o.arg);
-      if (!o.completed() && writes_value && !observed.count(*o.arg)) continue;
-      ops_.push_back(std::move(o));
+    // A pending CAS that is kept may have swapped, so the value it expects
+    // counts as observed too: the pending write of that value must stay (a
+    // pending CAS x -> y seen as y needs the pending write of x). Until no
+    // more is kept.
+    auto writes_value = [](const register_op& o) {
+      return o.what == register_op::kind::write || (o.what == register_op::kind::cas && o.arg);
+    };
+    std::vector<bool> keep(ops.size());
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        const auto& o = ops[i];
+        if (!keep[i] && (o.completed() || !writes_value(o) || observed.count(*o.arg))) keep[i] = changed = true;
+        if (keep[i] && !o.completed() && o.what == register_op::kind::cas && o.expected)
+          changed |= observed.insert(*o.expected).second;
+      }
     }
+    for (std::size_t i = 0; i < ops.size(); ++i)
+      if (keep[i]) ops_.push_back(std::move(ops[i]));
   }
 
   bool linearizable() {
