@@ -147,9 +147,11 @@ result<node_actor> connect_to(caf::actor_system& sys, const std::string& host, s
   return out;
 }
 
+// A linked node's actor reported down: which node, and which of its actors
+// (a node linked again meanwhile has another, which stays linked).
 struct node::lost_nodes {
   std::mutex m;
-  std::vector<std::uint32_t> ids;
+  std::vector<std::pair<std::uint32_t, caf::actor_addr>> gone;
 };
 
 struct node::offered_nodes {
@@ -169,7 +171,7 @@ caf::behavior link_watch(caf::event_based_actor* self, std::shared_ptr<node::los
     auto it = ids->find(m.source);
     if (it == ids->end()) return;
     std::lock_guard<std::mutex> lock(gone->m);
-    gone->ids.push_back(it->second);
+    gone->gone.emplace_back(it->second, m.source);
     ids->erase(it);
   });
   return {
@@ -301,13 +303,20 @@ std::vector<std::uint32_t> node::connect_peers() {
   auto& sys = options_.db->system();
   if (options_.cluster.tls) clear_network_thread_errors(sys);
   errors_.clear();
+  std::vector<std::pair<std::uint32_t, caf::actor_addr>> gone;
   {
     std::lock_guard<std::mutex> lock(gone_->m);
-    lost_ = std::move(gone_->ids);
-    gone_->ids.clear();
+    gone.swap(gone_->gone);
   }
   bool changed = linked_.empty();
-  for (auto id : lost_) changed |= linked_.erase(id) > 0;
+  lost_.clear();
+  for (const auto& [id, addr] : gone) {
+    auto it = linked_.find(id);
+    if (it == linked_.end() || it->second.node != addr) continue;  // linked again already
+    linked_.erase(it);
+    lost_.push_back(id);
+    changed = true;
+  }
   std::vector<std::uint32_t> missing;
   caf::scoped_actor asker{sys};
   for (const auto& peer : options_.cluster.nodes) {
@@ -359,7 +368,7 @@ std::vector<std::uint32_t> node::connect_peers() {
       if (!taken) errors_.push_back(fmt::format("node {} did not take our offer to link back", peer.id));
     }
     caf::anon_send(watch_, watch_atom::value, peer.id, caf::actor_cast<caf::actor>(*remote));
-    linked_[peer.id] = std::move(*replicas);
+    linked_[peer.id] = linked_node{caf::actor_cast<caf::actor_addr>(*remote), std::move(*replicas)};
     changed = true;
   }
   if (!changed) return missing;
@@ -369,7 +378,7 @@ std::vector<std::uint32_t> node::connect_peers() {
     std::vector<caf::actor> actors{caf::actor_cast<caf::actor>(replicas_[i])};
     for (auto& [id, remote] : linked_) {
       ids.push_back(id);
-      actors.push_back(remote[i]);
+      actors.push_back(remote.replicas[i]);
     }
     caf::anon_send(replicas_[i], peers_atom::value, ids, actors);
   }

@@ -134,8 +134,12 @@ class node {
   std::vector<replica_actor> replicas_;
   node_actor published_;
   std::uint16_t port_ = 0;
-  // Per peer id: its replicas, once linked.
-  std::map<std::uint32_t, std::vector<caf::actor>> linked_;
+  // Per peer id, once linked: its node actor and its replicas.
+  struct linked_node {
+    caf::actor_addr node;              // its node actor, watched
+    std::vector<caf::actor> replicas;  // one per shard
+  };
+  std::map<std::uint32_t, linked_node> linked_;
   std::vector<std::string> errors_;
   std::vector<std::uint32_t> lost_;
   // Monitors the linked nodes' actors; the ids of those gone, until taken.
