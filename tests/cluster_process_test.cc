@@ -24,6 +24,7 @@
 
 #include "core/env.h"
 #include "replication/node.h"
+#include "tests/support/magnetite_process.h"
 #include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
@@ -33,25 +34,6 @@ using namespace magnetite::replication;
 using magnetite::testing::must;
 
 namespace {
-
-std::string tool_path() {
-  auto exe = std::filesystem::read_symlink("/proc/self/exe");
-  return (exe.parent_path().parent_path() / "tools" / "magnetite").string();
-}
-
-pid_t serve(const std::string& data, std::uint32_t id, const std::string& cluster, const std::string& out) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    std::string tool = tool_path(), node = std::to_string(id);
-    ::execl(tool.c_str(), tool.c_str(), "--data", data.c_str(), "serve", "--node", node.c_str(), "--cluster",
-            cluster.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
-  return pid;
-}
 
 std::string slurp(const std::string& path) {
   auto t = read_whole_file(env::posix(), path);
@@ -72,7 +54,7 @@ TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another take
   auto cluster = must(cluster_file::parse(text));
   std::vector<pid_t> pids;
   for (std::uint32_t id = 1; id <= 3; ++id)
-    pids.push_back(serve(dir / fmt::format("node{}", id), id, cluster_path, dir / fmt::format("out{}", id)));
+    pids.push_back(testing::spawn_serve(dir / fmt::format("node{}", id), id, cluster_path, dir / fmt::format("out{}", id)));
   for (std::uint32_t id = 1; id <= 3; ++id) {
     std::string out = dir / fmt::format("out{}", id);
     bool linked = testing::poll_until(
@@ -188,7 +170,7 @@ TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another take
   // The killed node, started again on its disk, is linked again by the
   // others and catches up in the background: every replica's tree equal.
   std::string again = dir / fmt::format("out{}-again", *first);
-  pids[*first - 1] = serve(dir / fmt::format("node{}", *first), *first, cluster_path, again);
+  pids[*first - 1] = testing::spawn_serve(dir / fmt::format("node{}", *first), *first, cluster_path, again);
   REQUIRE(testing::poll_until([&] { auto r = replica_of(*first); if (r) replicas[*first] = *r; return r.has_value(); },
                    std::chrono::seconds(60)));
   bool converged = testing::poll_until(
@@ -217,16 +199,8 @@ TEST_CASE("magnetite cluster-demo: failover after SIGKILL loses nothing acknowle
           "up by delta") {
   testing::temp_dir dir("cluster-demo");
   std::string out = dir / "out";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    std::string tool = tool_path(), nodes = dir / "nodes";
-    ::execl(tool.c_str(), tool.c_str(), "cluster-demo", "--dir", nodes.c_str(), "--keys", "300", "--missed", "100",
-            static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  pid_t pid = testing::spawn_magnetite(
+      {"cluster-demo", "--dir", dir / "nodes", "--keys", "300", "--missed", "100"}, out);
   int wstatus = 0;
   ::waitpid(pid, &wstatus, 0);
   std::string text = slurp(out);
@@ -238,15 +212,7 @@ TEST_CASE("magnetite cluster-demo: failover after SIGKILL loses nothing acknowle
   CHECK(text.find("caught up in the background") != std::string::npos);
   CHECK(text.find("nothing acknowledged was lost.") != std::string::npos);
   // It refuses a directory that already holds something.
-  pid = ::fork();
-  if (pid == 0) {
-    int fd = ::open("/dev/null", O_WRONLY);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    std::string tool = tool_path(), nodes = dir / "nodes";
-    ::execl(tool.c_str(), tool.c_str(), "cluster-demo", "--dir", nodes.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
-  }
+  pid = testing::spawn_magnetite({"cluster-demo", "--dir", dir / "nodes"}, "/dev/null");
   ::waitpid(pid, &wstatus, 0);
   CHECK((WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 2));
 }

@@ -58,6 +58,7 @@
 
 #include "core/env.h"
 #include "replication/node.h"
+#include "tests/support/magnetite_process.h"
 #include "tests/support/register_checker.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
@@ -74,11 +75,6 @@ std::uint64_t env_number(const char* name, std::uint64_t otherwise) {
   const char* v = std::getenv(name);
   if (!v || !*v) return otherwise;
   return std::strtoull(v, nullptr, 10);
-}
-
-std::string tool_path() {
-  auto exe = std::filesystem::read_symlink("/proc/self/exe");
-  return (exe.parent_path().parent_path() / "tools" / "magnetite").string();
 }
 
 std::string slurp(const std::string& path) {
@@ -161,17 +157,7 @@ struct cluster_run {
   void start(std::uint32_t id) {
     ++starts[id];
     std::string out = out_of(id), data = dir / fmt::format("node{}", id);
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::string tool = tool_path(), node = std::to_string(id);
-      ::execl(tool.c_str(), tool.c_str(), "--data", data.c_str(), "serve", "--node", node.c_str(), "--cluster",
-              cluster_path.c_str(), static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    pids[id] = pid;
+    pids[id] = testing::spawn_serve(data, id, cluster_path, out);
     states[id] = proc_state::up;
   }
 
