@@ -636,7 +636,11 @@ status shard::import_node(const hash128& h, std::string_view encoding) {
   return status::ok();
 }
 
-result<merge_report> shard::merge_stamped(const hash128& foreign_root) {
+result<merge_report> shard::merge_stamped(const hash128& foreign_root) { return merge_foreign(foreign_root, false); }
+
+result<merge_report> shard::adopt_stamped(const hash128& foreign_root) { return merge_foreign(foreign_root, true); }
+
+result<merge_report> shard::merge_foreign(const hash128& foreign_root, bool drop_ours_only) {
   MAGNETITE_TRY(check_usable());
   if (!store_->contains(foreign_root))
     return status::invalid_argument(fmt::format("merge from root {}: this store does not hold it", foreign_root.to_hex()));
@@ -644,39 +648,64 @@ result<merge_report> shard::merge_stamped(const hash128& foreign_root) {
   if (!ours) return ours.error();
   merge_report out;
   std::vector<stamped_write> chunk;
+  std::vector<batch_write> drops;
   std::size_t chunk_bytes = 0;
   status inner;
   auto flush = [&] {
-    if (chunk.empty()) return true;
-    auto taken = apply_stamped(chunk);
-    if (!taken) {
-      inner = taken.error();
-      return false;
+    if (!chunk.empty()) {
+      auto taken = apply_stamped(chunk);
+      if (!taken) {
+        inner = taken.error();
+        return false;
+      }
+      out.taken += static_cast<std::uint64_t>(std::count(taken->begin(), taken->end(), true));
     }
-    out.taken += static_cast<std::uint64_t>(std::count(taken->begin(), taken->end(), true));
+    if (!drops.empty()) {
+      std::vector<std::optional<std::string>> none(drops.size());
+      auto seq = log_and_stage(drops, none);
+      if (!seq) {
+        inner = seq.error();
+        return false;
+      }
+      out.dropped += drops.size();
+    }
     chunk.clear();
+    drops.clear();
     chunk_bytes = 0;
     return true;
   };
+  auto corrupt = [&](const status& s) {
+    inner = status::corruption(fmt::format("merge from root {}: {}", foreign_root.to_hex(), s.message()));
+    return false;
+  };
   MAGNETITE_TRY(tree::diff(*store_, *ours, foreign_root, [&](const tree::diff_entry& e) {
-    // Expiry entries follow the values; an entry only we hold says nothing.
-    if (e.key.empty() || e.key[0] != keyspace::data_tag || !e.new_value) return true;
-    ++out.differing;
-    auto u = ttl::unwrap(*e.new_value);
-    if (!u) {
-      inner = status::corruption(fmt::format("merge from root {}: {}", foreign_root.to_hex(), u.error().message()));
-      return false;
+    // Expiry entries follow the values.
+    if (e.key.empty() || e.key[0] != keyspace::data_tag) return true;
+    if (!e.new_value) {
+      // Only we hold it: news for the foreign side, unless we adopt its tree.
+      if (!drop_ours_only || !e.old_value) return true;
+      auto u = ttl::unwrap(*e.old_value);
+      if (!u) return corrupt(u.error());
+      if (!u->stamp) return true;
+      batch_write d;
+      d.key = std::string(keyspace::user_key_of(e.key));
+      chunk_bytes += d.key.size() + 16;
+      drops.push_back(std::move(d));
+    } else {
+      ++out.differing;
+      auto u = ttl::unwrap(*e.new_value);
+      if (!u) return corrupt(u.error());
+      if (!u->stamp) return true;
+      stamped_write w;
+      w.key = std::string(keyspace::user_key_of(e.key));
+      w.stamp = *u->stamp;
+      if (!u->tombstone) w.value = std::string(u->value);
+      w.expires_at_ns = u->expires_at_ns;
+      chunk_bytes += w.key.size() + e.new_value->size();
+      chunk.push_back(std::move(w));
     }
-    if (!u->stamp) return true;
-    stamped_write w;
-    w.key = std::string(keyspace::user_key_of(e.key));
-    w.stamp = *u->stamp;
-    if (!u->tombstone) w.value = std::string(u->value);
-    w.expires_at_ns = u->expires_at_ns;
-    chunk_bytes += w.key.size() + e.new_value->size();
-    chunk.push_back(std::move(w));
     // Well under the log's batch limits, so a frame is never refused for size.
-    if (chunk_bytes >= limits::max_batch_bytes / 4 || chunk.size() >= 4096) return flush();
+    if (chunk_bytes >= limits::max_batch_bytes / 4 || chunk.size() + drops.size() >= 4096) return flush();
     return true;
   }));
   MAGNETITE_TRY(inner);

@@ -136,6 +136,7 @@ struct stamped_write {
 struct merge_report {
   std::uint64_t differing = 0;  // data entries the foreign tree holds that differ from ours
   std::uint64_t taken = 0;      // of those, staged because their stamp was higher
+  std::uint64_t dropped = 0;    // adopt only: stamped entries we held and the foreign tree does not
 };
 
 // A precondition of apply(): the state key's value carries this revision
@@ -291,11 +292,19 @@ class shard {
   // at the next commit_group(). Taken writes are stamped writes in their own
   // right, so a merge stopped half way (an error) leaves a consistent state.
   result<merge_report> merge_stamped(const hash128& foreign_root);
+  // merge_stamped, and then every stamped entry this shard holds that the
+  // foreign tree lacks is deleted (no tombstone). For a replica that was away
+  // longer than the tombstone retention (docs/design/replication.md, 6): what
+  // only it holds is a write deleted and purged elsewhere meanwhile, or a write
+  // no majority took; the caller must know the foreign tree holds every write
+  // this shard acknowledged. Unstamped entries are left alone.
+  result<merge_report> adopt_stamped(const hash128& foreign_root);
 
  private:
   shard(env& e, std::string dir, shard_options options);
   status check_usable() const;
   status fail(status s);
+  result<merge_report> merge_foreign(const hash128& foreign_root, bool drop_ours_only);
   // The current root, then the roots of `retained` this store holds.
   std::vector<hash128> kept_roots(std::span<const hash128> retained) const;
   // The expiry entries against the values and the index: problems found.

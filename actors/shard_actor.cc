@@ -183,6 +183,19 @@ caf::typed_response_promise<ok_atom> ack_after_group(self_ptr self, status stage
   return wait_for_group<ok_atom>(self, rp, [](auto& p) { p.deliver(ok_atom::value); });
 }
 
+// A foreign tree merged into ours (or adopted), answered after the group.
+caf::result<merge_report> merge_then_reply(self_ptr self, const hash128& root, bool adopt) {
+  if (!finish_group(self)) return to_error(self->state.db->failure());
+  auto out = adopt ? self->state.db->adopt_stamped(root) : self->state.db->merge_stamped(root);
+  if (!out) {
+    stop_if_failed(self);
+    return to_error(out.error());
+  }
+  publish(self);  // the merge checkpointed
+  auto rp = self->make_response_promise<merge_report>();
+  return wait_for_group<merge_report>(self, rp, [report = *out](auto& p) { p.deliver(report); });
+}
+
 std::optional<std::chrono::nanoseconds> ttl_of(std::int64_t ttl_ns) {
   if (ttl_ns == 0) return std::nullopt;
   return std::chrono::nanoseconds(ttl_ns);
@@ -345,15 +358,11 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       },
       [=](merge_atom, const hash128& root) -> caf::result<merge_report> {
         if (auto e = down()) return *e;
-        if (!finish_group(self)) return to_error(self->state.db->failure());
-        auto out = self->state.db->merge_stamped(root);
-        if (!out) {
-          stop_if_failed(self);
-          return to_error(out.error());
-        }
-        publish(self);  // merge_stamped checkpointed
-        auto rp = self->make_response_promise<merge_report>();
-        return wait_for_group<merge_report>(self, rp, [report = *out](auto& p) { p.deliver(report); });
+        return merge_then_reply(self, root, false);
+      },
+      [=](adopt_atom, const hash128& root) -> caf::result<merge_report> {
+        if (auto e = down()) return *e;
+        return merge_then_reply(self, root, true);
       },
       [=](range_atom, const std::string& from, const std::string& to,
           std::uint32_t limit) -> caf::result<std::vector<std::string>, std::vector<std::string>, bool> {

@@ -40,10 +40,11 @@
 //                            to the log, answered once durable (the group's
 //                            fsync, whatever the policy).
 //   (promise)                the latest promise state, read after the group.
-//   import / merge           delta transfer from a peer replica: nodes stored
+//   import / merge / adopt   delta transfer from a peer replica: nodes stored
 //                            bottom up; then the group, a checkpoint, and the
-//                            foreign root's winners staged, answered after
-//                            their group.
+//                            foreign root's winners staged (adopt: and our
+//                            stamped entries it lacks deleted), answered
+//                            after their group.
 //   commit                   the group, then a checkpoint: the new root.
 //   shutdown                 commit, then quit normally.
 //

@@ -71,6 +71,7 @@ using stamped_atom = caf::atom_constant<caf::atom("stamped")>;
 using promise_atom = caf::atom_constant<caf::atom("promise")>;
 using import_atom = caf::atom_constant<caf::atom("import")>;
 using merge_atom = caf::atom_constant<caf::atom("merge")>;
+using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 
 // One write of an atomic batch, as a message carries it.
 struct batch_op {
@@ -92,7 +93,7 @@ typename Inspector::result_type inspect(Inspector& f, hash128& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, merge_report& x) {
-  return f(caf::meta::type_name("merge_report"), x.differing, x.taken);
+  return f(caf::meta::type_name("merge_report"), x.differing, x.taken, x.dropped);
 }
 
 template <class Inspector>
@@ -210,6 +211,7 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<promise_atom>::with<bool, std::string>,
     caf::replies_to<import_atom, std::vector<hash128>, std::vector<std::string>>::with<ok_atom>,
     caf::replies_to<merge_atom, hash128>::with<merge_report>,
+    caf::replies_to<adopt_atom, hash128>::with<merge_report>,
     caf::replies_to<range_atom, std::string, std::string, std::uint32_t>::with<std::vector<std::string>,
                                                                                 std::vector<std::string>, bool>,
     caf::replies_to<commit_atom>::with<std::string>,

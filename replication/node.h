@@ -33,7 +33,7 @@
 
 namespace magnetite::replication {
 
-inline constexpr std::uint32_t protocol_version = 1;
+inline constexpr std::uint32_t protocol_version = 2;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using offer_atom = caf::atom_constant<caf::atom("offer")>;

@@ -9,7 +9,7 @@ namespace magnetite::replication {
 namespace {
 
 constexpr std::string_view magic{"MGPS", 4};
-constexpr std::uint8_t version = 1;
+constexpr std::uint8_t version = 2;
 
 void put_ballot(std::string& out, const ballot& b) {
   put_fixed64_le(out, b.counter);
@@ -27,6 +27,8 @@ std::string promise_state::encode() const {
   put_ballot(out, promised);
   put_ballot(out, epoch);
   put_fixed64_le(out, minted);
+  put_fixed64_le(out, synced_ns);
+  put_fixed64_le(out, settled_ns);
   return out;
 }
 
@@ -34,16 +36,21 @@ result<promise_state> promise_state::decode(std::string_view bytes) {
   if (bytes.size() < magic.size() + 1 || bytes.substr(0, magic.size()) != magic)
     return status::corruption(fmt::format("promise state of {} bytes does not start with MGPS", bytes.size()));
   auto v = static_cast<std::uint8_t>(bytes[magic.size()]);
-  if (v != version)
+  if (v < 1 || v > version)
     return status::make(status_code::not_supported, status_category::permanent,
-                        fmt::format("promise state version {}: this magnetite reads version {}", v, version));
-  if (bytes.size() != encoded_bytes)
-    return status::corruption(fmt::format("promise state of {} bytes: version 1 has {}", bytes.size(), encoded_bytes));
+                        fmt::format("promise state version {}: this magnetite reads versions 1 to {}", v, version));
+  std::size_t want = v == 1 ? encoded_bytes_v1 : encoded_bytes;
+  if (bytes.size() != want)
+    return status::corruption(fmt::format("promise state of {} bytes: version {} has {}", bytes.size(), v, want));
   auto p = reinterpret_cast<const std::uint8_t*>(bytes.data()) + magic.size() + 1;
   promise_state s;
   s.promised = get_ballot(p);
   s.epoch = get_ballot(p + 12);
   s.minted = decode_fixed64_le(p + 24);
+  if (v >= 2) {
+    s.synced_ns = decode_fixed64_le(p + 32);
+    s.settled_ns = decode_fixed64_le(p + 40);
+  }
   if (s.epoch > s.promised)
     return status::corruption(fmt::format("promise state has epoch {} above its promise {}", to_string(s.epoch),
                                           to_string(s.promised)));

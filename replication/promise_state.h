@@ -4,6 +4,11 @@
 //   promised  the highest ballot promised; prepares and writes below it are refused
 //   epoch     the ballot of the owner whose writes were last accepted
 //   minted    the highest ballot counter this node minted for the shard
+//   synced_ns when this replica last knew it held every write committed
+//             before it (wall clock; 0: never), the base of the long-absence
+//             rule (docs/design/replication.md, 6)
+//   settled_ns when it last agreed with a majority as absent as itself to
+//             serve again without such knowledge (a whole-cluster restart)
 //
 // The rules are pure: each returns the decision and, when the state changed,
 // the new state. The caller must make a changed state durable (the shard's
@@ -11,8 +16,9 @@
 // that depends on it, and must not act on a decision whose state it could not
 // make durable.
 //
-// Invariants: promised never decreases; epoch <= promised; minted only grows,
-// and a minted ballot is above every ballot the node had seen when it minted.
+// Invariants: promised never decreases; epoch <= promised; minted, synced_ns
+// and settled_ns only grow, and a minted ballot is above every ballot the
+// node had seen when it minted.
 // The encoding (docs/formats/replication.md) is fixed-size and versioned;
 // decode refuses anything else as corruption.
 #pragma once
@@ -31,10 +37,14 @@ struct promise_state {
   ballot promised;
   ballot epoch;
   std::uint64_t minted = 0;
+  std::uint64_t synced_ns = 0;
+  std::uint64_t settled_ns = 0;
 
   friend bool operator==(const promise_state&, const promise_state&) = default;
 
-  static constexpr std::size_t encoded_bytes = 4 + 1 + 12 + 12 + 8;
+  static constexpr std::size_t encoded_bytes_v1 = 4 + 1 + 12 + 12 + 8;
+  static constexpr std::size_t encoded_bytes = encoded_bytes_v1 + 8 + 8;  // version 2, written now
+  // Decodes version 1 (synced_ns and settled_ns 0) and version 2.
   std::string encode() const;
   static result<promise_state> decode(std::string_view bytes);
 };

@@ -47,7 +47,32 @@ struct replica_state {
   std::map<caf::actor_addr, std::uint32_t> monitored;
   std::uint64_t pulled_nodes = 0, pulled_bytes = 0, merged_entries = 0;  // for info
 
+  // The long-absence rule (design, 6). When each peer's last completed pull
+  // into us began; synced_ns as the shard's log holds it; a recovery running,
+  // and what waits for it.
+  std::map<std::uint32_t, std::uint64_t> pulled_at;
+  std::uint64_t durable_synced = 0;
+  std::uint64_t campaign_began = 0;  // a won campaign merged every write committed before it
+  bool recovering = false;
+  std::vector<std::function<void()>> after_recovery;
+
   std::size_t majority() const { return config.cluster_size / 2 + 1; }
+
+  // Pulls from this many distinct peers reach every majority we are not in,
+  // so they hold every committed write. Zero (one or two nodes): every
+  // committed write is on every replica that is up; nothing can be missed.
+  std::size_t pulls_for_sync() const { return config.cluster_size - majority(); }
+  std::uint64_t half_retention() const { return static_cast<std::uint64_t>(config.tombstone_retention.count()) / 2; }
+  // After this moment we acknowledge nothing until we catch up or settle.
+  std::uint64_t horizon() const {
+    auto base = std::max(ps.synced_ns, ps.settled_ns);
+    return base > UINT64_MAX - half_retention() ? UINT64_MAX : base + half_retention();
+  }
+  bool absent() const { return pulls_for_sync() > 0 && config.clock() > horizon(); }
+  // Whether a peer's answer says it held every committed write recently.
+  bool knows_recent(const replica_info& i) const {
+    return i.synced_ns > UINT64_MAX - half_retention() || i.synced_ns + half_retention() >= config.clock();
+  }
 
   void draw_patience() {
     auto k = std::max<std::uint32_t>(1, config.election_ticks);
@@ -65,6 +90,13 @@ status not_owner(self_ptr self) {
   else if (st.ps.promised.node != 0 && st.ps.promised.node != st.config.node)
     hint = fmt::format(" (node {} was promised it last)", st.ps.promised.node);
   return status::busy(fmt::format("node {} does not own this shard{}", st.config.node, hint));
+}
+
+status away(self_ptr self) {
+  return status::busy(fmt::format(
+      "node {} was away longer than half the tombstone retention: it is catching up from its peers "
+      "(docs/design/replication.md, 6)",
+      self->state.config.node));
 }
 
 status deposed(std::string_view what) {
@@ -89,6 +121,7 @@ void step_down(self_ptr self) {
 // fn(false) if we are not (or stop being) the owner.
 void with_key(self_ptr self, const std::string& key, std::function<void(bool)> fn) {
   auto& st = self->state;
+  if (st.now == role::owner && st.absent()) step_down(self);  // an absent replica acknowledges nothing
   if (st.now != role::owner) return fn(false);
   auto it = st.keys.find(key);
   if (it == st.keys.end() || !it->second.writing) return fn(true);
@@ -216,10 +249,42 @@ void confirm(self_ptr self, std::function<void(bool)> done) {
       confirm_atom::value, epoch);
 }
 
-// Pulls `root` from peer `from` into our shard and merges it.
-void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
-                    std::function<void(const status&, const merge_report&)> done) {
+// Writes our promise state (synced_ns or settled_ns moved) when `force`, or
+// when synced_ns moved far enough since it was last written: a crash that
+// loses the rest only makes us look absent sooner.
+void persist_progress(self_ptr self, bool force) {
   auto& st = self->state;
+  auto step = static_cast<std::uint64_t>(st.config.tombstone_retention.count()) / 16;
+  if (!force && st.ps.synced_ns < st.durable_synced + step) return;
+  auto synced = st.ps.synced_ns;
+  self->request(st.config.shard(), caf::infinite, promise_atom::value, st.ps.encode())
+      .then([self, synced](ok_atom) { self->state.durable_synced = std::max(self->state.durable_synced, synced); },
+            [](caf::error&) {});  // a failed fsync stops the shard; its restart replays the last one written
+}
+
+// A pull from `from` that began at `began` completed: once pulls from enough
+// distinct peers began after a moment, we hold every write committed before it.
+void note_pull(self_ptr self, std::uint32_t from, std::uint64_t began) {
+  auto& st = self->state;
+  auto& at = st.pulled_at[from];
+  at = std::max(at, began);
+  std::size_t need = st.pulls_for_sync();
+  if (need == 0 || st.pulled_at.size() < need) return;
+  std::vector<std::uint64_t> times;
+  for (const auto& [id, t] : st.pulled_at) times.push_back(t);
+  std::sort(times.begin(), times.end(), std::greater<>());
+  if (times[need - 1] <= st.ps.synced_ns) return;
+  bool was_absent = st.absent();
+  st.ps.synced_ns = times[need - 1];
+  persist_progress(self, was_absent);
+}
+
+// Pulls `root` from peer `from` into our shard and merges it (adopt: and
+// drops what only we hold).
+void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
+                    std::function<void(const status&, const merge_report&)> done, bool adopt = false) {
+  auto& st = self->state;
+  std::uint64_t began = st.config.clock();
   auto peer = st.peers.find(from);
   if (peer == st.peers.end())
     return done(status::invalid_argument(fmt::format("sync from node {}: not a peer of node {}", from, st.config.node)),
@@ -239,7 +304,8 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
         });
   };
   auto step = std::make_shared<std::function<void()>>();
-  *step = [self, root, puller, import_failed, shard, send_imports, step, target = peer->second, done]() {
+  *step = [self, root, from, began, adopt, puller, import_failed, shard, send_imports, step, target = peer->second,
+           done]() {
     auto collect = [](std::vector<hash128>& hs, std::vector<std::string>& bs) {
       return [&hs, &bs](const hash128& h, std::string_view bytes) {
         hs.push_back(h);
@@ -252,17 +318,19 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
       std::vector<std::string> bs;
       if (status s = puller->finish(collect(hs, bs)); !s) return done(s, {});
       send_imports(std::move(hs), std::move(bs));
-      self->request(shard, caf::infinite, merge_atom::value, root)
-          .then(
-              [self, puller, import_failed, done](const merge_report& r) {
-                if (!import_failed->is_ok()) return done(*import_failed, {});
-                auto& st = self->state;
-                st.pulled_nodes += puller->stats().nodes;
-                st.pulled_bytes += puller->stats().bytes;
-                st.merged_entries += r.taken;
-                done(status::ok(), r);
-              },
-              [done](caf::error& e) { done(to_status(e), {}); });
+      auto merged = adopt ? self->request(shard, caf::infinite, adopt_atom::value, root)
+                          : self->request(shard, caf::infinite, merge_atom::value, root);
+      merged.then(
+          [self, from, began, puller, import_failed, done](const merge_report& r) {
+            if (!import_failed->is_ok()) return done(*import_failed, {});
+            auto& st = self->state;
+            st.pulled_nodes += puller->stats().nodes;
+            st.pulled_bytes += puller->stats().bytes;
+            st.merged_entries += r.taken;
+            note_pull(self, from, began);
+            done(status::ok(), r);
+          },
+          [done](caf::error& e) { done(to_status(e), {}); });
       *step = nullptr;  // breaks the cycle through the captured step
       return;
     }
@@ -285,6 +353,86 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
             });
   };
   (*step)();
+}
+
+// Asks every peer the same request; `done` gets each peer's answer (an error
+// or a timeout: none) once all are in.
+template <class Reply, class... Ts>
+void ask_every_peer(self_ptr self, caf::timespan timeout,
+                    std::function<void(std::vector<std::pair<std::uint32_t, std::optional<Reply>>>)> done,
+                    const Ts&... xs) {
+  using answers = std::vector<std::pair<std::uint32_t, std::optional<Reply>>>;
+  auto got = std::make_shared<answers>();
+  std::size_t expected = self->state.peers.size();
+  if (expected == 0) return done({});
+  auto add = [got, expected, done](std::uint32_t id, std::optional<Reply> r) {
+    got->emplace_back(id, std::move(r));
+    if (got->size() == expected) done(std::move(*got));
+  };
+  for (auto& [id, peer] : self->state.peers)
+    self->request(peer, timeout, xs...)
+        .then([add, id = id](const Reply& r) { add(id, r); }, [add, id = id](caf::error&) { add(id, std::nullopt); });
+}
+
+void end_recovery(self_ptr self) {
+  auto& st = self->state;
+  st.recovering = false;
+  auto waiting = std::move(st.after_recovery);
+  st.after_recovery.clear();
+  for (auto& f : waiting) f();
+}
+
+// The long-absence rule (design, 6). We are absent: our last sync is older
+// than half the tombstone retention, so we may hold values whose delete was
+// purged elsewhere meanwhile, and we acknowledged nothing since our horizon.
+// Every peer tells where it stands. One that held every committed write at a
+// moment past our horizon holds all we ever acknowledged: we adopt its tree
+// (what only we hold goes). A peer that knows recent writes but not yet past
+// our horizon soon will: we wait. If no answer knows recent writes and a
+// majority (ourselves included) answered, the cluster was down or cut off as a
+// whole for that long: we settle, keeping our data, since dropping it could
+// lose acknowledged writes and nobody knows better. `then` runs once decided.
+void recover(self_ptr self, std::function<void()> then) {
+  auto& st = self->state;
+  if (!st.absent()) return then();
+  st.after_recovery.push_back(std::move(then));
+  if (st.recovering) return;
+  st.recovering = true;
+  ask_every_peer<replica_info>(
+      self, self->state.config.request_timeout,
+      [self](std::vector<std::pair<std::uint32_t, std::optional<replica_info>>> answers) {
+        auto& st = self->state;
+        if (!st.absent()) return end_recovery(self);
+        const replica_info* best = nullptr;
+        bool someone_knows = false;
+        std::size_t answered = 1;
+        for (const auto& [id, a] : answers) {
+          if (!a) continue;
+          ++answered;
+          if (a->synced_ns >= st.horizon() && (!best || a->synced_ns > best->synced_ns)) best = &*a;
+          if (st.knows_recent(*a)) someone_knows = true;
+        }
+        if (best) {
+          auto synced = best->synced_ns;
+          return pull_and_merge(
+              self, best->root, best->node,
+              [self, synced](const status& s, const merge_report&) {
+                if (s) {
+                  auto& st2 = self->state;
+                  st2.ps.synced_ns = std::max(st2.ps.synced_ns, synced);
+                  persist_progress(self, true);
+                }
+                end_recovery(self);
+              },
+              true);
+        }
+        if (!someone_knows && answered >= st.majority()) {
+          st.ps.settled_ns = std::max(st.ps.settled_ns, st.config.clock());
+          persist_progress(self, true);
+        }
+        end_recovery(self);
+      },
+      info_atom::value);
 }
 
 // After winning the promises: merge every promiser's differing tree, have a
@@ -316,6 +464,7 @@ void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::
             auto become_owner = [self, my_term, finish]() {
               auto& s2 = self->state;
               if (s2.term != my_term) return finish(false);
+              s2.ps.synced_ns = std::max(s2.ps.synced_ns, s2.campaign_began);
               decision d = on_write(s2.ps, s2.epoch);
               if (d.store) s2.ps = *d.store;
               self->request(s2.config.shard(), caf::infinite, promise_atom::value, s2.ps.encode())
@@ -360,6 +509,8 @@ void persist_then(self_ptr self, std::function<void()> next, std::function<void(
 // (then `owns` is false).
 void campaign(self_ptr self, std::function<void(const status&, bool owns)> finish) {
   auto& st = self->state;
+  if (st.absent()) return finish(away(self), false);  // our data could bring back purged deletes
+  st.campaign_began = st.config.clock();
   minted_ballot m = mint(st.ps, st.config.node);
   decision d = on_prepare(m.store, m.b);
   st.ps = *d.store;
@@ -448,6 +599,7 @@ void heartbeat(self_ptr self) {
 // cost a root comparison; a replica that missed writes catches up by delta.
 void push_root(self_ptr self) {
   auto& st = self->state;
+  if (st.absent()) return;  // what only we hold may be deletes purged elsewhere
   auto next = st.peers.end();
   for (std::size_t i = 0; i < st.peers.size(); ++i) {
     next = st.peers.upper_bound(st.pushed_last);
@@ -477,6 +629,7 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
   auto& st0 = self->state;
   st0.config = std::move(config);
   st0.ps = st0.config.initial;
+  st0.durable_synced = st0.ps.synced_ns;
   st0.rng.seed(st0.config.seed != 0 ? st0.config.seed : 0x9e3779b97f4a7c15ULL * (st0.config.node + 1));
   st0.draw_patience();
   if (st0.config.heartbeat.count() > 0) {
@@ -506,29 +659,40 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         }
       },
       [=](prepare_atom, const ballot& b) -> caf::result<promise_reply> {
-        auto& st = self->state;
-        decision d = on_prepare(st.ps, b);
-        if (!d.accepted) return promise_reply{false, d.promised, st.ps.epoch, hash128{}};
-        if (st.now != role::follower && b > st.epoch) step_down(self);
-        st.ps = *d.store;
         auto rp = self->make_response_promise<promise_reply>();
-        ballot epoch = st.ps.epoch;
-        st.silent = 0;  // a campaign is under way: give it time
-        persist_then(
-            self,
-            [self, rp, b, epoch]() mutable {
-              self->request(self->state.config.shard(), caf::infinite, commit_atom::value)
-                  .then(
-                      [rp, b, epoch](const std::string& hex) mutable {
-                        rp.deliver(promise_reply{true, b, epoch, hash128::parse_hex(hex).value_or(hash128{})});
-                      },
-                      [rp](caf::error& e) mutable { rp.deliver(e); });
-            },
-            [rp](caf::error& e) mutable { rp.deliver(e); });
+        // Absent, our tree could bring back purged deletes into the
+        // candidate's: no promise until we caught up or settled.
+        recover(self, [self, rp, b]() mutable {
+          auto& st = self->state;
+          if (st.absent()) return (void)rp.deliver(promise_reply{false, st.ps.promised, st.ps.epoch, hash128{}});
+          decision d = on_prepare(st.ps, b);
+          if (!d.accepted) return (void)rp.deliver(promise_reply{false, d.promised, st.ps.epoch, hash128{}});
+          if (st.now != role::follower && b > st.epoch) step_down(self);
+          st.ps = *d.store;
+          ballot epoch = st.ps.epoch;
+          st.silent = 0;  // a campaign is under way: give it time
+          persist_then(
+              self,
+              [self, rp, b, epoch]() mutable {
+                self->request(self->state.config.shard(), caf::infinite, commit_atom::value)
+                    .then(
+                        [rp, b, epoch](const std::string& hex) mutable {
+                          rp.deliver(promise_reply{true, b, epoch, hash128::parse_hex(hex).value_or(hash128{})});
+                        },
+                        [rp](caf::error& e) mutable { rp.deliver(e); });
+              },
+              [rp](caf::error& e) mutable { rp.deliver(e); });
+        });
         return rp;
       },
       [=](rwrite_atom, const ballot& e, const std::vector<stamped_op>& ops) -> caf::result<vote> {
         auto& st = self->state;
+        if (st.absent()) {
+          // Past our horizon we acknowledge nothing: a peer we adopt a tree
+          // from later need only know what we acknowledged before it.
+          recover(self, [] {});
+          return vote{false, st.ps.promised};
+        }
         decision d = on_write(st.ps, e);
         if (!d.accepted) return vote{false, d.promised};
         if (st.now != role::follower && e != st.epoch) step_down(self);
@@ -568,6 +732,11 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         return out;
       },
       [=](sync_atom, const hash128& root, std::uint32_t from) -> caf::result<merge_report> {
+        // Absent, we catch up by adopting a tree that knows more (recover), not by merging.
+        if (self->state.absent()) {
+          recover(self, [] {});
+          return to_error(away(self));
+        }
         auto rp = self->make_response_promise<merge_report>();
         pull_and_merge(self, root, from, [rp](const status& s, const merge_report& r) mutable {
           if (s) rp.deliver(r);
@@ -580,9 +749,13 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         if (st.now == role::owner) return true;
         if (st.now == role::candidate) return to_error(not_owner(self));
         auto rp = self->make_response_promise<bool>();
-        campaign(self, [rp](const status& s, bool owns) mutable {
-          if (s) rp.deliver(owns);
-          else rp.deliver(to_error(s));
+        recover(self, [self, rp]() mutable {
+          if (self->state.now == role::owner) return (void)rp.deliver(true);
+          if (self->state.now == role::candidate) return (void)rp.deliver(to_error(not_owner(self)));
+          campaign(self, [rp](const status& s, bool owns) mutable {
+            if (s) rp.deliver(owns);
+            else rp.deliver(to_error(s));
+          });
         });
         return rp;
       },
@@ -595,8 +768,14 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         if (chain != st.chain) return;
         self->delayed_send(self, st.config.heartbeat, beat_atom::value, chain);
         ++st.ticks;
-        if (st.now == role::owner) heartbeat(self);
-        else if (st.now == role::follower && ++st.silent >= st.patience) pre_vote_then_campaign(self);
+        if (st.absent()) {
+          if (st.now == role::owner) step_down(self);
+          if (st.ticks % std::max<std::uint32_t>(1, st.config.election_ticks) == 0) recover(self, [] {});
+        } else if (st.now == role::owner) {
+          heartbeat(self);
+        } else if (st.now == role::follower && ++st.silent >= st.patience) {
+          pre_vote_then_campaign(self);
+        }
         if (st.config.anti_entropy_ticks > 0 && st.ticks % st.config.anti_entropy_ticks == 0) push_root(self);
       },
       [=](info_atom) -> caf::result<replica_info> {
@@ -607,7 +786,8 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
                   auto& st = self->state;
                   rp.deliver(replica_info{st.config.node, static_cast<std::uint8_t>(st.now), st.ps.promised,
                                           st.ps.epoch, hash128::parse_hex(hex).value_or(hash128{}),
-                                          st.pulled_nodes, st.pulled_bytes, st.merged_entries});
+                                          st.pulled_nodes, st.pulled_bytes, st.merged_entries, st.ps.synced_ns,
+                                          st.ps.settled_ns, st.absent()});
                 },
                 [rp](caf::error& e) mutable { rp.deliver(e); });
         return rp;

@@ -44,14 +44,25 @@
 //                      campaigns of its own accord only after a majority
 //                      (itself included) said yes.
 //   down(peer)         the replica we last promised is gone: campaign soon.
-//   info               role, promise, epoch and checkpointed root.
+//   info               role, promise, epoch, checkpointed root, and where we
+//                      stand under the long-absence rule.
+//
+// The long-absence rule (design, 6): past its horizon (last sync, or last
+// settling, + tombstone_retention / 2) a replica is absent. It then answers
+// rwrite no, refuses sync and elect, pushes nothing, steps down if it owns,
+// and answers a prepare only after recovering: it asks every peer's info and
+// adopts the tree of one that synced past its horizon (dropping what only it
+// holds), waits for one that soon will, or, when a majority answered and
+// none knows recent writes, settles (the whole cluster was away).
 //   get                owner only; waits for a write of the key in flight; reads
 //                      the value, then a confirm round must find a majority
 //                      (ourselves included) still promised to our epoch.
 //
 // Invariants: no reply depends on promise state that is not durable; an owner
 // answers a read only with values a majority holds; a replica never takes a
-// write from an epoch below its promise.
+// write from an epoch below its promise; an absent replica acknowledges,
+// promises and pushes nothing, so a tree it adopts need only be synced past
+// its horizon to hold everything it ever acknowledged.
 #pragma once
 
 #include <chrono>
@@ -76,6 +87,8 @@ struct replica_config {
   std::chrono::milliseconds request_timeout{2000};
   std::size_t pull_batch = 256;        // nodes per fetch
   wall_clock_ns clock = system_now_ns; // the owner fixes absolute deadlines with it
+  // A delete's purge comes this long after it; half of it is the long-absence
+  // rule's horizon (the cluster file's tombstone_retention_s).
   std::chrono::nanoseconds tombstone_retention = std::chrono::hours(24);
   // Failure detection, failover and anti-entropy run on a heartbeat timer
   // (the actor's scheduler clock); zero turns them all off, and elections

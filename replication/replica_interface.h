@@ -13,7 +13,8 @@
 //   (probe)                              -> bool   would we campaign too: we heard no live owner
 //                                                for election_ticks heartbeats (a pre-vote)
 //   (beat, chain)                        our own heartbeat timer (failure detection, anti-entropy)
-//   (info)                               -> replica_info   role, promise and checkpointed root
+//   (info)                               -> replica_info   role, promise, checkpointed root and
+//                                                whether it is absent (the long-absence rule)
 //
 // From clients (the owner answers; another replica refuses with `busy`,
 // naming the owner it knows of):
@@ -85,12 +86,18 @@ struct replica_info {
   std::uint64_t pulled_nodes = 0;
   std::uint64_t pulled_bytes = 0;
   std::uint64_t merged_entries = 0;
+  // The long-absence rule (docs/design/replication.md, 6): when it last knew
+  // it held every committed write (wall clock ns; 0 never), when it last
+  // settled with an absent majority, and whether it is absent now.
+  std::uint64_t synced_ns = 0;
+  std::uint64_t settled_ns = 0;
+  bool absent = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
   return f(caf::meta::type_name("replica_info"), x.node, x.role, x.promised, x.epoch, x.root, x.pulled_nodes,
-           x.pulled_bytes, x.merged_entries);
+           x.pulled_bytes, x.merged_entries, x.synced_ns, x.settled_ns, x.absent);
 }
 
 using replica_actor = caf::typed_actor<

@@ -47,8 +47,10 @@ struct cluster {
   // Failure detection, failover and anti-entropy run on heartbeats when beat
   // is not zero; time then moves only by advance() (the coordinator's clock).
   std::chrono::milliseconds beat{0};
+  std::chrono::nanoseconds retention{1h};  // of tombstones (the long-absence rule's scale)
 
-  explicit cluster(std::size_t n, std::chrono::milliseconds heartbeat = 0ms) : beat(heartbeat) {
+  explicit cluster(std::size_t n, std::chrono::milliseconds heartbeat = 0ms, std::chrono::nanoseconds keep = 1h)
+      : beat(heartbeat), retention(keep) {
     cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
@@ -86,6 +88,7 @@ struct cluster {
     c.dir = "/node/shard-000";
     c.options.clock = clock();
     c.options.chunking = {256, 64, 1024};
+    c.options.tombstone_retention = retention;
     c.slot = n.slot;
     n.shard = spawn_shard(*sys, c);
     sched->run();
@@ -109,7 +112,7 @@ struct cluster {
     c.request_timeout = 100ms;
     c.pull_batch = 4;
     c.clock = clock();
-    c.tombstone_retention = 1h;
+    c.tombstone_retention = retention;
     c.heartbeat = beat;
     c.anti_entropy_ticks = beat.count() > 0 ? 10 : 0;
     n.replica = spawn_replica(*sys, c);
@@ -165,6 +168,18 @@ struct cluster {
   void advance(std::chrono::milliseconds d) {
     sched->run();
     for (auto t = 0ms; t < d; t += 1ms) {
+      sched->advance_time(1ms);
+      sched->run();
+    }
+  }
+
+  // Moves the coordinator's clock and the wall clock together by d, a
+  // millisecond at a time (deadlines, purges and the long-absence rule run
+  // on the wall clock).
+  void pass(std::chrono::milliseconds d) {
+    sched->run();
+    for (auto t = 0ms; t < d; t += 1ms) {
+      *now += 1'000'000;
       sched->advance_time(1ms);
       sched->run();
     }
@@ -744,4 +759,104 @@ TEST_CASE("replica actors with heartbeats: an owner emerges unasked; a partition
   // The healed replica did not depose the owner: its pre-votes found no
   // majority missing an owner, so its ballot never outgrew the owner's.
   CHECK(c.owners() == std::vector<std::uint32_t>{o2});
+}
+
+TEST_CASE("replica actors: a replica away longer than the tombstone retention does not bring back a delete purged "
+          "meanwhile; it adopts a peer's tree and loses nothing acknowledged") {
+  // Retention 2 s: a replica is absent once its last sync is 1 s old. Every
+  // replica starts absent (it never synced) and settles with the others.
+  cluster c(3, 10ms, 2s);
+  c.pass(1000ms);
+  auto first = c.owners();
+  REQUIRE(first.size() == 1);
+  std::uint32_t o = first[0];
+  std::uint32_t f = o == 1 ? 2 : 1;  // the follower that goes away
+  REQUIRE(c.put(o, "gone", "old").is_ok());
+  REQUIRE(c.put(o, "kept", "1").is_ok());
+  c.pass(200ms);
+  CHECK(c.local(f, "gone") == "old");
+
+  c.down(f);
+  REQUIRE(c.del(o, "gone").is_ok());
+  REQUIRE(c.put(o, "new", "2").is_ok());
+  // The tombstone's purge deadline (2 s) passes on the two that stayed; they
+  // keep syncing with each other, so neither is absent.
+  c.pass(3000ms);
+  CHECK(c.owners({o}) == std::vector<std::uint32_t>{o});
+  CHECK(c.local(f, "gone") == "old");  // what the away replica still holds
+
+  c.restart(f);
+  CHECK(c.info(f).absent);
+  c.pass(1000ms);
+  auto back = c.info(f);
+  CHECK_FALSE(back.absent);
+  CHECK(back.synced_ns + 1'000'000'000 >= *c.now);
+  for (auto& n : c.nodes) {
+    INFO("node ", n.id);
+    CHECK_FALSE(c.local(n.id, "gone").has_value());
+    CHECK(c.local(n.id, "kept") == "1");
+    CHECK(c.local(n.id, "new") == "2");
+  }
+  CHECK(c.get(o, "gone").value() == std::nullopt);
+  CHECK(c.info(1).root == c.info(2).root);
+  CHECK(c.info(1).root == c.info(3).root);
+  CHECK(c.owners() == std::vector<std::uint32_t>{o});
+}
+
+TEST_CASE("replica actors: an absent replica cut off from the others neither campaigns nor catches up; it says why") {
+  cluster c(3, 10ms, 2s);
+  c.pass(1000ms);
+  auto first = c.owners();
+  REQUIRE(first.size() == 1);
+  std::uint32_t o = first[0];
+  std::uint32_t f = o == 3 ? 2 : 3;
+  REQUIRE(c.put(o, "k", "v").is_ok());
+  c.down(f);
+  c.pass(3000ms);
+  c.partition(f);
+  c.restart(f);
+  (*c.client)->send(c.node(f).replica, elect_atom::value);
+  c.drain();
+  std::string refusal;
+  (*c.client)->receive([](bool) { FAIL("an absent replica campaigned"); },
+                       [&](caf::error& e) { refusal = to_status(e).message(); },
+                       caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer to elect"); });
+  CHECK(refusal.find("away longer than half the tombstone retention") != std::string::npos);
+  c.pass(2000ms);
+  CHECK(c.info(f).absent);  // no answer from a majority: it neither adopted nor settled
+  CHECK(c.owners() == std::vector<std::uint32_t>{o});
+  c.heal();
+  c.pass(1000ms);
+  CHECK_FALSE(c.info(f).absent);
+  CHECK(c.local(f, "k") == "v");
+}
+
+TEST_CASE("replica actors: a whole cluster down longer than the tombstone retention settles and keeps every "
+          "acknowledged write") {
+  cluster c(3, 10ms, 2s);
+  c.pass(1000ms);
+  auto first = c.owners();
+  REQUIRE(first.size() == 1);
+  std::uint32_t o = first[0];
+  std::map<std::string, std::string> acked;
+  for (int i = 0; i < 10; ++i) {
+    auto k = fmt::format("k{}", i), v = fmt::format("v{}", i);
+    if (c.put(o, k, v).is_ok()) acked[k] = v;
+  }
+  CHECK(acked.size() == 10);
+  for (auto& n : c.nodes) c.down(n.id);
+  c.pass(5000ms);
+  for (auto& n : c.nodes) c.start_replica(n);
+  c.connect();
+  for (auto& n : c.nodes) CHECK(c.info(n.id).absent);
+  c.pass(2000ms);
+  auto owners = c.owners();
+  REQUIRE(owners.size() == 1);
+  for (auto& n : c.nodes) {
+    INFO("node ", n.id);
+    auto i = c.info(n.id);
+    CHECK_FALSE(i.absent);
+    CHECK(i.settled_ns > 0);
+  }
+  for (const auto& [k, v] : acked) CHECK(c.get(owners[0], k).value() == std::optional<std::string>(v));
 }

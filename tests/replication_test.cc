@@ -37,11 +37,13 @@ TEST_CASE("promise state: encodes to a fixed size and back; anything else is ref
     s.promised = {rng(), static_cast<std::uint32_t>(rng())};
     s.epoch = rng() % 2 ? s.promised : ballot{s.promised.counter / 2, static_cast<std::uint32_t>(rng())};
     s.minted = rng();
+    s.synced_ns = rng();
+    s.settled_ns = rng();
     std::string bytes = s.encode();
     CHECK(bytes.size() == promise_state::encoded_bytes);
     CHECK(must(promise_state::decode(bytes)) == s);
   }
-  promise_state s{{7, 2}, {5, 1}, 9};
+  promise_state s{{7, 2}, {5, 1}, 9, 1'700'000'000'000'000'000, 1'600'000'000'000'000'000};
   std::string good = s.encode();
   auto refused = [](std::string bytes, status_code code, std::string_view says) {
     auto r = promise_state::decode(bytes);
@@ -51,11 +53,22 @@ TEST_CASE("promise state: encodes to a fixed size and back; anything else is ref
   };
   refused("", status_code::corruption, "MGPS");
   refused("XGPS" + good.substr(4), status_code::corruption, "MGPS");
-  std::string v2 = good;
-  v2[4] = 2;
-  refused(v2, status_code::not_supported, "version 2");
-  refused(good + "x", status_code::corruption, "has 37");
-  refused(good.substr(0, good.size() - 1), status_code::corruption, "has 37");
+  std::string v3 = good;
+  v3[4] = 3;
+  refused(v3, status_code::not_supported, "version 3");
+  refused(good + "x", status_code::corruption, "version 2 has 53");
+  refused(good.substr(0, good.size() - 1), status_code::corruption, "version 2 has 53");
+  // Version 1 (before the long-absence rule) is read with no sync known: the
+  // replica counts as absent until it catches up or settles (design, 6).
+  std::string v1 = good.substr(0, promise_state::encoded_bytes_v1);
+  v1[4] = 1;
+  promise_state old = must(promise_state::decode(v1));
+  CHECK(old.promised == s.promised);
+  CHECK(old.epoch == s.epoch);
+  CHECK(old.minted == s.minted);
+  CHECK(old.synced_ns == 0);
+  CHECK(old.settled_ns == 0);
+  refused(v1 + std::string(16, '\0'), status_code::corruption, "version 1 has 37");
   refused(promise_state{{5, 1}, {7, 2}, 0}.encode(), status_code::corruption, "above its promise");
   CHECK(must(from_log(std::nullopt)) == promise_state{});
   CHECK(must(from_log(good)) == s);
@@ -308,6 +321,49 @@ TEST_CASE("delta transfer: imported nodes survive a power cut only as complete s
   fb.crash(fault_env::unsynced::lose);
   b = must(shard::open(fb, "/db/b", replica_options(clock)));
   CHECK(must(b->checkpoint()) == root);
+}
+
+TEST_CASE("delta transfer: adopting a tree drops what only we hold, keeps our newer writes and unreplicated "
+          "values, and survives a power cut") {
+  fault_env fa, fb;
+  manual_clock clock;
+  auto a = must(shard::open(fa, "/db/a", replica_options(clock)));
+  auto b = must(shard::open(fb, "/db/b", replica_options(clock)));
+  load(*a, 3'000, {1, 1});
+  load(*b, 3'000, {1, 1});
+  // A deleted 50 keys and its tombstones were purged: gone from its tree.
+  // B, away meanwhile, still holds their old values, plus a write of its own
+  // A never saw, one newer than A's for a key both hold, and a value written
+  // outside replication.
+  for (std::uint64_t i = 0; i < 50; ++i) REQUIRE(a->del(key_of(i * 7)).is_ok());
+  REQUIRE(a->commit_group().is_ok());
+  hash128 root_a = must(a->checkpoint());
+  std::vector<stamped_write> own{{key_of(9'999), stamp{{2, 2}, 1}, "only on b", std::nullopt},
+                                 {key_of(1), stamp{{2, 2}, 2}, "newer on b", std::nullopt}};
+  (void)must(b->apply_stamped(own));
+  REQUIRE(b->put("plain", "unreplicated").is_ok());
+  REQUIRE(b->commit_group().is_ok());
+
+  pull(*a, *b, root_a);
+  auto report = must(b->adopt_stamped(root_a));
+  CHECK(report.dropped == 51);  // the 50 purged deletes and the write only b held
+  CHECK(report.taken == 0);     // b's values were never older than a's
+  REQUIRE(b->commit_group().is_ok());
+  auto check = [&](shard& s) {
+    for (std::uint64_t i = 0; i < 50; ++i) CHECK_FALSE(must(s.get(key_of(i * 7))).has_value());
+    CHECK_FALSE(must(s.get(key_of(9'999))).has_value());
+    CHECK(must(s.get(key_of(1))) == "newer on b");
+    CHECK(must(s.get(key_of(2))) == "value-1-2");
+    CHECK(must(s.get("plain")) == "unreplicated");
+  };
+  check(*b);
+  b.reset();
+  fb.crash(fault_env::unsynced::lose);
+  b = must(shard::open(fb, "/db/b", replica_options(clock)));
+  check(*b);
+  CHECK(b->verify({}).value().problems.empty());
+  // Adopting a root not held is refused, changing nothing.
+  CHECK(b->adopt_stamped(hash128{}).error().code() == status_code::invalid_argument);
 }
 
 TEST_CASE("cluster file: parses the facts; comments, spacing and node order do not change the fingerprint") {
