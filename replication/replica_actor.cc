@@ -21,6 +21,12 @@ struct key_queue {
   std::deque<std::function<void(bool)>> waiting;
 };
 
+// A read (or a CAS refusal) waiting for a confirm round.
+struct queued_read {
+  ballot epoch;  // the owner's when the value was read
+  std::function<void(bool)> done;
+};
+
 struct replica_state {
   replica_config config;
   std::map<std::uint32_t, replica_actor> peers;
@@ -31,6 +37,9 @@ struct replica_state {
   // Changes whenever the role does: a callback of an older term is stale.
   std::uint64_t term = 0;
   std::map<std::string, key_queue, std::less<>> keys;
+  // Reads waiting for the next confirm round, and whether one is out.
+  std::vector<queued_read> reads;
+  bool confirming = false;
 
   // Failure detection: heartbeats heard from nobody in a row, and how many a
   // follower waits before it campaigns (drawn anew after every campaign).
@@ -239,14 +248,34 @@ void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> 
       rwrite_atom::value, epoch, ops);
 }
 
-// A confirm round for a read: `done(true)` once a majority (ourselves
-// included) still promises our epoch.
-void confirm(self_ptr self, std::function<void(bool)> done) {
-  ballot epoch = self->state.epoch;
+// Runs one confirm round for every read queued when it starts; reads queued
+// meanwhile wait for the next round, since a round must begin after the read
+// it vouches for. A read taken under another epoch than the round's is not
+// vouched for (we lost and won the shard again in between).
+void confirm_queued(self_ptr self) {
+  auto& st = self->state;
+  if (st.confirming || st.reads.empty()) return;
+  st.confirming = true;
+  auto batch = std::make_shared<std::vector<queued_read>>(std::move(st.reads));
+  st.reads.clear();
+  ballot epoch = st.epoch;
   majority_round<vote>(
-      self, self->state.config.request_timeout,
-      [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); }, std::move(done),
+      self, st.config.request_timeout,
+      [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); },
+      [self, batch, epoch](bool held) {
+        self->state.confirming = false;
+        for (auto& r : *batch) r.done(held && r.epoch == epoch);
+        confirm_queued(self);
+      },
       confirm_atom::value, epoch);
+}
+
+// A confirm round for a read: `done(true)` once a majority (ourselves
+// included) still promises our epoch, in a round that began after this call.
+void confirm(self_ptr self, std::function<void(bool)> done) {
+  auto& st = self->state;
+  st.reads.push_back({st.epoch, std::move(done)});
+  confirm_queued(self);
 }
 
 // Writes our promise state (synced_ns or settled_ns moved) when `force`, or

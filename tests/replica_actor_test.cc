@@ -659,6 +659,26 @@ TEST_CASE("replica actors: 100 random runs of concurrent clients under partition
   CHECK(acknowledged > 100);  // the runs did get writes through, not only faults
 }
 
+TEST_CASE("replica actors: reads arriving together share confirm rounds; each round begins after the reads it "
+          "vouches for") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  for (int i = 0; i < 20; ++i) REQUIRE(c.put(1, fmt::format("k{}", i), fmt::format("v{}", i)).is_ok());
+  auto sent_by_owner = [&] { return c.links[0][1]->passed + c.links[0][2]->passed; };
+  auto before = sent_by_owner();
+  for (int i = 0; i < 20; ++i) (*c.client)->send(c.node(1).replica, get_atom::value, fmt::format("k{}", i));
+  c.drain();
+  std::map<std::string, int> answers;
+  for (int i = 0; i < 20; ++i)
+    (*c.client)->receive([&](bool found, const std::string& v) { if (found) ++answers[v]; },
+                         [](caf::error& e) { FAIL(caf::to_string(e)); },
+                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("a read was not answered"); });
+  CHECK(answers.size() == 20);
+  // The first read's round goes out alone; the 19 that arrived during it
+  // share the next: two rounds to two peers, where one round a read takes 40.
+  CHECK(sent_by_owner() - before == 4);
+}
+
 TEST_CASE("replica actors: an owner that missed an election never serves a stale read, cut off or healed") {
   cluster c(3);
   REQUIRE(c.elect(1));

@@ -14,6 +14,7 @@ namespace magnetite::testing {
 struct relay_link {
   bool cut = false;
   std::uint64_t dropped = 0;
+  std::uint64_t passed = 0;
 };
 
 struct relay_state {
@@ -30,6 +31,7 @@ inline caf::behavior relay_behavior(caf::stateful_actor<relay_state>* self, caf:
       ++self->state.link->dropped;
       return caf::delegated<caf::message>{};  // no answer, ever
     }
+    ++self->state.link->passed;
     return self->delegate(self->state.target, x.move_content_to_message());
   });
   // Everything goes through the default handler; this entry is never matched
