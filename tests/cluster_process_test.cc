@@ -42,84 +42,165 @@ std::string slurp(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another takes over unasked with every "
-          "acknowledged write; restarted, the killed node catches up") {
-  testing::temp_dir dir("cluster");
-  auto base = static_cast<std::uint16_t>(24000 + (::getpid() % 1000) * 5);
+// Three `magnetite serve` processes on loopback, each linked to the other
+// two, and a client in this process linked to them as node 0.
+struct serve_cluster {
+  testing::temp_dir dir{"cluster"};
+  std::uint16_t base = static_cast<std::uint16_t>(24000 + (::getpid() % 1000) * 5);
   std::string cluster_path = dir / "cluster";
-  std::string text = fmt::format("cluster killtest\nshards 2\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
-                                 "node 3 127.0.0.1 {}\n",
-                                 base, base + 1, base + 2);
-  std::ofstream(cluster_path) << text;
-  auto cluster = must(cluster_file::parse(text));
+  cluster_file cluster;
   std::vector<pid_t> pids;
-  for (std::uint32_t id = 1; id <= 3; ++id)
-    pids.push_back(testing::spawn_serve(dir / fmt::format("node{}", id), id, cluster_path, dir / fmt::format("out{}", id)));
-  for (std::uint32_t id = 1; id <= 3; ++id) {
-    std::string out = dir / fmt::format("out{}", id);
-    bool linked = testing::poll_until(
-        [&] {
-          auto s = slurp(out);
-          std::size_t n = 0;
-          for (auto at = s.find("linked node"); at != std::string::npos; at = s.find("linked node", at + 1)) ++n;
-          return n == 2;
-        },
-        std::chrono::seconds(60));
-    INFO(slurp(out));
-    REQUIRE(linked);
+  std::unique_ptr<caf::actor_system_config> cfg = std::make_unique<caf::actor_system_config>();
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<caf::scoped_actor> client;
+  std::map<std::uint32_t, replica_actor> replicas;  // of shard 0
+
+  // `settings`: cluster-file lines before the nodes.
+  explicit serve_cluster(const std::string& name, const std::string& settings = "") {
+    std::string text = fmt::format("cluster {}\nshards 2\n{}node 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
+                                   "node 3 127.0.0.1 {}\n",
+                                   name, settings, base, base + 1, base + 2);
+    std::ofstream(cluster_path) << text;
+    cluster = must(cluster_file::parse(text));
+    for (std::uint32_t id = 1; id <= 3; ++id) pids.push_back(start(id, fmt::format("out{}", id)));
+    for (std::uint32_t id = 1; id <= 3; ++id) {
+      std::string out = dir / fmt::format("out{}", id);
+      bool linked = testing::poll_until(
+          [&] {
+            auto s = slurp(out);
+            std::size_t n = 0;
+            for (auto at = s.find("linked node"); at != std::string::npos; at = s.find("linked node", at + 1)) ++n;
+            return n == 2;
+          },
+          std::chrono::seconds(60));
+      INFO(slurp(out));
+      REQUIRE(linked);
+    }
+    cfg->load<caf::io::middleman>();
+    add_message_types(*cfg);
+    sys = std::make_unique<caf::actor_system>(*cfg);
+    client = std::make_unique<caf::scoped_actor>(*sys);
+    for (std::uint32_t id = 1; id <= 3; ++id) {
+      auto r = replica_of(id);
+      REQUIRE(r);
+      replicas[id] = *r;
+    }
   }
 
-  caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  add_message_types(cfg);
-  caf::actor_system sys{cfg};
-  caf::scoped_actor client{sys};
+  ~serve_cluster() {
+    for (auto pid : pids) ::kill(pid, SIGKILL);
+    for (auto pid : pids) ::waitpid(pid, nullptr, 0);
+  }
+
+  pid_t start(std::uint32_t id, const std::string& out) {
+    return testing::spawn_serve(dir / fmt::format("node{}", id), id, cluster_path, dir / out);
+  }
+
   // Shard 0's replica on node id, through a hello as node 0 (a client).
-  auto replica_of = [&](std::uint32_t id) -> std::optional<replica_actor> {
-    auto node = sys.middleman().remote_actor<node_actor>("127.0.0.1", base + id - 1);
+  std::optional<replica_actor> replica_of(std::uint32_t id) {
+    auto node = sys->middleman().remote_actor<node_actor>("127.0.0.1", base + id - 1);
     if (!node) return std::nullopt;
     std::vector<caf::actor> out;
-    client->request(*node, std::chrono::seconds(10), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
-                    protocol_version)
+    (*client)->request(*node, std::chrono::seconds(10), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
+                       protocol_version)
         .receive([&](const std::vector<caf::actor>& r) { out = r; }, [&](caf::error&) {});
     if (out.size() != 2) return std::nullopt;
     return caf::actor_cast<replica_actor>(out[0]);
-  };
-  auto info_of = [&](const replica_actor& r) {
+  }
+
+  // Waits until node id (started again) answers a hello.
+  bool relink(std::uint32_t id) {
+    return testing::poll_until(
+        [&] {
+          auto r = replica_of(id);
+          if (r) replicas[id] = *r;
+          return r.has_value();
+        },
+        std::chrono::seconds(60));
+  }
+
+  std::optional<replica_info> info_of(std::uint32_t id) {
     std::optional<replica_info> out;
-    client->request(r, std::chrono::seconds(10), info_atom::value)
+    (*client)->request(replicas[id], std::chrono::seconds(10), info_atom::value)
         .receive([&](const replica_info& i) { out = i; }, [&](caf::error&) {});
     return out;
-  };
-  std::map<std::uint32_t, replica_actor> replicas;
-  for (std::uint32_t id = 1; id <= 3; ++id) {
-    auto r = replica_of(id);
-    REQUIRE(r);
-    replicas[id] = *r;
   }
+
   // The one node whose replica says it owns shard 0, among those given.
-  auto owner_among = [&](const std::vector<std::uint32_t>& ids) -> std::optional<std::uint32_t> {
+  std::optional<std::uint32_t> owner_among(const std::vector<std::uint32_t>& ids) {
     std::optional<std::uint32_t> found;
     for (auto id : ids) {
-      auto i = info_of(replicas[id]);
+      auto i = info_of(id);
       if (i && i->role == 2) {
         if (found) return std::nullopt;
         found = id;
       }
     }
     return found;
-  };
+  }
+
+  // Every replica of shard 0 on one tree, within `limit`.
+  bool converged(std::chrono::seconds limit) {
+    return testing::poll_until(
+        [&] {
+          std::optional<hash128> root;
+          for (std::uint32_t id = 1; id <= 3; ++id) {
+            auto i = info_of(id);
+            if (!i || (root && *root != i->root)) return false;
+            root = i->root;
+          }
+          return true;
+        },
+        limit);
+  }
+
+  status put(std::uint32_t id, const std::string& k, const std::string& v) {
+    status out = status::io_error("no answer");
+    (*client)->request(replicas[id], std::chrono::seconds(5), put_atom::value, k, v, std::int64_t{0})
+        .receive([&](ok_atom) { out = status::ok(); }, [&](caf::error& e) { out = to_status(e); });
+    return out;
+  }
+
+  status del(std::uint32_t id, const std::string& k) {
+    status out = status::io_error("no answer");
+    (*client)->request(replicas[id], std::chrono::seconds(5), del_atom::value, k)
+        .receive([&](ok_atom) { out = status::ok(); }, [&](caf::error& e) { out = to_status(e); });
+    return out;
+  }
+
+  result<std::optional<std::string>> get(std::uint32_t id, const std::string& k) {
+    result<std::optional<std::string>> out = status::io_error("no answer");
+    (*client)->request(replicas[id], std::chrono::seconds(10), get_atom::value, k)
+        .receive([&](bool found, const std::string& v) { out = found ? std::optional<std::string>(v) : std::nullopt; },
+                 [&](caf::error& e) { out = to_status(e); });
+    return out;
+  }
+
+  // Stops every node with SIGTERM: each must exit cleanly.
+  void stop() {
+    for (auto pid : pids) ::kill(pid, SIGTERM);
+    for (auto pid : pids) {
+      int wstatus = 0;
+      ::waitpid(pid, &wstatus, 0);
+      CHECK((WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0));
+    }
+    pids.clear();
+  }
+};
+
+TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another takes over unasked with every "
+          "acknowledged write; restarted, the killed node catches up") {
+  serve_cluster c("killtest");
   std::optional<std::uint32_t> first;
-  REQUIRE(testing::poll_until([&] { return (first = owner_among({1, 2, 3})).has_value(); }, std::chrono::seconds(60)));
+  REQUIRE(testing::poll_until([&] { return (first = c.owner_among({1, 2, 3})).has_value(); }, std::chrono::seconds(60)));
   MESSAGE("node " << *first << " was elected owner of shard 0 unasked");
-  auto owner = replicas[*first];
 
   // Writes one after another; a thread SIGKILLs the owner at a random moment
   // once some are acknowledged.
   std::atomic<int> acked_count{0};
   std::mt19937_64 rng(doctest::getContextOptions()->rand_seed);
   int kill_after = 20 + static_cast<int>(rng() % 40);
-  pid_t victim = pids[*first - 1];
+  pid_t victim = c.pids[*first - 1];
   std::thread killer([&] {
     while (acked_count.load() < kill_after) std::this_thread::sleep_for(std::chrono::microseconds(200));
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
@@ -128,10 +209,7 @@ TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another take
   std::map<std::string, std::string> acked;
   for (int i = 0; i < 10'000; ++i) {
     std::string k = fmt::format("k{:05}", i), v = fmt::format("v{}", i);
-    bool ok = false;
-    client->request(owner, std::chrono::seconds(5), put_atom::value, k, v, std::int64_t{0})
-        .receive([&](ok_atom) { ok = true; }, [&](caf::error&) {});
-    if (!ok) {
+    if (!c.put(*first, k, v).is_ok()) {
       if (acked_count.load() < kill_after) continue;  // refused before the kill: not acknowledged
       break;
     }
@@ -150,49 +228,67 @@ TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another take
   for (std::uint32_t id = 1; id <= 3; ++id)
     if (id != *first) survivors.push_back(id);
   std::optional<std::uint32_t> next;
-  REQUIRE(testing::poll_until([&] { return (next = owner_among(survivors)).has_value(); }, std::chrono::seconds(60)));
+  REQUIRE(testing::poll_until([&] { return (next = c.owner_among(survivors)).has_value(); }, std::chrono::seconds(60)));
   MESSAGE("node " << *next << " took shard 0 over");
   std::size_t missing = 0;
   for (const auto& [k, v] : acked) {
-    std::optional<std::string> got;
-    client->request(replicas[*next], std::chrono::seconds(10), get_atom::value, k)
-        .receive([&](bool found, const std::string& value) { if (found) got = value; },
-                 [&](caf::error& e) { FAIL(sys.render(e)); });
-    if (got != v) ++missing;
+    auto got = c.get(*next, k);
+    REQUIRE(got.is_ok());
+    if (*got != v) ++missing;
   }
   CHECK(missing == 0);
-  bool late = false;
-  client->request(replicas[*next], std::chrono::seconds(10), put_atom::value, std::string("late"),
-                  std::string("x"), std::int64_t{0})
-      .receive([&](ok_atom) { late = true; }, [&](caf::error& e) { FAIL(sys.render(e)); });
-  CHECK(late);
+  CHECK(c.put(*next, "late", "x").is_ok());
 
   // The killed node, started again on its disk, is linked again by the
   // others and catches up in the background: every replica's tree equal.
-  std::string again = dir / fmt::format("out{}-again", *first);
-  pids[*first - 1] = testing::spawn_serve(dir / fmt::format("node{}", *first), *first, cluster_path, again);
-  REQUIRE(testing::poll_until([&] { auto r = replica_of(*first); if (r) replicas[*first] = *r; return r.has_value(); },
-                   std::chrono::seconds(60)));
-  bool converged = testing::poll_until(
-      [&] {
-        std::optional<hash128> root;
-        for (auto& [id, r] : replicas) {
-          auto i = info_of(r);
-          if (!i || (root && *root != i->root)) return false;
-          root = i->root;
-        }
-        return true;
-      },
-      std::chrono::seconds(120));
-  INFO(slurp(again));
+  std::string again = fmt::format("out{}-again", *first);
+  c.pids[*first - 1] = c.start(*first, again);
+  REQUIRE(c.relink(*first));
+  bool converged = c.converged(std::chrono::seconds(120));
+  INFO(slurp(c.dir / again));
   CHECK(converged);
-  CHECK(owner_among({1, 2, 3}) == next);  // the returning node deposed nobody
+  CHECK(c.owner_among({1, 2, 3}) == next);  // the returning node deposed nobody
+  c.stop();
+}
 
-  for (auto pid : pids) ::kill(pid, SIGTERM);
-  for (auto pid : pids) {
-    ::waitpid(pid, &wstatus, 0);
-    CHECK((WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0));
-  }
+TEST_CASE("cluster processes: a node SIGKILLed and kept down past the tombstone retention comes back absent, "
+          "adopts a peer's tree, and does not bring back a key deleted and purged meanwhile") {
+  // Retention 10 s: a replica is absent 5 s after its last sync; anti-entropy
+  // syncs each about once a second.
+  serve_cluster c("absence", "tombstone_retention_s 10\n");
+  std::optional<std::uint32_t> o;
+  REQUIRE(testing::poll_until([&] { return (o = c.owner_among({1, 2, 3})).has_value(); }, std::chrono::seconds(60)));
+  std::uint32_t f = *o == 3 ? 2 : 3;
+  REQUIRE(c.put(*o, "gone", "old").is_ok());
+  REQUIRE(c.put(*o, "kept", "1").is_ok());
+  REQUIRE(c.converged(std::chrono::seconds(60)));  // f holds "gone"
+
+  ::kill(c.pids[f - 1], SIGKILL);
+  ::waitpid(c.pids[f - 1], nullptr, 0);
+  auto killed_at = system_now_ns();
+  REQUIRE(c.del(*o, "gone").is_ok());
+  REQUIRE(c.put(*o, "new", "2").is_ok());
+  // Past the tombstone's purge (10 s after the delete) on the two that stayed.
+  std::this_thread::sleep_for(std::chrono::seconds(12));  // real time must pass: the purge runs on the wall clock
+  CHECK(c.owner_among({1, 2, 3}) == o);
+
+  std::string again = fmt::format("out{}-again", f);
+  c.pids[f - 1] = c.start(f, again);
+  REQUIRE(c.relink(f));
+  bool caught_up = testing::poll_until(
+      [&] {
+        auto i = c.info_of(f);
+        return i && !i->absent && i->synced_ns > killed_at;
+      },
+      std::chrono::seconds(60));
+  INFO(slurp(c.dir / again));
+  REQUIRE(caught_up);
+  CHECK(c.converged(std::chrono::seconds(60)));
+  CHECK(c.get(*o, "gone").value() == std::nullopt);
+  CHECK(c.get(*o, "kept").value() == "1");
+  CHECK(c.get(*o, "new").value() == "2");
+  CHECK(c.owner_among({1, 2, 3}) == o);
+  c.stop();
 }
 
 TEST_CASE("magnetite cluster-demo: failover after SIGKILL loses nothing acknowledged, and the killed node catches "
