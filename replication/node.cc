@@ -248,6 +248,21 @@ result<std::unique_ptr<node>> node::start(node_options options) {
     return status::invalid_argument(fmt::format("the database has {} shards, cluster {} has {}",
                                                 options.db->shard_count(), options.cluster.name,
                                                 options.cluster.shards));
+  // The long-absence rule (design, 6) counts a replica absent once it has not
+  // synced for half the retention; anti-entropy must sync it well within
+  // that, or healthy replicas would stop acknowledging writes. About one
+  // push a period reaches each replica, and a sync needs pulls from up to
+  // n - 1 peers: half the retention must cover twice that.
+  if (options.heartbeat.count() > 0 && options.anti_entropy_ticks > 0 && options.cluster.nodes.size() > 2) {
+    auto period = options.heartbeat * options.anti_entropy_ticks;
+    auto need = 2 * period * static_cast<std::int64_t>(options.cluster.nodes.size() - 1);
+    if (std::chrono::seconds(options.cluster.tombstone_retention_s) / 2 < need)
+      return status::invalid_argument(fmt::format(
+          "cluster file {}: tombstone_retention_s {} is too short for anti-entropy every {} ms on {} nodes "
+          "(a healthy replica would count as absent and stop acknowledging writes): at least {} s",
+          options.cluster.name, options.cluster.tombstone_retention_s, period.count(), options.cluster.nodes.size(),
+          (std::chrono::ceil<std::chrono::seconds>(2 * need)).count()));
+  }
   auto& sys = options.db->system();
   if (options.cluster.tls &&
       !(sys.has_openssl_manager() && !sys.config().openssl_certificate.empty() &&

@@ -130,6 +130,19 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   auto m = node::start(no);
   REQUIRE_FALSE(m.is_ok());
   CHECK(m.error().message().find("the database has 2 shards, cluster net has 4") != std::string::npos);
+  // Nor with a tombstone retention anti-entropy cannot keep its replicas
+  // present in: 3 nodes, a push a second, a sync within 4 s; half of 7 s is not.
+  for (auto [seconds, ok] : {std::pair{7, false}, std::pair{8, true}}) {
+    no.cluster = must(cluster_file::parse(cluster_text("net", base) + fmt::format("tombstone_retention_s {}\n", seconds)));
+    no.heartbeat = std::chrono::milliseconds(100);
+    no.anti_entropy_ticks = 10;
+    auto r = node::start(no);
+    INFO(seconds, " s");
+    CHECK(r.is_ok() == ok);
+    if (!ok) CHECK(r.error().message().find("tombstone_retention_s 7 is too short for anti-entropy every 1000 ms on 3 "
+                                            "nodes (a healthy replica would count as absent and stop acknowledging "
+                                            "writes): at least 8 s") != std::string::npos);
+  }
 }
 
 namespace {
