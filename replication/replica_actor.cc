@@ -716,12 +716,11 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
       },
       [=](rwrite_atom, const ballot& e, const std::vector<stamped_op>& ops) -> caf::result<vote> {
         auto& st = self->state;
-        if (st.absent()) {
-          // Past our horizon we acknowledge nothing: a peer we adopt a tree
-          // from later need only know what we acknowledged before it.
-          recover(self, [] {});
-          return vote{false, st.ps.promised};
-        }
+        // Past our horizon we acknowledge nothing: a peer we adopt a tree
+        // from later need only know what we acknowledged before it. (Our
+        // heartbeat, a prepare or an elect starts the recovery: not every
+        // write, since each attempt has every peer checkpoint.)
+        if (st.absent()) return vote{false, st.ps.promised};
         decision d = on_write(st.ps, e);
         if (!d.accepted) return vote{false, d.promised};
         if (st.now != role::follower && e != st.epoch) step_down(self);
@@ -762,10 +761,7 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
       },
       [=](sync_atom, const hash128& root, std::uint32_t from) -> caf::result<merge_report> {
         // Absent, we catch up by adopting a tree that knows more (recover), not by merging.
-        if (self->state.absent()) {
-          recover(self, [] {});
-          return to_error(away(self));
-        }
+        if (self->state.absent()) return to_error(away(self));
         auto rp = self->make_response_promise<merge_report>();
         pull_and_merge(self, root, from, [rp](const status& s, const merge_report& r) mutable {
           if (s) rp.deliver(r);
