@@ -278,6 +278,12 @@ void confirm(self_ptr self, std::function<void(bool)> done) {
   confirm_queued(self);
 }
 
+// Makes our promise state durable, then next(); failed(e) if it could not be.
+void persist_then(self_ptr self, std::function<void()> next, std::function<void(caf::error&)> failed) {
+  self->request(self->state.config.shard(), caf::infinite, promise_atom::value, self->state.ps.encode())
+      .then([next](ok_atom) { next(); }, [failed](caf::error& e) { failed(e); });
+}
+
 // Writes our promise state (synced_ns or settled_ns moved) when `force`, or
 // when synced_ns moved far enough since it was last written: a crash that
 // loses the rest only makes us look absent sooner.
@@ -286,9 +292,9 @@ void persist_progress(self_ptr self, bool force) {
   auto step = static_cast<std::uint64_t>(st.config.tombstone_retention.count()) / 16;
   if (!force && st.ps.synced_ns < st.durable_synced + step) return;
   auto synced = st.ps.synced_ns;
-  self->request(st.config.shard(), caf::infinite, promise_atom::value, st.ps.encode())
-      .then([self, synced](ok_atom) { self->state.durable_synced = std::max(self->state.durable_synced, synced); },
-            [](caf::error&) {});  // a failed fsync stops the shard; its restart replays the last one written
+  persist_then(
+      self, [self, synced] { self->state.durable_synced = std::max(self->state.durable_synced, synced); },
+      [](caf::error&) {});  // a failed fsync stops the shard; its restart replays the last one written
 }
 
 // A pull from `from` that began at `began` completed: once pulls from enough
@@ -526,11 +532,6 @@ void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::
           });
 }
 
-// Makes our promise state durable, then next(); failed(e) if it could not be.
-void persist_then(self_ptr self, std::function<void()> next, std::function<void(caf::error&)> failed) {
-  self->request(self->state.config.shard(), caf::infinite, promise_atom::value, self->state.ps.encode())
-      .then([next](ok_atom) { next(); }, [failed](caf::error& e) { failed(e); });
-}
 
 // A campaign: mint a ballot above all seen, promise it to ourselves durably,
 // prepare every peer, and with a majority of promises take over. `finish`
