@@ -28,6 +28,10 @@ status database_options::validate() const {
   if (dir.empty()) return status::invalid_argument("database option dir is empty");
   if (shards == 0 || shards > 4096)
     return status::invalid_argument(fmt::format("database option shards = {}: must be 1..4096", shards));
+  if (memory_budget && *memory_budget < shards * (std::size_t{1} << 20))
+    return status::invalid_argument(fmt::format(
+        "database option memory_budget = {} bytes: must be at least 1 MiB a shard ({} bytes for {} shards)",
+        *memory_budget, shards * (std::size_t{1} << 20), shards));
   if (restart_backoff.count() <= 0) return status::invalid_argument("database option restart_backoff must be > 0");
   if (restart_window.count() <= 0) return status::invalid_argument("database option restart_window must be > 0");
   return shard.validate();
@@ -305,6 +309,7 @@ status database::start() {
     c.fs = fs_;
     c.dir = shard_dir(options_.dir, i);
     c.options = options_.shard;
+    if (options_.memory_budget) c.options.cache_bytes = *options_.memory_budget / options_.shards;
     c.slot = slots_.back();
     c.index = i;
     c.before_write = options_.before_write;

@@ -57,6 +57,12 @@ struct database_options {
   std::string dir;
   std::size_t shards = 4;
   shard_options shard;
+  // The memory the database may use for the data it holds, in bytes; nullopt:
+  // each shard's node cache is `shard.cache_bytes`. When set, the node caches
+  // of all shards share it evenly (each shard's shard.cache_bytes is replaced),
+  // so one number bounds the caches whatever the shard count. At least 1 MiB a
+  // shard.
+  std::optional<std::size_t> memory_budget;
   // The host's actor system (embedding), or null: the database makes its own.
   caf::actor_system* system = nullptr;
   // Own system only: how many times an idle CAF worker polls its queue before
