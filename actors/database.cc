@@ -315,6 +315,10 @@ status database::start() {
     c.before_write = options_.before_write;
     configs.push_back(std::move(c));
   }
+  {
+    std::lock_guard lk(checkpoints_mu_);
+    publish_retained();
+  }
   supervisor_ = system_->spawn(supervisor, supervision_, std::move(configs), options_.max_restarts,
                                options_.restart_window, options_.restart_backoff);
   {
@@ -613,6 +617,15 @@ result<range_cursor> database::scan(std::string_view from, std::string_view to, 
 
 result<database::commit_result> database::commit() {
   std::lock_guard ops(operations_mu_);
+  // No reclamation cycle starts from a shard's checkpoint here until the line
+  // naming its root is written and the root is in the shard's retained list.
+  for (auto& slot : slots_) ++slot->held;
+  struct release {
+    std::vector<std::shared_ptr<shard_slot>>& slots;
+    ~release() {
+      for (auto& slot : slots) --slot->held;
+    }
+  } release_holds{slots_};
   commit_result out;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     auto r = ask<std::string>(i, commit_atom::value);
@@ -623,8 +636,18 @@ result<database::commit_result> database::commit() {
   }
   out.combined = checkpoint_log::combine(out.roots);
   std::lock_guard lk(checkpoints_mu_);
-  MAGNETITE_TRY(checkpoints_->append({out.combined, out.roots}));
+  status appended = checkpoints_->append({out.combined, out.roots});
+  publish_retained();
+  MAGNETITE_TRY(appended);
   return out;
+}
+
+void database::publish_retained() {
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto roots = std::make_shared<std::vector<hash128>>();
+    for (const auto& c : checkpoints_->entries()) roots->push_back(c.roots.at(i));
+    slots_[i]->retained.store(std::move(roots));
+  }
 }
 
 std::vector<checkpoint> database::checkpoints() const {
@@ -742,6 +765,7 @@ result<database_gc_report> database::gc() {
   std::lock_guard lk(checkpoints_mu_);
   if (std::size_t damaged = checkpoints_->damage().size()) {
     MAGNETITE_TRY(checkpoints_->repair());
+    publish_retained();
     out.damaged_checkpoints_dropped = damaged;
   }
   return out;

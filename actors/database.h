@@ -217,6 +217,9 @@ class database {
                                  std::span<const batch_write> writes) const;
   // Hands a write to the shard and waits for its answer (no actor on this thread).
   result<cas_outcome> submit(prepared p);
+  // Hands each shard's roots in the retained checkpoints to its slot, where
+  // space reclamation reads them (checkpoints_mu_ held).
+  void publish_retained();
   void submit_async(result<prepared> p, std::function<void(const status&, const cas_outcome&)> done);
 
   database_options options_;

@@ -28,6 +28,11 @@ status shard_options::validate() const {
     return status::invalid_argument("shard option fsync_interval must be > 0 with the interval policy");
   if (!clock) return status::invalid_argument("shard option clock is empty");
   if (tombstone_retention.count() <= 0) return status::invalid_argument("shard option tombstone_retention must be > 0");
+  if (max_space_amplification != 0 && !(max_space_amplification > 1.0 && max_space_amplification < 1e6))
+    return status::invalid_argument(fmt::format(
+        "shard option max_space_amplification = {}: must be above 1 (or 0: no automatic reclamation)",
+        max_space_amplification));
+  if (reclaim_step_bytes == 0) return status::invalid_argument("shard option reclaim_step_bytes must be > 0");
   return chunking.validate();
 }
 
@@ -508,6 +513,10 @@ result<shard_usage> shard::usage() const {
   auto ns = store_->stats();
   out.cache_hits = ns.cache_hits;
   out.cache_misses = ns.cache_misses;
+  auto rs = store_->reclamation();
+  out.live_node_bytes = rs.live_bytes.value_or(0);
+  out.reclaimed_bytes = rs.bytes_reclaimed;
+  out.reclaim_cycles = rs.cycles;
   out.node_syncs = ns.pack_syncs;
   out.root = v.root().to_hex();
   return out;
@@ -600,6 +609,27 @@ result<shard_verify_report> shard::verify(std::span<const hash128> retained) {
   return out;
 }
 
+bool shard::reclaim_due() const {
+  if (options_.max_space_amplification == 0 || !failure_.is_ok() || store_->reclaiming()) return false;
+  if (import_waiting_ && std::chrono::steady_clock::now() - *import_waiting_ < std::chrono::minutes(1)) return false;
+  return store_->reclaim_due(options_.max_space_amplification, options_.reclaim_min_bytes);
+}
+
+status shard::begin_reclaim(std::span<const hash128> retained) {
+  MAGNETITE_TRY(check_usable());
+  auto roots = kept_roots(retained);
+  status s = store_->begin_reclaim(roots, options_.max_space_amplification);
+  if (!s && !store_->failure().is_ok()) return fail(s);
+  return s;
+}
+
+result<bool> shard::reclaim_step() {
+  MAGNETITE_TRY(check_usable());
+  auto r = store_->reclaim_step(options_.reclaim_step_bytes);
+  if (!r && !store_->failure().is_ok()) return fail(r.error());
+  return r;
+}
+
 result<tree::gc_result> shard::gc(std::span<const hash128> retained) {
   MAGNETITE_TRY(commit_group());
   auto roots = kept_roots(retained);
@@ -633,6 +663,7 @@ status shard::import_node(const hash128& h, std::string_view encoding) {
   }
   auto w = store_->write(*n);
   if (!w) return fail(w.error());
+  import_waiting_ = std::chrono::steady_clock::now();
   return status::ok();
 }
 
@@ -646,6 +677,7 @@ result<merge_report> shard::merge_foreign(const hash128& foreign_root, bool drop
     return status::invalid_argument(fmt::format("merge from root {}: this store does not hold it", foreign_root.to_hex()));
   auto ours = checkpoint();
   if (!ours) return ours.error();
+  import_waiting_.reset();
   merge_report out;
   std::vector<stamped_write> chunk;
   std::vector<batch_write> drops;

@@ -87,6 +87,13 @@ struct shard_options {
   // How long a stamped tombstone left by an expired stamped value is kept
   // (replicated shards; the cluster file gives every replica the same).
   std::chrono::nanoseconds tombstone_retention = std::chrono::hours(24);
+  // Space reclamation (node_store.h): a cycle starts when the node store's
+  // packs hold at least reclaim_min_bytes and more than this many times the
+  // live bytes the last cycle found; 0 turns it off (gc still works). Each
+  // step does about reclaim_step_bytes of marking or copying between writes.
+  double max_space_amplification = 1.5;
+  std::uint64_t reclaim_min_bytes = std::uint64_t{8} << 20;
+  std::size_t reclaim_step_bytes = std::size_t{256} << 10;
 
   status validate() const;
 };
@@ -175,6 +182,12 @@ struct shard_usage {
   std::uint64_t cache_misses = 0;
   std::uint64_t node_syncs = 0;   // pack fdatasyncs since open
   std::string root;               // the last checkpoint's root, 32 hex digits
+  // Space reclamation since open: the live bytes of the node store as the
+  // last cycle found them (0: no cycle has ended yet), the bytes it gave back
+  // (pack bytes removed less the live bytes copied out of them) and cycles.
+  std::uint64_t live_node_bytes = 0;
+  std::uint64_t reclaimed_bytes = 0;
+  std::uint64_t reclaim_cycles = 0;
 };
 
 // What verify() checked and every problem it found. Each problem names the
@@ -272,6 +285,19 @@ class shard {
   // ok, or the error that stopped the shard.
   const status& failure() const noexcept { return failure_; }
 
+  // ---- space reclamation, in steps the owner runs between writes ----
+  // Due by shard_options' policy, no cycle running, and no import of nodes
+  // waiting for its merge (imported nodes are referenced by no root of ours
+  // until the merge, and a cycle begun then would drop them) unless the
+  // import is a minute old (a pull that never ends must not block it for good).
+  bool reclaim_due() const;
+  // Starts a cycle keeping the current root, `retained` and pinned views' roots.
+  status begin_reclaim(std::span<const hash128> retained);
+  // One step; true when the cycle ended. A damaged node ends the cycle with
+  // its error (the shard goes on); a failed write or sync stops the shard.
+  result<bool> reclaim_step();
+  bool reclaiming() const noexcept { return store_->reclaiming(); }
+
   // ---- delta transfer between replicas (replication/tree_puller.h) ----
   // A peer pulls the nodes of our root that it lacks; we pull theirs. The node
   // store only ever holds complete subtrees, so holding a node means holding
@@ -349,6 +375,8 @@ class shard {
   std::vector<std::weak_ptr<const hash128>> pinned_roots_;
   shard_stats stats_;
   status failure_;
+  // The last import_node since the last merge (nullopt: none waiting).
+  std::optional<std::chrono::steady_clock::time_point> import_waiting_;
 };
 
 }  // namespace magnetite

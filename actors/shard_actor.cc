@@ -32,6 +32,7 @@ struct shard_state {
   bool group_scheduled = false;
   bool aging = false;  // the checkpoint_interval timer is armed
   bool syncing = false;  // the fsync_interval timer is armed
+  bool reclaim_scheduled = false;  // a (reclaim) step is in the mailbox
   std::uint64_t generation = 0;
   std::optional<std::uint64_t> armed;
 
@@ -96,6 +97,28 @@ void arm_durable_timer(self_ptr self) {
   self->delayed_send(self, st.config.options.fsync_interval, durable_atom::value);
 }
 
+void stop_if_failed(self_ptr self);
+
+// Space reclamation runs in steps, each a message the actor sends itself, so
+// writes that arrive meanwhile are served between two steps. A cycle starts
+// after a checkpoint (the only time the node store grows) when the policy
+// says it is due, and never while the database is committing or collecting.
+void maybe_reclaim(self_ptr self) {
+  auto& st = self->state;
+  if (!st.db || st.reclaim_scheduled || !st.db->reclaim_due()) return;
+  std::vector<hash128> retained;
+  if (st.config.slot) {
+    if (st.config.slot->held.load() > 0) return;
+    if (auto r = st.config.slot->retained.load()) retained = *r;
+  }
+  if (!st.db->begin_reclaim(retained)) {
+    stop_if_failed(self);
+    return;
+  }
+  st.reclaim_scheduled = true;
+  self->send(self, reclaim_atom::value);
+}
+
 void schedule_group(self_ptr self) {
   if (self->state.group_scheduled) return;
   self->state.group_scheduled = true;
@@ -124,6 +147,7 @@ bool finish_group(self_ptr self) {
       return false;
     }
     publish(self);
+    maybe_reclaim(self);
   }
   arm_timer(self);
   arm_checkpoint_timer(self);
@@ -142,6 +166,7 @@ result<hash128> checkpoint_now(self_ptr self) {
     return root.error();
   }
   publish(self);
+  maybe_reclaim(self);
   return *root;
 }
 
@@ -240,6 +265,7 @@ shard_actor::behavior_type shard_behavior(self_ptr self, shard_actor_config conf
     publish(self);
     arm_timer(self);
     arm_checkpoint_timer(self);  // replayed writes sit in layers too
+    maybe_reclaim(self);  // a store reopened with garbage in it
     if (st.config.supervisor) caf::anon_send(st.config.supervisor, ok_atom::value, st.config.index);
   } else {
     st.boot_error = opened.error();
@@ -471,6 +497,21 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         s.aging = false;
         if (!s.db || s.db->view()->layers().empty()) return;
         (void)checkpoint_now(self);  // a failure ends the actor
+      },
+      [=](reclaim_atom) {
+        auto& s = self->state;
+        s.reclaim_scheduled = false;
+        if (!s.db) return;
+        auto done = s.db->reclaim_step();
+        if (!done) {
+          // Damage the cycle met is left to verify to report; a failed write
+          // or sync ends the actor (fail-stop) like any other.
+          stop_if_failed(self);
+          return;
+        }
+        if (*done) return;
+        s.reclaim_scheduled = true;
+        self->send(self, reclaim_atom::value);
       },
       [=](durable_atom) {
         auto& s = self->state;

@@ -69,6 +69,13 @@ namespace magnetite {
 struct shard_slot {
   std::atomic<std::shared_ptr<const read_view>> view;
   std::atomic<std::shared_ptr<const status>> error;
+  // What space reclamation must keep besides the shard's own roots: this
+  // shard's roots in the database's retained checkpoints (set before the
+  // shard starts and after each commit). While `held` is above 0 (a commit or
+  // gc of the database is under way) no reclamation cycle starts: a root a
+  // commit got from the shard is retained only once its line is written.
+  std::atomic<std::shared_ptr<const std::vector<hash128>>> retained;
+  std::atomic<int> held{0};
 };
 
 using boot_failed_atom = caf::atom_constant<caf::atom("bootfail")>;

@@ -27,7 +27,7 @@
 //   (host, host_request)                             a write from a host thread; answered through
 //                                                    the request's waiter or callback (below)
 //   (group), (expire, generation), (aged),
-//   (durable)                                        internal: the actor sends them to itself
+//   (durable), (reclaim)                             internal: the actor sends them to itself
 //
 // Writes are acknowledged only once durable (their group's one fsync), except
 // under the `interval` fsync policy: there a write is acknowledged and visible
@@ -65,6 +65,7 @@ using group_atom = caf::atom_constant<caf::atom("group")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using aged_atom = caf::atom_constant<caf::atom("aged")>;
 using durable_atom = caf::atom_constant<caf::atom("durable")>;
+using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
 using ok_atom = caf::atom_constant<caf::atom("ok")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
 using stamped_atom = caf::atom_constant<caf::atom("stamped")>;
@@ -135,7 +136,7 @@ typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_usage& x) {
   return f(caf::meta::type_name("shard_usage"), x.keys, x.wal_bytes, x.node_bytes, x.cache_hits, x.cache_misses,
-           x.node_syncs, x.root);
+           x.node_syncs, x.root, x.live_node_bytes, x.reclaimed_bytes, x.reclaim_cycles);
 }
 
 template <class Inspector>
@@ -224,6 +225,7 @@ using shard_actor = caf::typed_actor<
     caf::reacts_to<expire_atom, std::uint64_t>,
     caf::reacts_to<aged_atom>,
     caf::reacts_to<durable_atom>,
+    caf::reacts_to<reclaim_atom>,
     caf::reacts_to<host_atom, host_request_ptr>>;
 
 // A status as a caf::error and back. An error from CAF itself (the shard died

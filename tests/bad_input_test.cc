@@ -856,8 +856,8 @@ TEST_CASE("bad input: a WAL segment, a frame, a pack, an index or a node-store m
     { auto db = must_open(options_for(dir, 3)); }  // settle again
     victim = shard + "/nodes/MANIFEST";
     REQUIRE(fs::exists(victim));
-    make_header_newer(victim);
-    named = {"format version 2"};
+    make_header_newer(victim, 3);  // version 2 manifests name dropped packs
+    named = {"format version 3"};
   }
   std::string original_bytes = read_bytes(victim);
   auto before = snapshot(dir);

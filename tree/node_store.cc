@@ -4,6 +4,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <limits>
 #include <list>
 #include <shared_mutex>
 #include <random>
@@ -63,10 +64,11 @@ std::uint64_t random_salt() {
   return rng();
 }
 
-std::string encode_file_header(const char (&magic)[8], std::uint64_t a, std::uint64_t b) {
+std::string encode_file_header(const char (&magic)[8], std::uint64_t a, std::uint64_t b,
+                               std::uint32_t version = format_version) {
   std::string out(file_header_size, '\0');
   std::copy_n(magic, 8, out.data());
-  encode_fixed32_le(u8(out.data() + 8), format_version);
+  encode_fixed32_le(u8(out.data() + 8), version);
   encode_fixed64_le(u8(out.data() + 16), a);
   encode_fixed64_le(u8(out.data() + 24), b);
   encode_fixed32_le(u8(out.data() + 36), checksum32(std::string_view(out).substr(0, 36)));
@@ -75,11 +77,12 @@ std::string encode_file_header(const char (&magic)[8], std::uint64_t a, std::uin
 
 struct file_header {
   std::uint64_t a = 0, b = 0;
+  std::uint32_t version = format_version;
 };
 
 // Checks a 40-byte header; the error names `path` and what is wrong.
 result<file_header> parse_file_header(std::string_view bytes, const char (&magic)[8], std::string_view what,
-                                      const std::string& path) {
+                                      const std::string& path, std::uint32_t max_version = format_version) {
   auto bad = [&](std::string why) {
     return status::corruption(fmt::format("{} {}: {}", what, path, why));
   };
@@ -89,14 +92,14 @@ result<file_header> parse_file_header(std::string_view bytes, const char (&magic
   if (decode_fixed32_le(u8(bytes.data() + 36)) != checksum32(bytes.substr(0, 36)))
     return bad("header checksum mismatch");
   std::uint32_t version = decode_fixed32_le(u8(bytes.data() + 8));
-  if (version != format_version)
+  if (version < 1 || version > max_version)
     return status::make(status_code::not_supported, status_category::permanent,
-                        fmt::format("{} {}: format version {} (this build reads {})", what, path, version,
-                                    format_version));
+                        fmt::format("{} {}: format version {} (this build reads 1 to {})", what, path, version,
+                                    max_version));
   if (decode_fixed32_le(u8(bytes.data() + 12)) != 0 || decode_fixed32_le(u8(bytes.data() + 32)) != 0)
     return status::make(status_code::not_supported, status_category::permanent,
                         fmt::format("{} {}: unknown header flags", what, path));
-  return file_header{decode_fixed64_le(u8(bytes.data() + 16)), decode_fixed64_le(u8(bytes.data() + 24))};
+  return file_header{decode_fixed64_le(u8(bytes.data() + 16)), decode_fixed64_le(u8(bytes.data() + 24)), version};
 }
 
 // Appends a record: header and payload.
@@ -211,10 +214,33 @@ struct node_store::pack {
   std::uint32_t number = 0;
   std::string path;
   std::uint64_t salt = 0;
+  // Its size once sealed (or at open; the active pack's is written_size_):
+  // what reclamation weighs without asking the file system.
+  std::uint64_t sealed_size = 0;
   std::unique_ptr<file> f;
   // Writer only: the index file, appended at flush; null once it failed (the
   // entries past its valid prefix are then rebuilt by the next open).
   std::unique_ptr<file> index;
+};
+
+// What one reclamation cycle knows (node_store.h, reclamation).
+struct node_store::reclaim_cycle {
+  double max_amplification = 1.5;
+  std::uint32_t boundary = 0;  // packs numbered below it are candidates
+  struct item {
+    hash128 h;
+    int level;  // -1: not known (a root, a pending node): read it to know
+  };
+  std::vector<item> stack;
+  std::unordered_set<hash128, hash128_hasher> internal_seen;
+  // Per candidate pack, its records found live (a leaf reached through two
+  // parents is listed twice until the victims are chosen).
+  std::map<std::uint32_t, std::vector<index_entry>> live;
+  bool chosen = false;
+  std::map<std::uint32_t, std::size_t> victims;  // victim -> copy cursor into live[victim]
+  std::uint64_t live_bytes = 0;
+  std::uint64_t victim_bytes = 0;
+  std::uint64_t copied = 0;
 };
 
 // ---- cache -------------------------------------------------------------------------
@@ -505,11 +531,33 @@ result<std::shared_ptr<node_store::pack>> node_store::create_pack(std::uint32_t 
 // ---- open / recovery -----------------------------------------------------------------
 
 namespace {
-// What a node store's MANIFEST says (written by gc): nullopt if there is none.
+// A manifest that names dropped packs (made by reclamation) is version 2: the
+// header, then u32 count, count ascending u32 pack numbers, and a checksum of
+// those bytes. Without dropped packs it is the version-1 header alone, so a
+// store that never reclaimed stays readable by version-1 builds.
+constexpr std::uint32_t manifest_dropped_version = 2;
+
+// What a node store's MANIFEST says (written by gc and reclamation): nullopt
+// if there is none.
 struct store_manifest {
   std::uint32_t first_pack;
   std::uint64_t gc_position;
+  std::set<std::uint32_t> dropped;  // packs above first_pack that are garbage
 };
+
+std::string encode_store_manifest(std::uint32_t first, std::uint64_t position, const std::set<std::uint32_t>& dropped) {
+  if (dropped.empty()) return encode_file_header(manifest_magic, first, position);
+  std::string out = encode_file_header(manifest_magic, first, position, manifest_dropped_version);
+  std::string body(4 + 4 * dropped.size(), '\0');
+  encode_fixed32_le(u8(body.data()), static_cast<std::uint32_t>(dropped.size()));
+  std::size_t at = 4;
+  for (std::uint32_t d : dropped) encode_fixed32_le(u8(body.data() + std::exchange(at, at + 4)), d);
+  out += body;
+  char sum[4];
+  encode_fixed32_le(u8(sum), checksum32(body));
+  out.append(sum, 4);
+  return out;
+}
 
 result<std::optional<store_manifest>> read_store_manifest(env& e, const std::string& dir) {
   std::string path = path_join(dir, manifest_file_name);
@@ -518,15 +566,35 @@ result<std::optional<store_manifest>> read_store_manifest(env& e, const std::str
   if (!*exists) return std::optional<store_manifest>();
   auto bytes = read_whole_file(e, path);
   if (!bytes) return bytes.error();
-  auto h = parse_file_header(*bytes, manifest_magic, "node store manifest", path);
+  auto h = parse_file_header(*bytes, manifest_magic, "node store manifest", path, manifest_dropped_version);
   if (!h) return h.error();
   std::uint64_t first = h->a, floor = h->b;
-  if (bytes->size() != file_header_size || first == 0 || first > max_pack_number ||
-      position_pack(floor) < first || position_offset(floor) < file_header_size)
-    return status::corruption(fmt::format("node store manifest {}: inconsistent contents (first pack {}, gc "
-                                          "position {:#x}, {} bytes)",
-                                          path, first, floor, bytes->size()));
-  return std::optional<store_manifest>(store_manifest{static_cast<std::uint32_t>(first), floor});
+  auto bad = [&](std::string why) {
+    return status::corruption(fmt::format("node store manifest {}: {} (first pack {}, gc position {:#x}, {} bytes)",
+                                          path, why, first, floor, bytes->size()));
+  };
+  if (first == 0 || first > max_pack_number || position_pack(floor) < first ||
+      position_offset(floor) < file_header_size)
+    return bad("inconsistent contents");
+  store_manifest m{static_cast<std::uint32_t>(first), floor, {}};
+  std::string_view rest = std::string_view(*bytes).substr(file_header_size);
+  if (h->version == 1) {
+    if (!rest.empty()) return bad("bytes after the header");
+  } else {
+    if (rest.size() < 8) return bad("dropped-pack list is truncated");
+    std::uint32_t count = decode_fixed32_le(u8(rest.data()));
+    if (count == 0 || rest.size() != 8 + std::uint64_t{4} * count) return bad("dropped-pack list has the wrong size");
+    std::string_view body = rest.substr(0, 4 + 4 * std::size_t{count});
+    if (decode_fixed32_le(u8(rest.data() + body.size())) != checksum32(body))
+      return bad("dropped-pack list checksum mismatch");
+    for (std::uint32_t i = 0; i < count; ++i) {
+      std::uint32_t d = decode_fixed32_le(u8(body.data() + 4 + 4 * i));
+      if (d <= first || d >= position_pack(floor) || (!m.dropped.empty() && d <= *m.dropped.rbegin()))
+        return bad(fmt::format("dropped pack {} is not between the first pack and the gc position's, ascending", d));
+      m.dropped.insert(d);
+    }
+  }
+  return std::optional<store_manifest>(std::move(m));
 }
 }  // namespace
 
@@ -542,6 +610,7 @@ status node_store::do_open(std::optional<std::uint64_t> committed) {
   if (*manifest) {
     first_pack_ = (*manifest)->first_pack;
     gc_floor_ = (*manifest)->gc_position;
+    dropped_ = (*manifest)->dropped;
   }
 
   auto names = env_.list(dir_);
@@ -584,6 +653,7 @@ status node_store::do_open(std::optional<std::uint64_t> committed) {
     std::uint32_t last = position_pack(*keep);
     std::uint64_t end = position_offset(*keep);
     for (std::uint32_t num = first_pack_; num <= last; ++num) {
+      if (dropped_.count(num)) continue;
       if (!pack_files.count(num))
         return status::corruption(fmt::format("node store in {}: pack file {} is missing but the durable position "
                                               "{} needs it; nothing was modified",
@@ -693,7 +763,7 @@ status node_store::do_open(std::optional<std::uint64_t> committed) {
     report_.cut_detail += what;
   };
   for (auto& [num, name] : pack_files) {
-    if (num >= first_pack_ && num <= last) continue;
+    if (num >= first_pack_ && num <= last && !dropped_.count(num)) continue;
     std::string path = path_join(dir_, name);
     std::uint64_t size = 0;
     if (auto f = env_.open(path, open_mode::open_existing))
@@ -705,11 +775,11 @@ status node_store::do_open(std::optional<std::uint64_t> committed) {
       report_.bytes_cut += size;
       note(fmt::format("removed {} ({} bytes) past the durable position", path, size));
     } else {
-      note(fmt::format("removed {} ({} bytes) left over from gc", path, size));
+      note(fmt::format("removed {} ({} bytes) left over from gc or reclamation", path, size));
     }
   }
   for (auto& [num, name] : index_files) {
-    if (num >= first_pack_ && num <= last) continue;
+    if (num >= first_pack_ && num <= last && !dropped_.count(num)) continue;
     MAGNETITE_TRY(env_.remove(path_join(dir_, name)));
     removed = true;
   }
@@ -762,6 +832,7 @@ status node_store::do_open(std::optional<std::uint64_t> committed) {
 
   // ---- state -------------------------------------------------------------------------
   for (auto& lp : live) {
+    lp.p->sealed_size = lp.limit;
     for (const auto& e : lp.entries) index_.emplace(e.hash, node_location{lp.p->number, e.offset, e.length});
     packs_[lp.p->number] = lp.p;
   }
@@ -795,6 +866,7 @@ result<hash128> node_store::write(const node& n) {
   hash128 h = hash128::of(bytes);
   std::lock_guard wl(write_mu_);
   MAGNETITE_TRY(check_usable());
+  if (cycle_) reclaim_note_write(n, h);
   if (index_.count(h) || pending_at_.count(h)) {
     ++writes_deduplicated_;
     return h;
@@ -850,26 +922,41 @@ status node_store::sync_active() {
 // pack to sync.
 status node_store::spill() {
   if (pending_.empty()) return status::ok();
-  if (written_size_ >= options_.target_pack_bytes) {
-    MAGNETITE_TRY(sync_active());
-    auto p = create_pack(active_->number + 1);
-    if (!p) return fail(p.error());
-    {
-      std::unique_lock sl(state_mu_);
-      packs_[(*p)->number] = *p;
-    }
-    active_->index.reset();  // sealed: every entry it will ever need was written
-    active_ = *p;
-    written_size_ = file_header_size;
-    synced_size_ = 0;
-    dir_dirty_ = true;
+  if (written_size_ >= options_.target_pack_bytes) MAGNETITE_TRY(seal_active());
+  MAGNETITE_TRY(append_records(pending_));
+  {
+    std::unique_lock sl(state_mu_);
+    pending_.clear();
+    pending_at_.clear();
   }
+  pending_bytes_ = 0;
+  return status::ok();
+}
+
+status node_store::seal_active() {
+  MAGNETITE_TRY(sync_active());
+  active_->sealed_size = written_size_;
+  auto p = create_pack(active_->number + 1);
+  if (!p) return fail(p.error());
+  {
+    std::unique_lock sl(state_mu_);
+    packs_[(*p)->number] = *p;
+  }
+  active_->index.reset();  // sealed: every entry it will ever need was written
+  active_ = *p;
+  written_size_ = file_header_size;
+  synced_size_ = 0;
+  dir_dirty_ = true;
+  return status::ok();
+}
+
+status node_store::append_records(std::span<const pending_record> records) {
+  if (records.empty()) return status::ok();
   std::string buf;
-  buf.reserve(pending_bytes_);
   std::vector<index_entry> entries;
-  entries.reserve(pending_.size());
+  entries.reserve(records.size());
   std::uint64_t at = written_size_;
-  for (const auto& r : pending_) {
+  for (const auto& r : records) {
     std::uint32_t len = static_cast<std::uint32_t>(record_header_size + r.payload.size());
     encode_record(buf, active_->salt, r.hash, r.flags, r.payload, r.raw_length);
     entries.push_back({r.hash, at, len});
@@ -883,12 +970,9 @@ status node_store::spill() {
   written_size_ = at;
   {
     std::unique_lock sl(state_mu_);
-    for (const auto& e : entries) index_.emplace(e.hash, node_location{active_->number, e.offset, e.length});
-    pending_.clear();
-    pending_at_.clear();
+    for (const auto& e : entries) index_.insert_or_assign(e.hash, node_location{active_->number, e.offset, e.length});
   }
   unsynced_entries_.insert(unsynced_entries_.end(), entries.begin(), entries.end());
-  pending_bytes_ = 0;
   return status::ok();
 }
 
@@ -997,7 +1081,8 @@ node_check node_store::check(std::span<const hash128> roots, std::size_t max_pro
     auto m = read_store_manifest(env_, dir_);
     if (!m) {
       out.problems.push_back(m.error().message());
-    } else if (*m ? !gc_floor_ || (*m)->first_pack != first_pack_ || (*m)->gc_position != *gc_floor_
+    } else if (*m ? !gc_floor_ || (*m)->first_pack != first_pack_ || (*m)->gc_position != *gc_floor_ ||
+                        (*m)->dropped != dropped_
                   : gc_floor_.has_value()) {
       out.problems.push_back(fmt::format("node store manifest {}: {} where the open store has first pack {} and "
                                          "gc position {:#x}",
@@ -1136,6 +1221,11 @@ result<gc_result> node_store::gc(std::span<const hash128> roots_to_keep) {
   std::lock_guard wl(write_mu_);
   MAGNETITE_TRY(check_usable());
   ++gc_runs_;
+  if (cycle_) {  // gc does the whole job; a cycle's marks would be stale
+    cycle_.reset();
+    std::lock_guard lk(reclaim_mu_);
+    reclaim_.running = false;
+  }
   gc_result out;
 
   // The new packs follow the active one, so every position gc makes is above
@@ -1238,22 +1328,17 @@ result<gc_result> node_store::gc(std::span<const hash128> roots_to_keep) {
   const std::uint32_t first = outputs.front().p->number;
   const std::uint64_t position = make_position(outputs.back().p->number, outputs.back().size);
   if (status s = env_.sync_dir(dir_); !s) return fail(std::move(s));
-  {
-    std::string temp = path_join(dir_, manifest_temp_file_name);
-    auto f = env_.open(temp, open_mode::create_truncate);
-    if (!f) return fail(f.error());
-    if (status s = (*f)->append(encode_file_header(manifest_magic, first, position)); !s) return fail(std::move(s));
-    if (status s = (*f)->sync(); !s) return fail(std::move(s));
-    if (status s = env_.rename(temp, path_join(dir_, manifest_file_name)); !s) return fail(std::move(s));
-    if (status s = env_.sync_dir(dir_); !s) return fail(std::move(s));
-  }
+  MAGNETITE_TRY(write_manifest(first, position, {}));
 
   // Switched: from here on the old packs are garbage.
   std::map<std::uint32_t, std::shared_ptr<pack>> old_packs;
   {
     std::unique_lock sl(state_mu_);
     old_packs.swap(packs_);
-    for (auto& o : outputs) packs_[o.p->number] = o.p;
+    for (auto& o : outputs) {
+      o.p->sealed_size = o.size;
+      packs_[o.p->number] = o.p;
+    }
     index_.swap(new_index);
     pending_.clear();
     pending_at_.clear();
@@ -1264,6 +1349,7 @@ result<gc_result> node_store::gc(std::span<const hash128> roots_to_keep) {
   epoch_.fetch_add(1, std::memory_order_release);  // nodes may have been dropped
   first_pack_ = first;
   gc_floor_ = position;
+  dropped_.clear();
   active_ = outputs.back().p;
   written_size_ = synced_size_ = outputs.back().size;
   dir_dirty_ = false;
@@ -1292,6 +1378,281 @@ result<gc_result> node_store::gc(std::span<const hash128> roots_to_keep) {
   if (removed) (void)env_.sync_dir(dir_);
   out.bytes_reclaimed = out.bytes_removed > out.bytes_kept ? out.bytes_removed - out.bytes_kept : 0;
   return out;
+}
+
+
+// Writes the manifest under its temporary name, makes it durable, renames it
+// over MANIFEST and makes the rename durable: the switch of gc and reclamation.
+// Any failure stops the store: whether the rename reached the disk is unknown.
+status node_store::write_manifest(std::uint32_t first, std::uint64_t position,
+                                  const std::set<std::uint32_t>& dropped) {
+  std::string temp = path_join(dir_, manifest_temp_file_name);
+  auto f = env_.open(temp, open_mode::create_truncate);
+  if (!f) return fail(f.error());
+  if (status s = (*f)->append(encode_store_manifest(first, position, dropped)); !s) return fail(std::move(s));
+  if (status s = (*f)->sync(); !s) return fail(std::move(s));
+  if (status s = env_.rename(temp, path_join(dir_, manifest_file_name)); !s) return fail(std::move(s));
+  if (status s = env_.sync_dir(dir_); !s) return fail(std::move(s));
+  return status::ok();
+}
+
+// ---- incremental reclamation ------------------------------------------------------
+
+
+bool node_store::reclaim_due(double max_amplification, std::uint64_t min_bytes) const {
+  std::uint64_t total = 0;
+  {
+    std::shared_lock sl(state_mu_);
+    for (const auto& [num, p] : packs_) total += p == active_ ? written_size_ : p->sealed_size;
+  }
+  if (total < min_bytes) return false;
+  std::lock_guard lk(reclaim_mu_);
+  return !reclaim_.live_bytes || static_cast<double>(total) > max_amplification * static_cast<double>(*reclaim_.live_bytes);
+}
+
+reclaim_stats node_store::reclamation() const {
+  std::lock_guard lk(reclaim_mu_);
+  return reclaim_;
+}
+
+status node_store::begin_reclaim(std::span<const hash128> roots, double max_amplification) {
+  std::lock_guard wl(write_mu_);
+  MAGNETITE_TRY(check_usable());
+  if (!(max_amplification > 1.0))
+    return status::invalid_argument(fmt::format("reclamation: space amplification {} must be above 1", max_amplification));
+  // Sealing makes the records written so far candidates. Nothing pending is
+  // handed over: pending nodes land in the new pack, outside the candidates.
+  if (written_size_ > file_header_size) MAGNETITE_TRY(seal_active());
+  auto c = std::make_unique<reclaim_cycle>();
+  c->max_amplification = max_amplification;
+  c->boundary = active_->number;
+  for (const auto& r : roots) c->stack.push_back({r, -1});
+  // A pending node may be the top of a tree not yet committed (an import):
+  // what it refers to is kept.
+  for (const auto& r : pending_) c->stack.push_back({r.hash, -1});
+  cycle_ = std::move(c);
+  std::lock_guard lk(reclaim_mu_);
+  reclaim_.running = true;
+  return status::ok();
+}
+
+void node_store::reclaim_note_write(const node& n, const hash128& h) {
+  auto& c = *cycle_;
+  if (auto it = index_.find(h); it != index_.end() && it->second.pack < c.boundary)
+    c.stack.push_back({h, n.level()});  // deduplicated against a candidate: alive again
+  if (n.is_leaf()) return;
+  for (const auto& e : n.entries())
+    if (auto ref = child_ref::decode(e.value)) c.stack.push_back({ref->hash, n.level() - 1});
+}
+
+result<bool> node_store::reclaim_mark(std::size_t& budget) {
+  auto& c = *cycle_;
+  while (!c.stack.empty()) {
+    if (budget == 0) return false;
+    auto it = c.stack.back();
+    c.stack.pop_back();
+    budget -= std::min<std::size_t>(budget, 64);
+    auto loc = index_.find(it.h);
+    if (loc == index_.end() && !pending_at_.count(it.h))
+      return status::corruption(fmt::format("reclamation: tree node {} reachable from a kept root is not stored in {}",
+                                            it.h, dir_));
+    if (loc != index_.end() && loc->second.pack < c.boundary &&
+        (!c.chosen || c.victims.count(loc->second.pack)))
+      c.live[loc->second.pack].push_back({it.h, loc->second.offset, loc->second.length});
+    if (it.level == 0 || !c.internal_seen.insert(it.h).second) continue;
+    auto n = read(it.h);
+    if (!n) return n.error();
+    if ((*n)->is_leaf()) continue;
+    budget -= std::min<std::size_t>(budget, (*n)->encode().size());
+    for (const auto& e : (*n)->entries()) {
+      auto ref = child_ref::decode(e.value);
+      if (!ref) return status::corruption(fmt::format("reclamation: node {} has a bad child reference", it.h));
+      c.stack.push_back({ref->hash, (*n)->level() - 1});
+    }
+  }
+  return true;
+}
+
+// Victims: every candidate without a live record; every small candidate
+// once four or more have piled up (each costs an open file, and they only
+// appear when cycles seal small active packs); then the candidates with the
+// least live data first, until the projected total is within 1 + (max - 1) / 2
+// of the live bytes (halfway, so the next cycle is not due at once).
+void node_store::reclaim_choose_victims() {
+  auto& c = *cycle_;
+  struct candidate {
+    std::uint32_t num;
+    std::uint64_t size, live;
+  };
+  std::vector<candidate> cands;
+  std::uint64_t total = 0, live = 0;
+  for (const auto& [num, p] : packs_) {
+    std::uint64_t size = p == active_ ? written_size_ : p->sealed_size;
+    total += size;
+    if (num >= c.boundary) {
+      live += size;  // written during the cycle: taken as live
+      continue;
+    }
+    auto& v = c.live[num];
+    std::sort(v.begin(), v.end(), [](const index_entry& a, const index_entry& b) { return a.offset < b.offset; });
+    v.erase(std::unique(v.begin(), v.end(), [](const index_entry& a, const index_entry& b) { return a.offset == b.offset; }),
+            v.end());
+    std::uint64_t l = file_header_size;
+    for (const auto& e : v) l += e.length;
+    live += l;
+    cands.push_back({num, size, std::min(l, size)});
+  }
+  c.live_bytes = live;
+  std::uint64_t projected = total;
+  auto take = [&](const candidate& k) {
+    if (c.victims.emplace(k.num, 0).second) {
+      projected -= k.size - k.live;
+      c.victim_bytes += k.size;
+    }
+  };
+  std::size_t small = 0;
+  for (const auto& k : cands) {
+    if (k.live <= file_header_size) take(k);
+    if (k.size < options_.target_pack_bytes / 4) ++small;
+  }
+  if (small >= 4)
+    for (const auto& k : cands)
+      if (k.size < options_.target_pack_bytes / 4) take(k);
+  std::sort(cands.begin(), cands.end(), [](const candidate& a, const candidate& b) {
+    return static_cast<double>(a.live) / static_cast<double>(a.size) <
+           static_cast<double>(b.live) / static_cast<double>(b.size);
+  });
+  const double target = static_cast<double>(live) * (1.0 + (c.max_amplification - 1.0) / 2.0);
+  for (const auto& k : cands) {
+    if (static_cast<double>(projected) <= target || k.live >= k.size) break;
+    take(k);
+  }
+  for (auto it = c.live.begin(); it != c.live.end();) {
+    if (c.victims.count(it->first)) ++it;
+    else it = c.live.erase(it);
+  }
+  c.chosen = true;
+}
+
+// Copies the live records of the victims, about `budget` bytes of them, to
+// the active pack and makes them durable (one fdatasync a step: the copies
+// never pile up into one long sync that would hold the owner's writes).
+result<bool> node_store::reclaim_copy(std::size_t& budget) {
+  auto& c = *cycle_;
+  std::vector<pending_record> batch;
+  bool done = true;
+  for (auto& [num, at] : c.victims) {
+    auto& list = c.live[num];
+    auto p = packs_.at(num);
+    for (; at < list.size(); ++at) {
+      if (budget == 0) {
+        done = false;
+        break;
+      }
+      const index_entry& e = list[at];
+      auto loc = index_.find(e.hash);
+      if (loc == index_.end() || loc->second.pack != num) continue;  // copied already
+      auto rec = read_record(e.hash, *p, loc->second);
+      if (!rec) return rec.error();
+      budget -= std::min<std::size_t>(budget, loc->second.length);
+      c.copied += loc->second.length;
+      pending_record r;
+      r.hash = e.hash;
+      r.flags = rec->flags;
+      r.raw_length = static_cast<std::uint32_t>(rec->raw.size());
+      r.payload = std::move(rec->payload);
+      batch.push_back(std::move(r));
+    }
+    if (!done) break;
+  }
+  if (!batch.empty()) {
+    if (written_size_ >= options_.target_pack_bytes) MAGNETITE_TRY(seal_active());
+    MAGNETITE_TRY(append_records(batch));
+    MAGNETITE_TRY(sync_active());
+  }
+  return done;
+}
+
+// The switch: every live record of the victims is copied and durable; the
+// manifest names the victims dropped, with the position covering the copies
+// as its floor (so open keeps them whatever the owner recorded); then the
+// victims are removed.
+status node_store::reclaim_finish() {
+  auto& c = *cycle_;
+  std::size_t unlimited = std::numeric_limits<std::size_t>::max();
+  auto marked = reclaim_mark(unlimited);  // what writes since the last step marked
+  if (!marked) return marked.error();
+  unlimited = std::numeric_limits<std::size_t>::max();
+  auto copied = reclaim_copy(unlimited);
+  if (!copied) return copied.error();
+  if (c.victims.empty()) return status::ok();
+  MAGNETITE_TRY(sync_active());
+  std::set<std::uint32_t> dropped = dropped_;
+  for (const auto& [num, at] : c.victims) dropped.insert(num);
+  std::uint32_t first = first_pack_;
+  while (dropped.count(first)) dropped.erase(first++);
+  const std::uint64_t position = make_position(active_->number, synced_size_);
+  MAGNETITE_TRY(write_manifest(first, position, dropped));
+
+  // The records left in the victims are garbage. index_ changes only under
+  // write_mu_ (held), so it is read here without state_mu_; readers are held
+  // off only while the entries are erased.
+  std::vector<hash128> dead;
+  for (const auto& [h, loc] : index_)
+    if (c.victims.count(loc.pack)) dead.push_back(h);
+  std::vector<std::shared_ptr<pack>> gone;
+  {
+    std::unique_lock sl(state_mu_);
+    for (const auto& h : dead) index_.erase(h);
+    for (const auto& [num, at] : c.victims) {
+      gone.push_back(packs_.at(num));
+      packs_.erase(num);
+    }
+  }
+  epoch_.fetch_add(1, std::memory_order_release);  // nodes were dropped
+  first_pack_ = first;
+  gc_floor_ = position;
+  dropped_ = std::move(dropped);
+  // A failed removal leaves garbage that open removes; the store goes on.
+  for (const auto& p : gone) {
+    (void)env_.remove(p->path);
+    (void)env_.remove(path_join(dir_, pack_index_file_name(p->number)));
+  }
+  (void)env_.sync_dir(dir_);
+  std::lock_guard lk(reclaim_mu_);
+  reclaim_.packs_dropped += gone.size();
+  reclaim_.bytes_copied += c.copied;
+  reclaim_.bytes_reclaimed += c.victim_bytes > c.copied ? c.victim_bytes - c.copied : 0;
+  return status::ok();
+}
+
+result<bool> node_store::reclaim_step(std::size_t budget) {
+  std::lock_guard wl(write_mu_);
+  MAGNETITE_TRY(check_usable());
+  if (!cycle_) return true;
+  auto end_with = [&](status s) -> status {
+    cycle_.reset();
+    std::lock_guard lk(reclaim_mu_);
+    reclaim_.running = false;
+    return s;
+  };
+  auto marked = reclaim_mark(budget);
+  if (!marked) return end_with(marked.error());
+  if (!*marked) return false;
+  if (!cycle_->chosen) {
+    reclaim_choose_victims();
+    if (budget == 0) return false;
+  }
+  auto copied = reclaim_copy(budget);
+  if (!copied) return end_with(copied.error());
+  if (!*copied) return false;
+  std::uint64_t live = cycle_->live_bytes;
+  if (status s = reclaim_finish(); !s) return end_with(std::move(s));
+  MAGNETITE_TRY(end_with(status::ok()));
+  std::lock_guard lk(reclaim_mu_);
+  ++reclaim_.cycles;
+  reclaim_.live_bytes = live;
+  return true;
 }
 
 }  // namespace magnetite::tree

@@ -55,6 +55,20 @@
 //   pack or the complete gc output, whatever the owner had recorded. The
 //   owner's committed root MUST be among `roots`; gc returns the position to
 //   record with it next (recording it is not required for safety).
+// - Reclamation (begin_reclaim / reclaim_step) is gc done in bounded steps
+//   between the owner's writes, copying only the live records of the packs
+//   that are mostly garbage: begin seals the active pack, so every older pack
+//   is a candidate; steps mark what the roots reach (reading internal nodes
+//   only: a parent says which children are leaves), choose the candidates
+//   with the least live data as victims until the space amplification would
+//   be at most 1 + (max - 1) / 2, copy their live records to the active pack
+//   and fdatasync each step's copies; the last step writes a manifest naming
+//   the dropped packs (with its position as the floor, as gc does) and only
+//   then removes them. While a cycle runs, write() marks every node it is
+//   given (new or deduplicated) and its children: whatever a tree made during
+//   the cycle refers to is kept, so the roots given at begin suffice as long
+//   as every later root is built by write() from them. A crash anywhere keeps
+//   the old packs or the copies, never neither.
 // - Fail-stop: after a failed write, fdatasync, pack creation or manifest
 //   switch, write/flush/gc return a `failed` error (the failing call's own error
 //   is `ambiguous`). Reads keep working. Drop the store and reopen it.
@@ -73,6 +87,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <shared_mutex>
 #include <span>
 #include <string>
@@ -146,6 +161,19 @@ struct gc_result {
   std::uint64_t packs_removed = 0;
 };
 
+// The state of incremental reclamation, for `stats`.
+struct reclaim_stats {
+  std::uint64_t cycles = 0;           // completed since open
+  std::uint64_t bytes_reclaimed = 0;  // pack bytes removed less bytes copied, since open
+  std::uint64_t bytes_copied = 0;     // live records moved out of dropped packs, since open
+  std::uint64_t packs_dropped = 0;
+  // Bytes of the live records (and pack headers) the last completed mark found,
+  // plus the bytes of packs written since it began: live data as of then.
+  // nullopt before the first cycle ends.
+  std::optional<std::uint64_t> live_bytes;
+  bool running = false;
+};
+
 struct node_store_stats {
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
@@ -195,6 +223,22 @@ class node_store final : public node_sink {
   // anything is switched (and the store stays usable).
   result<gc_result> gc(std::span<const hash128> roots_to_keep);
 
+  // ---- incremental reclamation (see the contract above) ----
+  // Due when the packs hold at least `min_bytes` and more than
+  // `max_amplification` times the live bytes of the last cycle (before the
+  // first: always, past min_bytes). Cheap: no I/O.
+  bool reclaim_due(double max_amplification, std::uint64_t min_bytes) const;
+  // Starts a cycle that keeps what `roots` reach: seals the active pack (one
+  // fdatasync, only if it holds records). A cycle already running is replaced.
+  status begin_reclaim(std::span<const hash128> roots, double max_amplification);
+  // Does about `budget` bytes of marking or copying; true when the cycle has
+  // ended (the victims removed, or nothing worth removing). A missing or
+  // damaged reachable node ends the cycle with that error and changes
+  // nothing; a failed write or sync stops the store (fail-stop).
+  result<bool> reclaim_step(std::size_t budget);
+  bool reclaiming() const noexcept { return cycle_ != nullptr; }
+  reclaim_stats reclamation() const;
+
   // Reads every node reachable from `roots` from its pack, bypassing the cache,
   // and checks its record (header and payload checksums, hash, decoding) and
   // its child references; a pending node is checked in memory. Damage is
@@ -219,6 +263,7 @@ class node_store final : public node_sink {
 
   struct pack;      // an open pack file
   class node_cache; // the sharded LRU of decoded nodes
+  struct reclaim_cycle;  // the marks and victims of the cycle running
 
  private:
   struct pending_record {
@@ -251,6 +296,20 @@ class node_store final : public node_sink {
   result<stored_record> read_record(const hash128& h, pack& p, const node_location& loc);
   result<stored_record> load_for_gc(const hash128& h);
   void write_index_entries();
+  // Makes the active pack durable to its end and starts the next one.
+  status seal_active();
+  // Appends records to the active pack unsynced and points the index at them
+  // (a relocated record replaces its old location).
+  status append_records(std::span<const pending_record> records);
+  // Writes MANIFEST (via MANIFEST.tmp, synced, renamed, directory synced).
+  status write_manifest(std::uint32_t first, std::uint64_t position, const std::set<std::uint32_t>& dropped);
+  // The write barrier: marks n (stored as h) and its children while a cycle runs.
+  void reclaim_note_write(const node& n, const hash128& h);
+  // Marks what the cycle's stack holds, within `budget` (bytes); false: budget spent.
+  result<bool> reclaim_mark(std::size_t& budget);
+  void reclaim_choose_victims();
+  result<bool> reclaim_copy(std::size_t& budget);
+  status reclaim_finish();
 
   env& env_;
   std::string dir_;
@@ -272,6 +331,10 @@ class node_store final : public node_sink {
   // Writer state (write_mu_).
   std::uint32_t first_pack_ = 1;                 // manifest's first live pack
   std::optional<std::uint64_t> gc_floor_;        // manifest's gc position
+  std::set<std::uint32_t> dropped_;              // manifest's dropped packs (above first_pack_)
+  std::unique_ptr<reclaim_cycle> cycle_;
+  mutable std::mutex reclaim_mu_;  // guards reclaim_ (stats() may be called from any thread)
+  reclaim_stats reclaim_;
   std::shared_ptr<pack> active_;
   std::uint64_t written_size_ = 0;               // bytes of active_ handed to the kernel
   std::uint64_t synced_size_ = 0;                // bytes of active_ made durable
