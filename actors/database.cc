@@ -313,6 +313,7 @@ status database::start() {
     c.slot = slots_.back();
     c.index = i;
     c.before_write = options_.before_write;
+    if (options_.reclaim_began) c.reclaim_began = [hook = options_.reclaim_began, i] { hook(i); };
     configs.push_back(std::move(c));
   }
   {

@@ -79,6 +79,9 @@ struct database_options {
   std::chrono::milliseconds restart_backoff{10};
   // Test hook passed to every shard (see shard_actor_config::before_write).
   std::function<void(const std::string& key)> before_write;
+  // Test hook: runs on shard i's actor when it begins a reclamation cycle
+  // (the torture run kills the process then).
+  std::function<void(std::size_t shard)> reclaim_began;
 
   status validate() const;
 };

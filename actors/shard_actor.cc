@@ -117,6 +117,7 @@ void maybe_reclaim(self_ptr self) {
   }
   st.reclaim_scheduled = true;
   self->send(self, reclaim_atom::value);
+  if (st.config.reclaim_began) st.config.reclaim_began();
 }
 
 void schedule_group(self_ptr self) {

@@ -95,6 +95,8 @@ struct shard_actor_config {
   // Test hook: runs before each write is staged; an exception it throws ends
   // the actor the way a bug in a handler would.
   std::function<void(const std::string& key)> before_write;
+  // Test hook: runs when the shard begins a space reclamation cycle.
+  std::function<void()> reclaim_began;
 };
 
 shard_actor spawn_shard(caf::actor_system& sys, shard_actor_config config);

@@ -107,6 +107,9 @@ database_options torture_options(const std::string& dir, std::size_t shards) {
   o.shards = shards;
   o.shard.checkpoint_bytes = 16 << 10;  // checkpoints of their own, often
   o.shard.chunking = {512, 128, 2048};  // small nodes: deeper trees
+  // Reclamation cycles often, in small steps, so that kills land in them.
+  o.shard.reclaim_min_bytes = 64 << 10;
+  o.shard.reclaim_step_bytes = 4 << 10;
   return o;
 }
 
@@ -517,7 +520,9 @@ void run_keyed(keyed_handles& h, int t, std::mt19937_64& rng, std::atomic<std::u
 
 [[noreturn]] void run_worker(const std::string& dir, std::size_t shards, int threads, int keys, std::uint64_t first_seq,
                              std::uint64_t seed, mix m) {
-  auto opened = database::open(torture_options(dir, shards));
+  database_options o = torture_options(dir, shards);
+  o.reclaim_began = [](std::size_t) { report("B reclaim"); };
+  auto opened = database::open(o);
   if (!opened) fail("open", opened.error());
   database& db = **opened;
   report("R");
@@ -714,7 +719,7 @@ bool is_plain(const std::string& kind) { return kind != "txn" && kind != "stream
 
 struct figures {
   std::uint64_t iterations = 0, acks = 0, keys_checked = 0, pending_applied = 0, pending_absent = 0;
-  std::uint64_t killed_in_gc = 0, killed_in_commit = 0, verifies = 0, violations = 0;
+  std::uint64_t killed_in_gc = 0, killed_in_commit = 0, killed_in_reclaim = 0, verifies = 0, violations = 0;
   std::map<std::string, std::uint64_t> acked;  // by kind
   std::uint64_t killed_in_flight = 0;           // kills with a writer's operation unacknowledged
   std::uint64_t records_checked = 0, txn_applied = 0, txn_absent = 0;
@@ -748,7 +753,7 @@ class driver {
     ::close(out[1]);
     // When to kill: a random time after the worker is ready, or as soon as it
     // begins a gc or a commit.
-    int mode = static_cast<int>(rng() % 4);  // 0, 1: delay; 2: in gc; 3: in commit
+    int mode = static_cast<int>(rng() % 5);  // 0, 1: delay; 2: in gc; 3: in commit; 4: in reclamation
     auto delay = std::chrono::microseconds(rng() % 400'000);
     std::string buffer;
     bool ready = false, killed = false;
@@ -770,6 +775,8 @@ class driver {
         if (line == "R" && !ready) {
           ready = true;
           if (mode <= 1) kill_at = std::chrono::steady_clock::now() + delay;
+          // A worker that begins no reclamation cycle is killed all the same.
+          if (mode == 4) kill_at = std::chrono::steady_clock::now() + 2s;
         }
         if (line.starts_with("E ")) error = line;
         if (!killed && ((mode == 2 && line == "B gc") || (mode == 3 && line == "B commit"))) {
@@ -777,6 +784,13 @@ class driver {
           ::kill(pid, SIGKILL);
           killed = true;
           (mode == 2 ? fig.killed_in_gc : fig.killed_in_commit)++;
+        }
+        if (!killed && mode == 4 && line == "B reclaim") {
+          // A cycle has begun: somewhere in its marking, copying or switch.
+          std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20'000));
+          ::kill(pid, SIGKILL);
+          killed = true;
+          fig.killed_in_reclaim++;
         }
       }
       auto now = std::chrono::steady_clock::now();
@@ -815,7 +829,7 @@ class driver {
       std::istringstream in(buffer.substr(at, nl - at));
       std::string tag, who;
       in >> tag >> who;
-      if ((tag != "B" && tag != "A") || who == "gc" || who == "commit" || who.empty()) continue;
+      if ((tag != "B" && tag != "A") || who == "gc" || who == "commit" || who == "reclaim" || who.empty()) continue;
       int t = std::stoi(who);
       if (tag == "B") {
         pending_op op;
@@ -1388,9 +1402,9 @@ int main(int argc, char** argv) {
   fmt::print("torture: seed {}, {} iterations in {:.1f} s, {} shards, {} threads x {} keys, mix {}\n", seed,
              fig.iterations, seconds, shards, threads, keys, mix_text(m));
   fmt::print("torture: {} acknowledged operations, {} key checks, unacknowledged operations found applied {} / absent "
-             "{}, killed in gc {}, in commit {}, verify runs {}\n",
+             "{}, killed in gc {}, in commit {}, in reclamation {}, verify runs {}\n",
              fig.acks, fig.keys_checked, fig.pending_applied, fig.pending_absent, fig.killed_in_gc,
-             fig.killed_in_commit, fig.verifies);
+             fig.killed_in_commit, fig.killed_in_reclaim, fig.verifies);
   std::vector<std::string> by_kind;
   for (const char* kind : {"put", "del", "cas", "batch", "ttl", "txn", "stream", "keyed"})
     by_kind.push_back(fmt::format("{} {}", kind, fig.acked[kind]));
