@@ -125,7 +125,6 @@
 #include <mutex>
 #include <numeric>
 #include <optional>
-#include <random>
 #include <thread>
 #include <vector>
 
