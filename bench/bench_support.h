@@ -62,7 +62,8 @@ inline std::string json_string(std::string_view s) {
 
 // One figure of a benchmark's report, and the --json form every benchmark
 // here prints: {"workload", "case", "threads", "unit", "ours", "peer",
-// "peer_value", "ratio", "better", "target", "met"} (see db_bench.cc).
+// "peer_value", "ratio", "better", "target", "met"} (see db_bench.cc), and
+// with rss_columns also "ours_rss_mib" and "peer_rss_mib" (null if unset).
 struct report_row {
   std::string workload, what;
   int threads = 1;
@@ -73,20 +74,26 @@ struct report_row {
   bool lower_is_better = false;
   std::string target;  // empty: none
   std::optional<bool> met;
+  // Peak resident memory of the process that ran each engine's part, MiB.
+  std::optional<double> ours_rss_mib{}, peer_rss_mib{};
 };
 
-inline std::string json_rows(const std::vector<report_row>& rows) {
+inline std::string json_rows(const std::vector<report_row>& rows, bool rss_columns = false) {
+  auto optional_number = [](const std::optional<double>& v) { return v ? json_number(*v) : std::string("null"); };
   std::string out;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const report_row& r = rows[i];
     bool peer = !r.peer.empty();
     out += fmt::format(
         "{}\n{{\"workload\":{},\"case\":{},\"threads\":{},\"unit\":{},\"ours\":{},\"peer\":{},\"peer_value\":{},"
-        "\"ratio\":{},\"better\":\"{}\",\"target\":{},\"met\":{}}}",
+        "\"ratio\":{},\"better\":\"{}\",\"target\":{},\"met\":{}{}}}",
         i ? "," : "", json_string(r.workload), json_string(r.what), r.threads, json_string(r.unit),
         json_number(r.ours), peer ? json_string(r.peer) : "null", peer ? json_number(r.peer_value) : "null",
         peer ? json_number(r.ours / r.peer_value) : "null", r.lower_is_better ? "lower" : "higher",
-        r.target.empty() ? "null" : json_string(r.target), r.met ? (*r.met ? "true" : "false") : "null");
+        r.target.empty() ? "null" : json_string(r.target), r.met ? (*r.met ? "true" : "false") : "null",
+        rss_columns ? fmt::format(",\"ours_rss_mib\":{},\"peer_rss_mib\":{}", optional_number(r.ours_rss_mib),
+                                  optional_number(r.peer_rss_mib))
+                    : "");
   }
   return out;
 }

@@ -1,8 +1,19 @@
 // db_bench: the database a host embeds (issue 4), beside RocksDB, LMDB and
-// raw fdatasync (issue 5) in the same run, on the same disk.
+// raw fdatasync (issue 5) in the same run, on the same disk; with a memory
+// budget shared by both engines, cold reads, bulk loads and space
+// amplification under overwrites (issue 19).
 //
-//   db_bench [--dir D] [--seconds S] [--keys N] [--shards N] [--spin-polls N]
-//            [--wal-preallocate BYTES] [--only writes|gets|restart] [--json]
+//   db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R]
+//            [--shards N] [--spin-polls N] [--wal-preallocate BYTES]
+//            [--only writes|gets|restart|load|overwrite] [--json]
+//   db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]
+//
+// Both engines get the same memory for cached data: RocksDB's block cache is
+// M MiB (default 1024) and ours database_options::memory_budget is M MiB (the
+// node caches of all shards share it). RocksDB is otherwise opened as RocksDB's
+// own db_bench opens it by default (4 KiB blocks, no bloom filter, index and
+// filter blocks outside the cache, level compaction, snappy; open_rocksdb):
+// docs/benchmarks.md has the check against it.
 //
 // Cases (16-byte keys, 100-byte values):
 //   writes   durable writes (acknowledged after fsync) from 1, 8 and 32 host
@@ -23,52 +34,97 @@
 //            ratios ours/peer, and our fsyncs per acknowledged write.
 //            Targets: 1 thread >= 0.9x RocksDB; 32 threads >= 2x RocksDB;
 //            fsyncs per write at 32 threads <= 1/8.
-//   gets     host-thread gets of warm keys (N = 1 000 000 by default, all
-//            checkpointed into the trees), 1 and 2 threads, beside RocksDB with
-//            the same cache budget (1 GiB) and the same keys (target >= 2x),
-//            and LMDB with the same keys (loaded, synced, every key read once;
-//            its pages are in the OS page cache), read with one read-only
-//            transaction per get whose handle each thread reuses
-//            (mdb_txn_renew, mdb_get, mdb_txn_reset), so that every get sees
-//            the latest commit, as ours does; gets/s and the ratios; the median
-//            latency of one get of ours (target <= 5 us).
+//   gets     each engine loads N keys (default 1 000 000; the bulk load below)
+//            in one child process; another child reopens it (its own cache
+//            empty; the OS page cache is not dropped) and reads random keys
+//            that exist, from 1 thread for S seconds, then from 2 threads for
+//            S seconds, timing every get. Per engine: gets/s, the median and
+//            the 99th percentile of one get's latency, and the reading
+//            child's peak RSS. Peers: RocksDB (same cache budget, automatic
+//            compactions waited for before the close), and LMDB (loaded
+//            without syncs, synced once; one read-only transaction per get
+//            whose handle each thread reuses: mdb_txn_renew, mdb_get,
+//            mdb_txn_reset, so every get sees the latest commit, as ours
+//            does; its pages are in the OS page cache). Targets: gets/s >= 2x
+//            RocksDB; median latency at 1 thread <= 5 us.
 //   restart  time to reopen a shard whose log holds 100 000 writes that no
 //            checkpoint covers (target < 1 s), beside RocksDB reopening with
 //            100 000 Puts in its WAL and no SST (written with sync=false, the
 //            WAL synced once, closed with avoid_flush_during_shutdown); RocksDB
 //            opens with default options, so it replays the WAL and flushes the
 //            result to a level-0 file. LMDB keeps no log to replay: no peer.
+//   load     bulk load of N keys in key order, no sync per write, each engine
+//            in its own child process: ours in atomic batches of 1 000 keys of
+//            one shard (at most 2 a shard in flight) under the `interval`
+//            fsync policy, then commit(); RocksDB in WriteBatches of 1 000
+//            with sync=false (WAL on), then Flush. Keys/s until the data is
+//            durable in the engine's tree or SSTs, bytes on disk / live bytes
+//            (N x 116) after it, and peak RSS.
+//   overwrite each engine in its own child: the load, then R rounds (default
+//            10) that rewrite every key once, in a permuted order, with new
+//            random values (100 letters and digits); ours commit()s after each
+//            round, RocksDB runs its default automatic compactions and
+//            nothing else. Bytes of the files of the engine's directory
+//            (their lengths: see disk_bytes) / live bytes after the load and
+//            after each round: space amplification; and rewrites/s over all
+//            rounds (ours with its commits).
+//
+// --rocksdb-readrandom DIR reads a RocksDB directory that RocksDB's own
+// db_bench filled (`db_bench --benchmarks=fillseq --num=N`: its keys, 8
+// big-endian bytes of i then eight '0's) with the peer's options and read
+// loop, 1 thread, S seconds, uniform random keys below N, and prints gets/s,
+// median and p99: the check of the peer against `db_bench readrandom`.
+//
+// Each engine's part of gets, load and overwrite, and each whole writes and
+// restart case, runs in a child process (fork): the peak RSS reported is that
+// child's own (wait4's ru_maxrss), and this process never holds an engine,
+// so it never forks with an engine's threads alive (RocksDB's background
+// threads would not exist in the child).
 //
 // Output: the text lines below by default. With --json, one JSON object on
 // stdout (progress goes to stderr):
 //   {"program":"db_bench","date":"2026-...Z","dir":D,"seconds":S,"keys":N,
-//    "shards":N,"rocksdb":"7.8.3","lmdb":"0.9.24","rows":[ROW, ...]}
-//   ROW = {"workload":"writes"|"gets"|"restart", "case":TEXT, "threads":N,
-//          "unit":"writes/s"|"gets/s"|"s"|"us"|"fsyncs/write",
+//    "cache_mib":M,"rounds":R,"shards":N,"rocksdb":"7.8.3","lmdb":"0.9.24",
+//    "rows":[ROW, ...]}
+//   ROW = {"workload":"writes"|"gets"|"restart"|"load"|"overwrite",
+//          "case":TEXT, "threads":N,
+//          "unit":"writes/s"|"gets/s"|"keys/s"|"s"|"us"|"fsyncs/write"|"x",
 //          "ours":X, "peer":"rocksdb"|"lmdb"|"raw_fdatasync"|null,
 //          "peer_value":X|null, "ratio":ours/peer_value|null,
-//          "better":"higher"|"lower", "target":TEXT|null, "met":BOOL|null}
+//          "better":"higher"|"lower", "target":TEXT|null, "met":BOOL|null,
+//          "ours_rss_mib":X|null, "peer_rss_mib":X|null}
 //   "better" says which way is good for both figures: for "lower" (seconds,
-//   microseconds) a ratio under 1 means ours is ahead. "target" names what it
-//   applies to ("ratio >= 2", "ours <= 5 us"). Rows without a peer (our
-//   fsyncs per write, the get latency) have null peer, peer_value and ratio.
-//   For the raw_fdatasync peer, "threads" is ours; the raw loop is 1 thread.
+//   microseconds, space amplification) a ratio under 1 means ours is ahead.
+//   "target" names what it applies to ("ratio >= 2", "ours <= 5 us"). Rows
+//   without a peer (our fsyncs per write) have null peer, peer_value and
+//   ratio. For the raw_fdatasync peer, "threads" is ours; the raw loop is 1
+//   thread. ours_rss_mib and peer_rss_mib: the peak RSS in MiB of the child
+//   that ran each engine's part (null where not measured).
 //
 // The data lives under --dir (default ./bench-data/db), removed at the end.
 // Exit status 0 when the figures were taken (targets met or not), 1 on an
 // error, 2 on bad usage or when a read misses a key the case wrote.
 #include <lmdb.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <functional>
+#include <mutex>
+#include <numeric>
 #include <optional>
-#include <random>
 #include <thread>
 #include <vector>
 
@@ -92,6 +148,23 @@ namespace {
 
 std::string value_of(std::uint64_t i) { return std::string(50, static_cast<char>('a' + i % 26)) + fmt::format("{:050}", i); }
 
+// key_of(i) written into `out`, without an allocation: a timed get pays for
+// its key's digits, not for fmt.
+void key_into(std::uint64_t i, char (&out)[16]) {
+  std::uint64_t v = i * 7919 % 10000000000000000ULL;
+  for (int d = 15; d >= 0; --d) {
+    out[d] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  }
+}
+
+std::uint64_t splitmix64(std::uint64_t& state) {
+  std::uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 // ---------------------------------------------------------------------------
 // Results: one row per figure, printed as JSON at the end with --json.
 
@@ -101,14 +174,30 @@ std::vector<report_row> rows;
 const char* verdict(bool met) { return met ? "PASS" : "MISS"; }
 
 // ---------------------------------------------------------------------------
+// Settings shared by every case (set from the command line).
+
+std::size_t shard_count = 2;
+std::size_t spin_polls = database_options{}.worker_spin_polls;
+std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
+std::size_t cache_mib = 1024;
+std::size_t cache_bytes() { return cache_mib << 20; }
+
+// ---------------------------------------------------------------------------
 // Peers
 
-std::unique_ptr<rocksdb::DB> open_rocksdb(const std::string& dir, std::size_t cache_bytes,
-                                          bool avoid_flush_during_shutdown = false) {
+// RocksDB as its own db_bench opens it by default (7.8.3): the library's
+// defaults, but for the two that db_bench sets otherwise: the block cache
+// reserves no high-priority pool (--cache_high_pri_pool_ratio 0; the
+// library's LRU cache reserves half) and the table cache has 16 shards
+// (--table_cache_numshardbits 4; the library's default is 64).
+std::unique_ptr<rocksdb::DB> open_rocksdb(const std::string& dir, bool avoid_flush_during_shutdown = false) {
   rocksdb::Options o;
   rocksdb::BlockBasedTableOptions table;
-  table.block_cache = rocksdb::NewLRUCache(cache_bytes);
+  rocksdb::LRUCacheOptions cache(cache_bytes(), /*num_shard_bits=*/-1, /*strict_capacity_limit=*/false,
+                                 /*high_pri_pool_ratio=*/0.0);
+  table.block_cache = rocksdb::NewLRUCache(cache);
   o.table_factory.reset(rocksdb::NewBlockBasedTableFactory(table));
+  o.table_cache_numshardbits = 4;
   o.create_if_missing = true;
   o.avoid_flush_during_shutdown = avoid_flush_during_shutdown;
   rocksdb::DB* raw = nullptr;
@@ -120,6 +209,24 @@ std::unique_ptr<rocksdb::DB> open_rocksdb(const std::string& dir, std::size_t ca
   return std::unique_ptr<rocksdb::DB>(raw);
 }
 
+void rocksdb_must(const rocksdb::Status& st, const char* what) {
+  if (st.ok()) return;
+  fmt::print(stderr, "db_bench: rocksdb {}: {}\n", what, st.ToString());
+  std::exit(1);
+}
+
+// Waits until RocksDB has no flush or compaction running or pending: the
+// shape its automatic compactions give the data, without a manual one.
+void settle(rocksdb::DB& r) {
+  for (;;) {
+    std::uint64_t pending = 0, compactions = 0, flushes = 0;
+    r.GetIntProperty("rocksdb.compaction-pending", &pending);
+    r.GetIntProperty("rocksdb.num-running-compactions", &compactions);
+    r.GetIntProperty("rocksdb.num-running-flushes", &flushes);
+    if (pending == 0 && compactions == 0 && flushes == 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
 
 // Runs `op(thread, i)` from `threads` threads for `seconds`; operations/s.
 template <class Op>
@@ -159,21 +266,407 @@ double raw_fdatasync(const std::string& path, double seconds) {
 }
 
 // ---------------------------------------------------------------------------
-// Cases
+// Child processes: an engine's part of a case runs in a fork of this process,
+// which holds no engine (see the top comment). The child sends its figures
+// and rows back through a pipe; its peak RSS comes from wait4.
 
-std::size_t shard_count = 2;
-std::size_t spin_polls = database_options{}.worker_spin_polls;
-std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
+struct child_result {
+  std::vector<double> figures;
+  double rss_mib = 0;
+};
 
-database_options db_options(const std::string& dir) {
+class wire {
+ public:
+  void f64(double v) { out_.append(reinterpret_cast<const char*>(&v), sizeof v); }
+  void str(const std::string& s) {
+    f64(static_cast<double>(s.size()));
+    out_ += s;
+  }
+  const std::string& bytes() const { return out_; }
+
+  explicit wire(std::string in = {}) : out_(std::move(in)) {}
+  double f64() {
+    double v = 0;
+    if (at_ + sizeof v > out_.size()) bad();
+    std::memcpy(&v, out_.data() + at_, sizeof v);
+    at_ += sizeof v;
+    return v;
+  }
+  std::string str() {
+    auto n = static_cast<std::size_t>(f64());
+    if (at_ + n > out_.size()) bad();
+    std::string s = out_.substr(at_, n);
+    at_ += n;
+    return s;
+  }
+  bool done() const { return at_ == out_.size(); }
+
+ private:
+  [[noreturn]] static void bad() {
+    fmt::print(stderr, "db_bench: a child process sent back a truncated report\n");
+    std::exit(1);
+  }
+  std::string out_;
+  std::size_t at_ = 0;
+};
+
+void put_optional(wire& w, std::optional<double> v) {
+  w.f64(v ? 1 : 0);
+  w.f64(v.value_or(0));
+}
+std::optional<double> get_optional(wire& w) {
+  bool has = w.f64() != 0;
+  double v = w.f64();
+  return has ? std::optional<double>(v) : std::nullopt;
+}
+
+// Runs `body` in a child process; returns the figures it filled in, after
+// appending the rows it added to `rows`. A child that fails ends this process
+// with the child's exit status (1, or 2 for a missed key).
+child_result in_child(const std::function<void(std::vector<double>&)>& body) {
+  int fds[2];
+  if (::pipe(fds) != 0) {
+    fmt::print(stderr, "db_bench: pipe: {}\n", std::strerror(errno));
+    std::exit(1);
+  }
+  std::fflush(stdout);
+  std::fflush(stderr);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    fmt::print(stderr, "db_bench: fork: {}\n", std::strerror(errno));
+    std::exit(1);
+  }
+  if (pid == 0) {
+    ::close(fds[0]);
+    rows.clear();
+    std::vector<double> figures;
+    body(figures);
+    wire w;
+    w.f64(static_cast<double>(figures.size()));
+    for (double f : figures) w.f64(f);
+    w.f64(static_cast<double>(rows.size()));
+    for (const auto& r : rows) {
+      w.str(r.workload), w.str(r.what), w.f64(r.threads), w.str(r.unit), w.f64(r.ours), w.str(r.peer);
+      w.f64(r.peer_value), w.f64(r.lower_is_better), w.str(r.target);
+      put_optional(w, r.met ? std::optional<double>(*r.met) : std::nullopt);
+      put_optional(w, r.ours_rss_mib), put_optional(w, r.peer_rss_mib);
+    }
+    const std::string& b = w.bytes();
+    for (std::size_t at = 0; at < b.size();) {
+      ssize_t n = ::write(fds[1], b.data() + at, b.size() - at);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) ::_exit(1);
+      at += static_cast<std::size_t>(n);
+    }
+    std::fflush(stdout);
+    std::fflush(stderr);
+    ::_exit(0);  // no exit handlers: they belong to the parent
+  }
+  ::close(fds[1]);
+  std::string in;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n > 0) in.append(buf, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR) break;
+  }
+  ::close(fds[0]);
+  int status = 0;
+  struct rusage ru {};
+  while (::wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fmt::print(stderr, "db_bench: a child process failed ({})\n",
+               WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
+                                 : fmt::format("signal {}", WTERMSIG(status)));
+    std::exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+  }
+  wire w(std::move(in));
+  child_result out;
+  out.figures.resize(static_cast<std::size_t>(w.f64()));
+  for (double& f : out.figures) f = w.f64();
+  auto n = static_cast<std::size_t>(w.f64());
+  for (std::size_t i = 0; i < n; ++i) {
+    report_row r;
+    r.workload = w.str(), r.what = w.str(), r.threads = static_cast<int>(w.f64()), r.unit = w.str();
+    r.ours = w.f64(), r.peer = w.str(), r.peer_value = w.f64(), r.lower_is_better = w.f64() != 0;
+    r.target = w.str();
+    if (auto met = get_optional(w)) r.met = *met != 0;
+    r.ours_rss_mib = get_optional(w), r.peer_rss_mib = get_optional(w);
+    rows.push_back(std::move(r));
+  }
+  if (!w.done()) {
+    fmt::print(stderr, "db_bench: a child process sent back more than its report\n");
+    std::exit(1);
+  }
+  out.rss_mib = static_cast<double>(ru.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB
+  return out;
+}
+
+// ---------------------------------------------------------------------------
+// Latency of single operations.
+
+// Nanoseconds in buckets 1/32 to 1/64 of their value wide (32 a power of
+// two), so each thread records every operation in fixed memory (~15 KiB) and
+// adds nothing to the peak RSS it is measured beside.
+class latency_histogram {
+ public:
+  void add(std::uint64_t ns) {
+    ++counts_[bucket(ns)];
+    ++n_;
+  }
+  void merge(const latency_histogram& o) {
+    for (std::size_t b = 0; b < counts_.size(); ++b) counts_[b] += o.counts_[b];
+    n_ += o.n_;
+  }
+  // The q-quantile (0 < q < 1), in nanoseconds: the middle of its bucket.
+  double quantile(double q) const {
+    if (n_ == 0) return 0;
+    auto rank = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(n_)));
+    std::uint64_t seen = 0;
+    for (std::size_t b = 0; b < counts_.size(); ++b) {
+      seen += counts_[b];
+      if (seen >= rank) return lower(b) + width(b) / 2;
+    }
+    return lower(counts_.size() - 1);
+  }
+
+ private:
+  static std::size_t bucket(std::uint64_t v) {
+    if (v < 32) return static_cast<std::size_t>(v);
+    int e = 63 - std::countl_zero(v);  // 2^e <= v < 2^(e+1), e >= 5
+    return static_cast<std::size_t>(32 + (e - 5) * 32 + ((v >> (e - 5)) & 31));
+  }
+  static double lower(std::size_t b) {
+    if (b < 32) return static_cast<double>(b);
+    std::size_t e = (b - 32) / 32 + 5, sub = (b - 32) % 32;
+    return std::ldexp(static_cast<double>(32 + sub), static_cast<int>(e - 5));
+  }
+  static double width(std::size_t b) { return b < 32 ? 1.0 : std::ldexp(1.0, static_cast<int>((b - 32) / 32)); }
+
+  std::array<std::uint64_t, 32 + 59 * 32> counts_{};
+  std::uint64_t n_ = 0;
+};
+
+struct timed_result {
+  double rate = 0;  // operations/s
+  double p50_us = 0, p99_us = 0;
+};
+
+// Runs `op(thread, rng)` from `threads` threads for `seconds`, timing each
+// call (two steady_clock reads, the same for every engine).
+template <class Op>
+timed_result run_timed(int threads, double seconds, Op op) {
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> done{0};
+  std::vector<latency_histogram> hist(static_cast<std::size_t>(threads));
+  std::vector<std::thread> ts;
+  auto t0 = clock_type::now();
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      std::uint64_t rng = 0x5eed0000ULL + static_cast<std::uint64_t>(t), n = 0;
+      auto& h = hist[static_cast<std::size_t>(t)];
+      while (!stop.load(std::memory_order_relaxed)) {
+        auto a = clock_type::now();
+        op(t, rng);
+        h.add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - a).count()));
+        ++n;
+      }
+      done += n;
+    });
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& th : ts) th.join();
+  timed_result r;
+  r.rate = static_cast<double>(done.load()) / since(t0);
+  for (std::size_t t = 1; t < hist.size(); ++t) hist[0].merge(hist[t]);
+  r.p50_us = hist[0].quantile(0.5) / 1000;
+  r.p99_us = hist[0].quantile(0.99) / 1000;
+  return r;
+}
+
+// ---------------------------------------------------------------------------
+// Loads and rounds of rewrites, the same keys and values for every engine.
+
+// Write j of round `round`: the key's index, and its value. Round 0 is the
+// load: keys in key order (key_of is increasing in i), value_of(i). Round
+// r > 0 rewrites every key once in a permuted order (i = a*j + b mod N, a
+// prime to N) with 100 letters and digits drawn from (r, i).
+struct round_plan {
+  std::uint64_t keys = 0, round = 0, a = 1, b = 0;
+
+  round_plan(std::uint64_t n, std::uint64_t r) : keys(n), round(r) {
+    if (r == 0) return;
+    std::uint64_t s = r * 0x2545f4914f6cdd1dULL;
+    a = splitmix64(s) % n | 1;
+    while (std::gcd(a, n) != 1) a = (a + 2) % n;
+    b = splitmix64(s) % n;
+  }
+  std::uint64_t index(std::uint64_t j) const {
+    __extension__ using u128 = unsigned __int128;  // a * j needs 128 bits for large N
+    return round == 0 ? j : static_cast<std::uint64_t>((static_cast<u128>(a) * j + b) % keys);
+  }
+  std::string value(std::uint64_t i) const {
+    if (round == 0) return value_of(i);
+    static constexpr char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    std::uint64_t s = round * 0x9e3779b97f4a7c15ULL ^ i * 0xd1b54a32d192ed03ULL;
+    std::string v(100, ' ');
+    for (std::size_t k = 0; k < v.size(); k += 8) {
+      std::uint64_t h = splitmix64(s);
+      for (std::size_t m = k; m < std::min(v.size(), k + 8); ++m, h >>= 8) v[m] = alphabet[(h & 0xff) % 62];
+    }
+    return v;
+  }
+};
+
+// Batches handed to the shards and not answered yet, at most `max` of them.
+class in_flight {
+ public:
+  explicit in_flight(std::size_t max) : max_(max) {}
+  void enter() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return n_ < max_; });
+    ++n_;
+  }
+  void leave(const status& s) {
+    {
+      std::lock_guard lk(mu_);
+      --n_;
+      if (!s && error_.is_ok()) error_ = s;
+    }
+    cv_.notify_all();
+  }
+  status drain() {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return n_ == 0; });
+    return error_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::size_t n_ = 0, max_;
+  status error_;
+};
+
+database_options db_options(const std::string& dir, bool no_sync = false) {
   database_options o;
   o.dir = dir;
   o.shards = shard_count;
   o.worker_spin_polls = spin_polls;
   o.shard.wal_preallocate = wal_preallocate;
-  o.shard.cache_bytes = (std::size_t{1} << 30) / shard_count;  // 1 GiB in all, like RocksDB's block cache below
+  o.memory_budget = cache_bytes();  // the same as RocksDB's block cache
+  if (no_sync) o.shard.fsync = wal::fsync_policy::interval;
   return o;
 }
+
+// One round into our database: atomic batches of 1 000 keys of one shard,
+// asynchronous, at most 2 a shard in flight, so every shard works at once
+// from one host thread. Returns once every batch is acknowledged.
+void round_ours(database& db, const round_plan& p) {
+  std::vector<std::vector<batch_write>> per_shard(db.shard_count());
+  in_flight pending(2 * db.shard_count());
+  auto flush = [&](std::size_t s) {
+    if (per_shard[s].empty()) return;
+    pending.enter();
+    db.batch_async(per_shard[s], [&pending](status st) { pending.leave(st); },
+                   std::string_view(per_shard[s].front().key));
+    per_shard[s].clear();
+  };
+  for (std::uint64_t j = 0; j < p.keys; ++j) {
+    std::uint64_t i = p.index(j);
+    std::string k = key_of(i);
+    std::size_t s = db.shard_of(k);
+    per_shard[s].push_back({std::move(k), p.value(i), {}});
+    if (per_shard[s].size() == 1000) flush(s);
+  }
+  for (std::size_t s = 0; s < per_shard.size(); ++s) flush(s);
+  must(pending.drain(), "batch");
+}
+
+// One round into RocksDB: WriteBatches of 1 000, WAL on, no sync.
+void round_rocksdb(rocksdb::DB& r, const round_plan& p) {
+  rocksdb::WriteOptions wo;
+  for (std::uint64_t j = 0; j < p.keys; j += 1000) {
+    rocksdb::WriteBatch b;
+    for (std::uint64_t m = j; m < std::min(p.keys, j + 1000); ++m) {
+      std::uint64_t i = p.index(m);
+      b.Put(key_of(i), p.value(i));
+    }
+    rocksdb_must(r.Write(wo, &b), "write");
+  }
+}
+
+// LMDB: transactions of 10 000 puts without a sync, then one sync.
+void load_lmdb(lmdb_store& l, std::uint64_t keys) {
+  for (std::uint64_t i = 0; i < keys; i += 10000) {
+    MDB_txn* txn = nullptr;
+    lmdb_check(mdb_txn_begin(l.env, nullptr, 0, &txn), "txn_begin");
+    for (std::uint64_t j = i; j < std::min(keys, i + 10000); ++j) {
+      std::string k = key_of(j), v = value_of(j);
+      MDB_val key = lmdb_val(k), val = lmdb_val(v);
+      lmdb_check(mdb_put(txn, l.dbi, &key, &val, 0), "put");
+    }
+    lmdb_check(mdb_txn_commit(txn), "txn_commit");
+  }
+  lmdb_check(mdb_env_sync(l.env, 1), "env_sync");
+}
+
+std::size_t lmdb_map_bytes(std::uint64_t keys) { return std::max<std::size_t>(std::size_t{1} << 30, keys * 1024); }
+
+// The bytes of the files under `dir`: their lengths (du --apparent-size).
+// Space an engine reserves inside a file's length counts (our log keeps 4 MiB
+// a shard ahead of its last frame); space reserved past it does not (RocksDB
+// preallocates its WAL with FALLOC_FL_KEEP_SIZE, about 1.1 write buffers),
+// nor do holes. `allocated`, when given, gets the blocks allocated (du).
+double disk_bytes(const std::string& dir, double* allocated = nullptr) {
+  std::uint64_t total = 0, blocks = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    struct stat st {};
+    if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      total += static_cast<std::uint64_t>(st.st_size);
+      blocks += static_cast<std::uint64_t>(st.st_blocks) * 512;
+    }
+  }
+  if (allocated) *allocated = static_cast<double>(blocks);
+  return static_cast<double>(total);
+}
+
+double live_bytes(std::uint64_t keys) { return static_cast<double>(keys) * 116; }
+
+// Loads `keys` into the engine's fresh directory and makes them durable:
+// ours commit(), RocksDB Flush (then, when `settle_after`, waits for its
+// automatic compactions), LMDB one sync. Returns the seconds up to durable.
+enum class engine { ours, rocksdb, lmdb };
+const char* engine_name(engine e) { return e == engine::ours ? "magnetite" : e == engine::rocksdb ? "RocksDB" : "LMDB"; }
+
+double load_engine(engine e, const std::string& dir, std::uint64_t keys, bool settle_after) {
+  round_plan plan(keys, 0);
+  auto t0 = clock_type::now();
+  double took = 0;
+  if (e == engine::ours) {
+    auto db = must(database::open(db_options(dir, /*no_sync=*/true)), "open");
+    round_ours(*db, plan);
+    must(db->commit(), "commit");
+    took = since(t0);
+  } else if (e == engine::rocksdb) {
+    auto r = open_rocksdb(dir);
+    round_rocksdb(*r, plan);
+    rocksdb_must(r->Flush(rocksdb::FlushOptions()), "flush");
+    took = since(t0);
+    if (settle_after) settle(*r);
+  } else {
+    lmdb_store l(dir, MDB_NOTLS | MDB_NOSYNC, lmdb_map_bytes(keys));
+    load_lmdb(l, keys);
+    took = since(t0);
+  }
+  return took;
+}
+
+// ---------------------------------------------------------------------------
+// Cases
 
 void writes_case(const std::string& base, double seconds) {
   say("writes: durable (acknowledged after fsync), 16-byte keys, 100-byte values, {} s a case\n", seconds);
@@ -198,7 +691,7 @@ void writes_case(const std::string& base, double seconds) {
           fsyncs_per_write = static_cast<double>(fs) / static_cast<double>(writes.load());
         },
         [&] {
-          auto r = open_rocksdb(base + "/w/rocksdb", std::size_t{1} << 30);
+          auto r = open_rocksdb(base + "/w/rocksdb");
           rocksdb::WriteOptions wo;
           wo.sync = true;
           rocks = run_threads(threads, seconds, [&](int t, std::uint64_t n) {
@@ -249,129 +742,6 @@ void writes_case(const std::string& base, double seconds) {
   std::filesystem::remove_all(base + "/w");
 }
 
-void gets_case(const std::string& base, double seconds, std::uint64_t keys) {
-  std::filesystem::remove_all(base + "/g");
-  std::filesystem::create_directories(base + "/g");
-  std::vector<std::string> query(1 << 20);
-  std::mt19937_64 rng(1);
-  for (auto& q : query) q = key_of(rng() % keys);
-  double ours1 = 0, ours2 = 0, median_ns = 0;
-  {
-    auto db = must(database::open(db_options(base + "/g/magnetite")), "open");
-    // Load: one atomic batch per shard at a time (keys grouped by shard).
-    std::vector<std::vector<batch_write>> per_shard(db->shard_count());
-    auto flush = [&](std::size_t s) {
-      if (per_shard[s].empty()) return;
-      must(db->batch(per_shard[s], std::string_view(per_shard[s].front().key)), "batch");
-      per_shard[s].clear();
-    };
-    auto t0 = clock_type::now();
-    for (std::uint64_t i = 0; i < keys; ++i) {
-      std::string k = key_of(i);
-      std::size_t s = db->shard_of(k);
-      per_shard[s].push_back({std::move(k), value_of(i), {}});
-      if (per_shard[s].size() == 2000) flush(s);
-    }
-    for (std::size_t s = 0; s < per_shard.size(); ++s) flush(s);
-    must(db->commit(), "commit");
-    say("gets: {} keys loaded and checkpointed in {:.1f} s\n", keys, since(t0));
-    for (std::uint64_t i = 0; i < keys; ++i) must(db->get(key_of(i)), "warm-up get");
-    auto get_op = [&](int t, std::uint64_t n) {
-      auto v = db->get(query[(n * 2 + static_cast<std::uint64_t>(t)) % query.size()]);
-      if (!v || !*v) std::exit(2);
-    };
-    ours1 = run_threads(1, seconds, get_op);
-    ours2 = run_threads(2, seconds, get_op);
-    // Latency of one get, timed alone.
-    std::vector<double> ns;
-    for (int i = 0; i < 100000; ++i) {
-      auto t = clock_type::now();
-      auto v = db->get(query[static_cast<std::size_t>(i)]);
-      ns.push_back(std::chrono::duration<double, std::nano>(clock_type::now() - t).count());
-      if (!v || !*v) std::exit(2);
-    }
-    std::nth_element(ns.begin(), ns.begin() + static_cast<std::ptrdiff_t>(ns.size() / 2), ns.end());
-    median_ns = ns[ns.size() / 2];
-  }
-  std::filesystem::remove_all(base + "/g/magnetite");
-  double rocks1 = 0, rocks2 = 0;
-  {
-    auto r = open_rocksdb(base + "/g/rocksdb", std::size_t{1} << 30);
-    rocksdb::WriteOptions wo;
-    wo.disableWAL = true;
-    for (std::uint64_t i = 0; i < keys; i += 1000) {
-      rocksdb::WriteBatch b;
-      for (std::uint64_t j = i; j < std::min(keys, i + 1000); ++j) b.Put(key_of(j), value_of(j));
-      if (!r->Write(wo, &b).ok()) std::exit(1);
-    }
-    r->Flush(rocksdb::FlushOptions());
-    r->CompactRange(rocksdb::CompactRangeOptions(), nullptr, nullptr);
-    std::string v;
-    for (std::uint64_t i = 0; i < keys; ++i) r->Get(rocksdb::ReadOptions(), key_of(i), &v);
-    auto get_op = [&](int t, std::uint64_t n) {
-      std::string out;
-      if (!r->Get(rocksdb::ReadOptions(), query[(n * 2 + static_cast<std::uint64_t>(t)) % query.size()], &out).ok())
-        std::exit(2);
-    };
-    rocks1 = run_threads(1, seconds, get_op);
-    rocks2 = run_threads(2, seconds, get_op);
-  }
-  std::filesystem::remove_all(base + "/g/rocksdb");
-  double lmdb1 = 0, lmdb2 = 0;
-  {
-    // Loaded without a sync per transaction, then synced once; reads do not sync.
-    lmdb_store l(base + "/g/lmdb", MDB_NOTLS | MDB_NOSYNC, std::max<std::size_t>(std::size_t{1} << 30, keys * 1024));
-    for (std::uint64_t i = 0; i < keys; i += 10000) {
-      MDB_txn* txn = nullptr;
-      lmdb_check(mdb_txn_begin(l.env, nullptr, 0, &txn), "txn_begin");
-      for (std::uint64_t j = i; j < std::min(keys, i + 10000); ++j) {
-        std::string k = key_of(j), v = value_of(j);
-        MDB_val key = lmdb_val(k), val = lmdb_val(v);
-        lmdb_check(mdb_put(txn, l.dbi, &key, &val, 0), "put");
-      }
-      lmdb_check(mdb_txn_commit(txn), "txn_commit");
-    }
-    lmdb_check(mdb_env_sync(l.env, 1), "env_sync");
-    // One read-only transaction handle per thread, renewed for each get.
-    std::vector<MDB_txn*> readers(2, nullptr);
-    for (auto& r : readers) {
-      lmdb_check(mdb_txn_begin(l.env, nullptr, MDB_RDONLY, &r), "txn_begin");
-      mdb_txn_reset(r);
-    }
-    auto get_one = [&](MDB_txn* r, const std::string& k) {
-      lmdb_check(mdb_txn_renew(r), "txn_renew");
-      MDB_val key = lmdb_val(k), val{};
-      if (mdb_get(r, l.dbi, &key, &val) != 0 || val.mv_size != 100) std::exit(2);
-      mdb_txn_reset(r);
-    };
-    for (std::uint64_t i = 0; i < keys; ++i) get_one(readers[0], key_of(i));
-    auto get_op = [&](int t, std::uint64_t n) {
-      get_one(readers[static_cast<std::size_t>(t)], query[(n * 2 + static_cast<std::uint64_t>(t)) % query.size()]);
-    };
-    lmdb1 = run_threads(1, seconds, get_op);
-    lmdb2 = run_threads(2, seconds, get_op);
-    for (auto* r : readers) mdb_txn_abort(r);
-  }
-  std::filesystem::remove_all(base + "/g");
-  for (int threads : {1, 2}) {
-    double ours = threads == 1 ? ours1 : ours2, rocks = threads == 1 ? rocks1 : rocks2,
-           lmdb = threads == 1 ? lmdb1 : lmdb2;
-    bool met = ours / rocks >= 2;
-    rows.push_back({"gets", "warm get", threads, "gets/s", ours, "rocksdb", rocks, false, "ratio >= 2", met});
-    rows.push_back({"gets", "warm get", threads, "gets/s", ours, "lmdb", lmdb, false, "", std::nullopt});
-    say("gets     {} thread{}: magnetite {:>9.0f}/s, RocksDB {:>9.0f}/s: {:.2f}x (target >= 2x: {}); LMDB {:>9.0f}/s: "
-        "{:.2f}x\n",
-        threads, threads == 1 ? " " : "s", ours, rocks, ours / rocks, verdict(met), lmdb, ours / lmdb);
-  }
-  bool latency_met = median_ns <= 5000;
-  rows.push_back({"gets", "latency of one get (median of 100 000)", 1, "us", median_ns / 1000, "", 0, true,
-                  "ours <= 5 us", latency_met});
-  say("get latency, median of 100 000 single gets: {:.2f} us (target <= 5 us: {})\n", median_ns / 1000,
-      verdict(latency_met));
-  say("(LMDB: one read-only transaction per get, its handle reused per thread: mdb_txn_renew, mdb_get, "
-      "mdb_txn_reset)\n");
-}
-
 void restart_case(const std::string& base) {
   constexpr std::uint64_t writes = 100000;
   std::filesystem::remove_all(base + "/r");
@@ -398,7 +768,7 @@ void restart_case(const std::string& base) {
   // RocksDB: the same writes, one WAL record each, left in the WAL only.
   std::string rdir = base + "/r/rocksdb";
   {
-    auto r = open_rocksdb(rdir, std::size_t{1} << 30, /*avoid_flush_during_shutdown=*/true);
+    auto r = open_rocksdb(rdir, /*avoid_flush_during_shutdown=*/true);
     rocksdb::WriteOptions wo;
     for (std::uint64_t i = 0; i < writes; ++i)
       if (!r->Put(wo, key_of(i), value_of(i)).ok()) std::exit(1);
@@ -411,7 +781,7 @@ void restart_case(const std::string& base) {
       std::exit(1);
     }
   t0 = clock_type::now();
-  auto r = open_rocksdb(rdir, std::size_t{1} << 30);
+  auto r = open_rocksdb(rdir);
   double rocks = since(t0);
   std::string rv;
   if (!r->Get(rocksdb::ReadOptions(), key_of(writes - 1), &rv).ok() || rv != value_of(writes - 1)) std::exit(2);
@@ -426,49 +796,288 @@ void restart_case(const std::string& base) {
       took, replayed, verdict(met), rocks, took / rocks);
 }
 
-void print_json(const std::string& base, double seconds, std::uint64_t keys) {
+// Reads of existing random keys from an engine reopened in this process:
+// 1 thread, then 2 threads, `seconds` each. Figures: for 1 and 2 threads,
+// gets/s, median us, p99 us.
+void read_engine(engine e, const std::string& dir, std::uint64_t keys, double seconds, std::vector<double>& out) {
+  auto record = [&](const timed_result& r) { out.insert(out.end(), {r.rate, r.p50_us, r.p99_us}); };
+  if (e == engine::ours) {
+    auto db = must(database::open(db_options(dir)), "reopen");
+    auto op = [&](int, std::uint64_t& rng) {
+      char k[16];
+      key_into(splitmix64(rng) % keys, k);
+      auto v = db->get(std::string_view(k, sizeof k));
+      if (!v || !*v) std::exit(2);
+    };
+    for (int threads : {1, 2}) record(run_timed(threads, seconds, op));
+  } else if (e == engine::rocksdb) {
+    auto r = open_rocksdb(dir);
+    std::vector<std::string> values(2);
+    auto op = [&](int t, std::uint64_t& rng) {
+      char k[16];
+      key_into(splitmix64(rng) % keys, k);
+      if (!r->Get(rocksdb::ReadOptions(), rocksdb::Slice(k, sizeof k), &values[static_cast<std::size_t>(t)]).ok())
+        std::exit(2);
+    };
+    for (int threads : {1, 2}) record(run_timed(threads, seconds, op));
+  } else {
+    lmdb_store l(dir, MDB_NOTLS, lmdb_map_bytes(keys));
+    // One read-only transaction handle per thread, renewed for each get.
+    std::vector<MDB_txn*> readers(2, nullptr);
+    for (auto& txn : readers) {
+      lmdb_check(mdb_txn_begin(l.env, nullptr, MDB_RDONLY, &txn), "txn_begin");
+      mdb_txn_reset(txn);
+    }
+    auto op = [&](int t, std::uint64_t& rng) {
+      char k[16];
+      key_into(splitmix64(rng) % keys, k);
+      MDB_txn* txn = readers[static_cast<std::size_t>(t)];
+      lmdb_check(mdb_txn_renew(txn), "txn_renew");
+      MDB_val key{sizeof k, k}, val{};
+      if (mdb_get(txn, l.dbi, &key, &val) != 0 || val.mv_size != 100) std::exit(2);
+      mdb_txn_reset(txn);
+    };
+    for (int threads : {1, 2}) record(run_timed(threads, seconds, op));
+    for (auto* txn : readers) mdb_txn_abort(txn);
+  }
+}
+
+void gets_case(const std::string& base, double seconds, std::uint64_t keys) {
+  std::filesystem::remove_all(base + "/g");
+  std::filesystem::create_directories(base + "/g");
+  say("gets: {} keys, {} MiB cache a engine; each engine loaded, closed, reopened in a new process, then read "
+      "from 1 and 2 threads, {} s each\n",
+      keys, cache_mib, seconds);
+  struct measured {
+    std::vector<double> f;  // per thread count: gets/s, p50, p99
+    double rss = 0;
+  };
+  std::vector<measured> m;
+  for (engine e : {engine::ours, engine::rocksdb, engine::lmdb}) {
+    std::string dir = base + "/g/" + engine_name(e);
+    auto loaded = in_child([&](std::vector<double>& f) { f.push_back(load_engine(e, dir, keys, true)); });
+    auto read = in_child([&](std::vector<double>& f) { read_engine(e, dir, keys, seconds, f); });
+    say("gets: {:<9} loaded in {:.1f} s (load child's peak RSS {:.0f} MiB); reopened: 1 thread {:.0f} gets/s "
+        "(median {:.2f} us, p99 {:.2f} us), 2 threads {:.0f} gets/s (median {:.2f} us, p99 {:.2f} us); peak RSS "
+        "{:.0f} MiB\n",
+        engine_name(e), loaded.figures[0], loaded.rss_mib, read.figures[0], read.figures[1], read.figures[2],
+        read.figures[3], read.figures[4], read.figures[5], read.rss_mib);
+    m.push_back({read.figures, read.rss_mib});
+    std::filesystem::remove_all(dir);
+  }
+  std::filesystem::remove_all(base + "/g");
+  const measured& ours = m[0];
+  for (int threads : {1, 2}) {
+    std::size_t at = threads == 1 ? 0 : 3;
+    for (std::size_t peer = 1; peer < m.size(); ++peer) {
+      const char* name = peer == 1 ? "rocksdb" : "lmdb";
+      const measured& p = m[peer];
+      auto row = [&](std::string what, std::string unit, std::size_t k, bool lower, std::string target,
+                     std::optional<bool> met) {
+        report_row r{"gets", std::move(what), threads, std::move(unit), ours.f[at + k], name, p.f[at + k], lower,
+                     std::move(target), met};
+        r.ours_rss_mib = ours.rss;
+        r.peer_rss_mib = p.rss;
+        rows.push_back(std::move(r));
+      };
+      bool rocks = peer == 1;
+      row("get after reopen", "gets/s", 0, false, rocks ? "ratio >= 2" : "",
+          rocks ? std::optional<bool>(ours.f[at] / p.f[at] >= 2) : std::nullopt);
+      bool latency_target = rocks && threads == 1;
+      row("get latency median", "us", 1, true, latency_target ? "ours <= 5 us" : "",
+          latency_target ? std::optional<bool>(ours.f[at + 1] <= 5) : std::nullopt);
+      row("get latency p99", "us", 2, true, "", std::nullopt);
+      say("gets {} thread{}: magnetite {:>9.0f}/s, {} {:>9.0f}/s: {:.2f}x{}; median {:.2f} us vs {:.2f} us, p99 "
+          "{:.2f} us vs {:.2f} us\n",
+          threads, threads == 1 ? " " : "s", ours.f[at], name, p.f[at], ours.f[at] / p.f[at],
+          rocks ? fmt::format(" (target >= 2x: {})", verdict(ours.f[at] / p.f[at] >= 2)) : "", ours.f[at + 1],
+          p.f[at + 1], ours.f[at + 2], p.f[at + 2]);
+    }
+  }
+}
+
+void load_case(const std::string& base, std::uint64_t keys) {
+  std::filesystem::remove_all(base + "/l");
+  std::filesystem::create_directories(base + "/l");
+  say("load: {} keys in key order, no sync per write, until durable\n", keys);
+  std::vector<child_result> m;
+  for (engine e : {engine::ours, engine::rocksdb}) {
+    std::string dir = base + "/l/" + engine_name(e);
+    auto r = in_child([&](std::vector<double>& f) {
+      f.push_back(load_engine(e, dir, keys, false));
+      f.push_back(disk_bytes(dir));
+    });
+    say("load: {:<9} {:.2f} s, {:.0f} keys/s, {:.1f} MiB on disk ({:.2f}x the live bytes), peak RSS {:.0f} MiB\n",
+        engine_name(e), r.figures[0], static_cast<double>(keys) / r.figures[0], r.figures[1] / 1048576.0,
+        r.figures[1] / live_bytes(keys), r.rss_mib);
+    m.push_back(std::move(r));
+    std::filesystem::remove_all(dir);
+  }
+  std::filesystem::remove_all(base + "/l");
+  report_row rate{"load", "bulk load without sync until durable", 1, "keys/s", keys / m[0].figures[0], "rocksdb",
+                  keys / m[1].figures[0], false, "", std::nullopt};
+  report_row space{"load", "bytes on disk / live bytes after the load", 1, "x", m[0].figures[1] / live_bytes(keys),
+                   "rocksdb", m[1].figures[1] / live_bytes(keys), true, "", std::nullopt};
+  for (auto* r : {&rate, &space}) {
+    r->ours_rss_mib = m[0].rss_mib;
+    r->peer_rss_mib = m[1].rss_mib;
+    rows.push_back(*r);
+  }
+}
+
+void overwrite_case(const std::string& base, std::uint64_t keys, std::uint64_t rounds) {
+  std::filesystem::remove_all(base + "/o");
+  std::filesystem::create_directories(base + "/o");
+  say("overwrite: {} keys loaded, then {} rounds rewriting every key with new values (ours: commit() after each; "
+      "RocksDB: its automatic compactions)\n",
+      keys, rounds);
+  // Figures: bytes on disk after the load and after each round, then the
+  // seconds the rounds took.
+  std::vector<child_result> m;
+  for (engine e : {engine::ours, engine::rocksdb}) {
+    std::string dir = base + "/o/" + engine_name(e);
+    auto r = in_child([&](std::vector<double>& f) {
+      double rewriting = 0;
+      auto report = [&](std::uint64_t round) {
+        double allocated = 0;
+        f.push_back(disk_bytes(dir, &allocated));
+        say("overwrite: {:<9} after {}: {:.1f} MiB, {:.2f}x the live bytes ({:.1f} MiB allocated: {:.2f}x)\n",
+            engine_name(e), round == 0 ? std::string("the load") : fmt::format("round {}", round),
+            f.back() / 1048576.0, f.back() / live_bytes(keys), allocated / 1048576.0, allocated / live_bytes(keys));
+      };
+      if (e == engine::ours) {
+        auto db = must(database::open(db_options(dir, /*no_sync=*/true)), "open");
+        round_ours(*db, round_plan(keys, 0));
+        must(db->commit(), "commit");
+        report(0);
+        for (std::uint64_t round = 1; round <= rounds; ++round) {
+          auto t0 = clock_type::now();
+          round_ours(*db, round_plan(keys, round));
+          must(db->commit(), "commit");
+          rewriting += since(t0);
+          report(round);
+        }
+        // Every key holds its last round's value.
+        round_plan last(keys, rounds);
+        for (std::uint64_t i = 0; i < keys; i += std::max<std::uint64_t>(1, keys / 1000)) {
+          auto v = must(db->get(key_of(i)), "get");
+          if (!v || *v != last.value(i)) std::exit(2);
+        }
+      } else {
+        auto r = open_rocksdb(dir);
+        round_rocksdb(*r, round_plan(keys, 0));
+        report(0);
+        for (std::uint64_t round = 1; round <= rounds; ++round) {
+          auto t0 = clock_type::now();
+          round_rocksdb(*r, round_plan(keys, round));
+          rewriting += since(t0);
+          report(round);
+        }
+        round_plan last(keys, rounds);
+        for (std::uint64_t i = 0; i < keys; i += std::max<std::uint64_t>(1, keys / 1000)) {
+          std::string v;
+          if (!r->Get(rocksdb::ReadOptions(), key_of(i), &v).ok() || v != last.value(i)) std::exit(2);
+        }
+      }
+      f.push_back(rewriting);
+    });
+    m.push_back(std::move(r));
+    std::filesystem::remove_all(dir);
+  }
+  std::filesystem::remove_all(base + "/o");
+  auto add = [&](report_row r) {
+    r.ours_rss_mib = m[0].rss_mib;
+    r.peer_rss_mib = m[1].rss_mib;
+    rows.push_back(std::move(r));
+  };
+  for (std::uint64_t round = 0; round <= rounds; ++round) {
+    std::string what = round == 0 ? "space amplification after the load" : fmt::format("space amplification after round {}", round);
+    add({"overwrite", what, 1, "x", m[0].figures[round] / live_bytes(keys), "rocksdb",
+         m[1].figures[round] / live_bytes(keys), true, "", std::nullopt});
+  }
+  double writes = static_cast<double>(keys * rounds);
+  add({"overwrite", fmt::format("rewrites of every key in {} rounds", rounds), 1, "writes/s",
+       writes / m[0].figures[rounds + 1], "rocksdb", writes / m[1].figures[rounds + 1], false, "", std::nullopt});
+  say("overwrite: rewrites/s magnetite {:.0f} (commit after each round included), RocksDB {:.0f}; peak RSS {:.0f} "
+      "and {:.0f} MiB\n",
+      writes / m[0].figures[rounds + 1], writes / m[1].figures[rounds + 1], m[0].rss_mib, m[1].rss_mib);
+}
+
+// The peer's read loop on a directory RocksDB's own db_bench filled with
+// fillseq (see the top comment); prints one line.
+int rocksdb_readrandom(const std::string& dir, std::uint64_t keys, double seconds) {
+  auto r = open_rocksdb(dir);
+  std::string value;
+  std::atomic<std::uint64_t> missed{0};
+  auto op = [&](int, std::uint64_t& rng) {
+    std::uint64_t i = splitmix64(rng) % keys;
+    char k[16];
+    for (int b = 0; b < 8; ++b) k[b] = static_cast<char>(i >> (8 * (7 - b)));
+    std::memset(k + 8, '0', 8);
+    if (!r->Get(rocksdb::ReadOptions(), rocksdb::Slice(k, sizeof k), &value).ok()) ++missed;
+  };
+  auto t = run_timed(1, seconds, op);
+  fmt::print("rocksdb-readrandom: {} keys, {} MiB block cache, 1 thread, {} s: {:.0f} gets/s, median {:.2f} us, p99 "
+             "{:.2f} us, {} missed\n",
+             keys, cache_mib, seconds, t.rate, t.p50_us, t.p99_us, missed.load());
+  return missed.load() ? 2 : 0;
+}
+
+void print_json(const std::string& base, double seconds, std::uint64_t keys, std::uint64_t rounds) {
   std::string out = fmt::format(
-      "{{\"program\":\"db_bench\",\"date\":\"{}\",\"dir\":{},\"seconds\":{},\"keys\":{},\"shards\":{},"
-      "\"rocksdb\":\"{}.{}.{}\",\"lmdb\":\"{}.{}.{}\",\"rows\":[",
-      utc_now(), json_string(base), json_number(seconds), keys, shard_count, ROCKSDB_MAJOR, ROCKSDB_MINOR,
-      ROCKSDB_PATCH, MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH);
-  out += json_rows(rows);
+      "{{\"program\":\"db_bench\",\"date\":\"{}\",\"dir\":{},\"seconds\":{},\"keys\":{},\"cache_mib\":{},"
+      "\"rounds\":{},\"shards\":{},\"rocksdb\":\"{}.{}.{}\",\"lmdb\":\"{}.{}.{}\",\"rows\":[",
+      utc_now(), json_string(base), json_number(seconds), keys, cache_mib, rounds, shard_count, ROCKSDB_MAJOR,
+      ROCKSDB_MINOR, ROCKSDB_PATCH, MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH);
+  out += json_rows(rows, /*rss_columns=*/true);
   fmt::print("{}\n]}}\n", out);
 }
 
 [[noreturn]] void usage() {
   fmt::print(stderr,
-             "usage: db_bench [--dir D] [--seconds S] [--keys N] [--shards N] [--spin-polls N] "
-             "[--wal-preallocate BYTES] [--only writes|gets|restart] [--json]\n");
+             "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
+             "[--spin-polls N] [--wal-preallocate BYTES] [--only writes|gets|restart|load|overwrite] [--json]\n"
+             "       db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]\n");
   std::exit(2);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string base = "bench-data/db", only;
+  std::string base = "bench-data/db", only, readrandom_dir;
   double seconds = 3;
-  std::uint64_t keys = 1'000'000;
+  std::uint64_t keys = 1'000'000, rounds = 10;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--dir" && i + 1 < argc) base = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
     else if (a == "--keys" && i + 1 < argc) keys = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--cache-mib" && i + 1 < argc) cache_mib = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--rounds" && i + 1 < argc) rounds = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else if (a == "--shards" && i + 1 < argc) shard_count = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--spin-polls" && i + 1 < argc) spin_polls = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--wal-preallocate" && i + 1 < argc) wal_preallocate = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--rocksdb-readrandom" && i + 1 < argc) readrandom_dir = argv[++i];
     else if (a == "--json") json_output = true;
     else usage();
   }
-  if (!(seconds > 0) || keys == 0 || shard_count == 0 ||
-      !(only.empty() || only == "writes" || only == "gets" || only == "restart"))
+  const std::vector<std::string> cases = {"writes", "gets", "restart", "load", "overwrite"};
+  // The database wants at least 1 MiB of cache a shard.
+  if (!(seconds > 0) || keys == 0 || rounds == 0 || shard_count == 0 || cache_mib < shard_count ||
+      cache_mib > (std::size_t{1} << 20) ||
+      !(only.empty() || std::find(cases.begin(), cases.end(), only) != cases.end()))
     usage();
+  if (!readrandom_dir.empty()) return rocksdb_readrandom(readrandom_dir, keys, seconds);
   std::filesystem::create_directories(base);
-  if (only.empty() || only == "writes") writes_case(base, seconds);
-  if (only.empty() || only == "gets") gets_case(base, seconds, keys);
-  if (only.empty() || only == "restart") restart_case(base);
+  auto run = [&](const std::string& name) { return only.empty() || only == name; };
+  // writes and restart open engines in-process: each runs whole in a child.
+  if (run("writes")) in_child([&](std::vector<double>&) { writes_case(base, seconds); });
+  if (run("gets")) gets_case(base, seconds, keys);
+  if (run("restart")) in_child([&](std::vector<double>&) { restart_case(base); });
+  if (run("load")) load_case(base, keys);
+  if (run("overwrite")) overwrite_case(base, keys, rounds);
   std::filesystem::remove_all(base);
-  if (json_output) print_json(base, seconds, keys);
+  if (json_output) print_json(base, seconds, keys, rounds);
   return 0;
 }

@@ -1,6 +1,7 @@
 // `magnetite bench` (tools/bench_command.h): the built tool runs the built
 // bench/db_bench (both found beside this test's directory) on its cheapest
-// workload, restart, a few seconds a run, and its errors.
+// workload, restart, a few seconds a run, on gets, load and overwrite with few
+// keys and a small cache, and its errors.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -131,7 +133,7 @@ TEST_CASE("cli bench: an unknown workload, a bad --seconds and a missing db_benc
   CHECK(unknown.out.empty());
   CHECK(lines(unknown.err) == 1);
   CHECK(unknown.err.find("'everything'") != std::string::npos);
-  CHECK(unknown.err.find("writes, gets, restart or all") != std::string::npos);
+  CHECK(unknown.err.find("writes, gets, restart, load, overwrite or all") != std::string::npos);
 
   auto zero = run("MAGNETITE_DB_BENCH=" + db_bench(), data + " bench --seconds 0");
   CHECK(zero.exit_code == 2);
@@ -178,4 +180,122 @@ TEST_CASE("cli bench: what db_bench is given, and a db_bench that fails or print
   CHECK(lines(text.err) == 1);
   CHECK(text.err.find("other than its JSON") != std::string::npos);
   CHECK(read_whole_file(env::posix(), d / "args").value().find("--only") == std::string::npos);  // all: no --only
+}
+
+namespace {
+
+// The value of "name" in a row as a number; -1 when it is missing or not one.
+double number_field(const std::string& row, const std::string& name) { return number(field(row, name)); }
+
+// The document's header: the text before its rows.
+std::string header_of(const std::string& json) { return json.substr(0, json.find("\"rows\"")); }
+
+}  // namespace
+
+TEST_CASE("cli bench: gets with --cache-mib and --keys, as JSON: both engines' rates, latencies and peak RSS") {
+  REQUIRE(std::filesystem::exists(db_bench()));
+  testing::temp_dir d("cli-bench");
+  // The command of issue 19, with few keys and a small cache.
+  auto r = run("env -u MAGNETITE_DB_BENCH", "--data " + d / "data" + " --cache-mib 8 bench --workload gets --keys 2000 --json");
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(field(header_of(r.out), "keys") == "2000");
+  CHECK(field(header_of(r.out), "cache_mib") == "8");
+  auto rows = rows_of(r.out);
+  // 2 thread counts x 2 peers x (gets/s, median, p99).
+  REQUIRE(rows.size() == 12);
+  std::map<std::string, double> figure;  // "case/threads/peer" -> ours
+  for (const auto& row : rows) {
+    CAPTURE(row);
+    CHECK(field(row, "workload") == "\"gets\"");
+    std::string peer = field(row, "peer"), what = field(row, "case"), threads = field(row, "threads");
+    CHECK((peer == "\"rocksdb\"" || peer == "\"lmdb\""));
+    CHECK((threads == "1" || threads == "2"));
+    double ours = number_field(row, "ours"), peer_value = number_field(row, "peer_value");
+    CHECK(ours > 0);
+    CHECK(peer_value > 0);
+    CHECK(number_field(row, "ratio") == doctest::Approx(ours / peer_value).epsilon(0.01));
+    CHECK(number_field(row, "ours_rss_mib") > 0);
+    CHECK(number_field(row, "peer_rss_mib") > 0);
+    if (what == "\"get after reopen\"") {
+      CHECK(field(row, "unit") == "\"gets/s\"");
+      CHECK(field(row, "better") == "\"higher\"");
+    } else {
+      CHECK((what == "\"get latency median\"" || what == "\"get latency p99\""));
+      CHECK(field(row, "unit") == "\"us\"");
+      CHECK(field(row, "better") == "\"lower\"");
+    }
+    figure[what + "/" + threads + "/" + peer] = ours;
+  }
+  REQUIRE(figure.size() == 12);
+  for (std::string threads : {"1", "2"}) {
+    CHECK(figure["\"get latency p99\"/" + threads + "/\"rocksdb\""] >=
+          figure["\"get latency median\"/" + threads + "/\"rocksdb\""]);
+    // Ours is measured once and stands beside each peer.
+    CHECK(figure["\"get after reopen\"/" + threads + "/\"rocksdb\""] ==
+          figure["\"get after reopen\"/" + threads + "/\"lmdb\""]);
+  }
+  CHECK_FALSE(std::filesystem::exists(d / "data"));  // created for the run, removed after it
+}
+
+TEST_CASE("cli bench: load and overwrite with few keys: rates, space amplification each round, peak RSS") {
+  REQUIRE(std::filesystem::exists(db_bench()));
+  testing::temp_dir d("cli-bench");
+  auto load = run("MAGNETITE_DB_BENCH=" + db_bench(),
+                  "--data " + d / "data" + " --cache-mib 8 bench --workload load --keys 3000 --json");
+  INFO("stdout: " << load.out << "\nstderr: " << load.err);
+  REQUIRE(load.exit_code == 0);
+  auto rows = rows_of(load.out);
+  REQUIRE(rows.size() == 2);
+  CHECK(field(rows[0], "unit") == "\"keys/s\"");
+  CHECK(field(rows[1], "unit") == "\"x\"");
+  for (const auto& row : rows) {
+    CHECK(field(row, "peer") == "\"rocksdb\"");
+    CHECK(number_field(row, "ours") > 0);
+    CHECK(number_field(row, "ours_rss_mib") > 0);
+    CHECK(number_field(row, "ratio") == doctest::Approx(number_field(row, "ours") / number_field(row, "peer_value")).epsilon(0.01));
+  }
+
+  auto over = run("MAGNETITE_DB_BENCH=" + db_bench(),
+                  "--data " + d / "data" + " --cache-mib 8 bench --workload overwrite --keys 3000 --rounds 3 --json");
+  INFO("stdout: " << over.out << "\nstderr: " << over.err);
+  REQUIRE(over.exit_code == 0);
+  CHECK(field(header_of(over.out), "rounds") == "3");
+  rows = rows_of(over.out);
+  REQUIRE(rows.size() == 5);  // after the load, after each of 3 rounds, the rewrite rate
+  CHECK(field(rows[0], "case") == "\"space amplification after the load\"");
+  for (int round = 1; round <= 3; ++round)
+    CHECK(field(rows[static_cast<std::size_t>(round)], "case") ==
+          fmt::format("\"space amplification after round {}\"", round));
+  for (std::size_t i = 0; i < 4; ++i) {
+    CAPTURE(rows[i]);
+    CHECK(field(rows[i], "unit") == "\"x\"");
+    CHECK(field(rows[i], "better") == "\"lower\"");
+    // Every key is on disk at least once (compressed values may take less than 100 bytes).
+    CHECK(number_field(rows[i], "ours") > 0.1);
+    CHECK(number_field(rows[i], "peer_value") > 0.1);
+  }
+  CHECK(field(rows[4], "unit") == "\"writes/s\"");
+  CHECK(number_field(rows[4], "ours") > 0);
+}
+
+TEST_CASE("cli bench: --keys, --rounds and --cache-mib are passed on, and checked") {
+  testing::temp_dir d("cli-bench");
+  std::string fake = d / "fake_db_bench";
+  std::ofstream(fake) << "#!/bin/sh\necho \"$@\" > " << d / "args" << "\nexit 1\n";
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  std::string data = "--data " + d / "data";
+  auto r = run("MAGNETITE_DB_BENCH=" + fake, data + " --cache-mib 8 bench --workload overwrite --keys 2000 --rounds 3");
+  CHECK(r.exit_code == 2);  // the fake fails
+  auto args = read_whole_file(env::posix(), d / "args").value();
+  CHECK(args.find(" --json --only overwrite --keys 2000 --rounds 3 --cache-mib 8\n") != std::string::npos);
+  std::filesystem::remove(d / "args");
+  for (const char* bad : {" --cache-mib 1 bench", " bench --keys 0", " bench --rounds 0", " bench --rounds 1001"}) {
+    CAPTURE(bad);
+    auto e = run("MAGNETITE_DB_BENCH=" + fake, data + bad);
+    CHECK(e.exit_code == 2);
+    CHECK(e.out.empty());
+    CHECK(lines(e.err) == 1);
+  }
+  CHECK_FALSE(std::filesystem::exists(d / "args"));  // none of them ran db_bench
 }

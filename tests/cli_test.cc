@@ -488,3 +488,48 @@ TEST_CASE("cli: load draws a progress bar on a terminal and none on a pipe") {
   CHECK(piped.out.find('\r') == std::string::npos);
   CHECK(piped.out.starts_with("100 keys from 4 writers"));
 }
+
+TEST_CASE("cli: load --value-seed rewrites the keys of --seed with new values") {
+  testing::temp_dir d("cli-value-seed");
+  std::string data = "--data " + d.path() + "/db --shards 2";
+  REQUIRE(run(data + " load --keys 300 --seed 7 --no-sync").exit_code == 0);
+  auto first = lines_of(run(data + " scan").out);
+  REQUIRE(first.size() == 300);
+
+  REQUIRE(run(data + " load --keys 300 --seed 7 --value-seed 8 --no-sync").exit_code == 0);
+  auto second = lines_of(run(data + " scan").out);
+  REQUIRE(second.size() == 300);  // the same keys rewritten, none added
+  auto stats = run(data + " stats --json").out;
+  CHECK(json_field(stats.substr(stats.find("\"total\"")), "keys") == "300");
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    auto tab = first[i].find('\t');
+    CAPTURE(first[i]);
+    CAPTURE(second[i]);
+    REQUIRE(tab != std::string::npos);
+    CHECK(second[i].substr(0, tab + 1) == first[i].substr(0, tab + 1));  // the same key, in the same place
+    CHECK(second[i].substr(tab + 1) != first[i].substr(tab + 1));        // a new value
+    CHECK(second[i].size() == first[i].size());
+  }
+  // Without --value-seed the values come from --seed: the first load's again.
+  REQUIRE(run(data + " load --keys 300 --seed 7 --no-sync").exit_code == 0);
+  CHECK(lines_of(run(data + " scan").out) == first);
+
+  auto negative = run(data + " load --keys 3 --value-seed -1");
+  CHECK(negative.exit_code == 2);
+  CHECK(std::count(negative.err.begin(), negative.err.end(), '\n') == 1);
+}
+
+TEST_CASE("cli: --cache-mib opens the database with that memory budget, and refuses too little") {
+  testing::temp_dir d("cli-cache-mib");
+  std::string data = "--data " + d.path() + "/db --shards 2";
+  REQUIRE(run(data + " --cache-mib 8 put k v").exit_code == 0);
+  CHECK(run(data + " --cache-mib 8 get k").out == "v\n");
+  // 1 MiB for 2 shards: under the database's 1 MiB a shard.
+  auto small = run(data + " --cache-mib 1 get k");
+  CHECK(small.exit_code == 2);
+  CHECK(std::count(small.err.begin(), small.err.end(), '\n') == 1);
+  CHECK(small.err.find("memory_budget") != std::string::npos);
+  auto zero = run(data + " --cache-mib 0 get k");
+  CHECK(zero.exit_code == 2);
+  CHECK(zero.err.find("--cache-mib") != std::string::npos);
+}

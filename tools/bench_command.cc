@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -206,12 +207,14 @@ struct bench_row {
   std::optional<std::string> peer, target;
   std::optional<double> peer_value, ratio;
   std::optional<bool> met;
+  std::optional<double> ours_rss_mib, peer_rss_mib;
 };
 
 struct bench_report {
   std::string date, rocksdb, lmdb;
   double seconds = 0;
   double shards = 0;
+  std::optional<double> keys, cache_mib;
   std::vector<bench_row> rows;
 };
 
@@ -245,6 +248,8 @@ bench_report parse_report(const std::string& text) {
   r.lmdb = maybe<std::string>(*doc, "lmdb", K::string, text_of).value_or("?");
   r.seconds = maybe<double>(*doc, "seconds", K::number, number_of).value_or(0);
   r.shards = maybe<double>(*doc, "shards", K::number, number_of).value_or(0);
+  r.keys = maybe<double>(*doc, "keys", K::number, number_of);
+  r.cache_mib = maybe<double>(*doc, "cache_mib", K::number, number_of);
   for (const auto& item : need(*doc, "rows", K::array).items) {
     if (item.k != K::object) not_its_json("a row that is not an object");
     bench_row row;
@@ -259,6 +264,8 @@ bench_report parse_report(const std::string& text) {
     row.peer_value = maybe<double>(item, "peer_value", K::number, number_of);
     row.ratio = maybe<double>(item, "ratio", K::number, number_of);
     row.met = maybe<bool>(item, "met", K::boolean, [](const json_value& v) { return v.b; });
+    row.ours_rss_mib = maybe<double>(item, "ours_rss_mib", K::number, number_of);
+    row.peer_rss_mib = maybe<double>(item, "peer_rss_mib", K::number, number_of);
     r.rows.push_back(std::move(row));
   }
   if (r.rows.empty()) not_its_json("no rows");
@@ -277,11 +284,14 @@ std::string figure(double v) {
 }
 
 void print_table(const bench_report& r, const std::string& data_dir) {
-  fmt::print("magnetite bench: db_bench run of {}, {} s a case, {} shards, RocksDB {}, LMDB {}, files under {}\n",
-             r.date.empty() ? "?" : r.date, r.seconds, r.shards, r.rocksdb, r.lmdb, data_dir);
-  const char* head = "{:<8}  {:<40}  {:>7}  {:>10}  {:<13}  {:>10}  {:>9}  {:<12}  {}\n";
+  fmt::print("magnetite bench: db_bench run of {}, {} s a case, {} shards, {}{}RocksDB {}, LMDB {}, files under {}\n",
+             r.date.empty() ? "?" : r.date, r.seconds, r.shards,
+             r.keys ? fmt::format("{} keys, ", with_commas(static_cast<std::uint64_t>(*r.keys))) : "",
+             r.cache_mib ? fmt::format("{} MiB cache, ", *r.cache_mib) : "", r.rocksdb, r.lmdb, data_dir);
+  bool rss = std::any_of(r.rows.begin(), r.rows.end(), [](const bench_row& row) { return row.ours_rss_mib.has_value(); });
+  const char* head = "{:<9}  {:<40}  {:>7}  {:>10}  {:<13}  {:>10}  {:>9}  {:<12}  {}{}\n";
   fmt::print(fmt::runtime(head), "workload", "case", "threads", "magnetite", "peer", "peer value", "ours/peer",
-             "unit", "target");
+             "unit", rss ? fmt::format("{:>8}  {:>8}  ", "ours MiB", "peer MiB") : "", "target");
   std::string last;
   bool lower_rows = false, raw_rows = false, lmdb_rows = false;
   for (const auto& row : r.rows) {
@@ -292,20 +302,26 @@ void print_table(const bench_report& r, const std::string& data_dir) {
     if (row.peer == "lmdb") lmdb_rows = true;
     std::string target = row.target ? *row.target : "";
     if (row.target && row.met) target += *row.met ? ": PASS" : ": MISS";
+    auto mib = [](const std::optional<double>& v) { return v ? fmt::format("{:.0f}", *v) : std::string("-"); };
     std::string line = fmt::format(fmt::runtime(head), row.workload, row.what, row.threads, figure(row.ours),
                                    row.peer.value_or("-"), row.peer_value ? figure(*row.peer_value) : "-",
-                                   row.ratio ? fmt::format("{:.2f}x", *row.ratio) : "-", row.unit, target);
+                                   row.ratio ? fmt::format("{:.2f}x", *row.ratio) : "-", row.unit,
+                                   rss ? fmt::format("{:>8}  {:>8}  ", mib(row.ours_rss_mib), mib(row.peer_rss_mib)) : "",
+                                   target);
     line.erase(line.find_last_not_of(" \n") + 1);  // no trailing blanks when there is no target
     fmt::print("{}\n", line);
   }
   fmt::print("\nours/peer = magnetite / peer, measured in the same run: above 1 means magnetite is ahead{}.\n",
-             lower_rows ? " for rates, below 1 for times (unit s or us)" : "");
+             lower_rows ? " for rates, below 1 for times and space (unit s, us or x)" : "");
   if (lmdb_rows)
     fmt::print("lmdb: a write is one write transaction with LMDB's default durable commit (its writers queue for "
                "one lock); a get is one read-only transaction, its handle reused per thread.\n");
   if (raw_rows)
     fmt::print("raw_fdatasync: one thread writing 116-byte records into a preallocated file, fdatasync after each "
                "(the disk's limit for one sync per write), beside every thread count.\n");
+  if (rss)
+    fmt::print("ours MiB, peer MiB: peak resident memory of the process that ran the engine's part of the case "
+               "(each engine in its own child process).\n");
   fmt::print("Compare ratios, not absolute figures: a shared disk changes speed from one minute to the next "
              "(docs/benchmarks.md).\n");
 }
@@ -421,10 +437,19 @@ child_outcome run_child(const std::string& program, const std::vector<std::strin
 }
 
 int run(const bench_command_options& o) {
-  if (o.workload != "writes" && o.workload != "gets" && o.workload != "restart" && o.workload != "all")
-    throw bench_error{fmt::format("unknown workload '{}': choose writes, gets, restart or all", o.workload)};
+  const std::vector<std::string> workloads = {"writes", "gets", "restart", "load", "overwrite", "all"};
+  if (std::find(workloads.begin(), workloads.end(), o.workload) == workloads.end())
+    throw bench_error{
+        fmt::format("unknown workload '{}': choose writes, gets, restart, load, overwrite or all", o.workload)};
   if (o.seconds && !(*o.seconds > 0 && *o.seconds <= 3600))
     throw bench_error{fmt::format("--seconds wants a number above 0 and at most 3600, got {}", *o.seconds)};
+  if (o.keys && !(*o.keys >= 1 && *o.keys <= 10'000'000'000ULL))
+    throw bench_error{fmt::format("--keys wants 1 to 10000000000, got {}", *o.keys)};
+  if (o.rounds && !(*o.rounds >= 1 && *o.rounds <= 1000))
+    throw bench_error{fmt::format("--rounds wants 1 to 1000, got {}", *o.rounds)};
+  // db_bench runs 2 shards, and the database wants at least 1 MiB a shard.
+  if (o.cache_mib && !(*o.cache_mib >= 2 && *o.cache_mib <= (std::size_t{1} << 20)))
+    throw bench_error{fmt::format("bench wants --cache-mib from 2 to 1048576, got {}", *o.cache_mib)};
   std::string program = find_db_bench();
 
   fs::path data = o.data_dir.empty() ? fs::path(".") : fs::path(o.data_dir);
@@ -440,6 +465,9 @@ int run(const bench_command_options& o) {
   std::vector<std::string> args = {"--dir", scratch, "--json"};
   if (o.workload != "all") args.insert(args.end(), {"--only", o.workload});
   if (o.seconds) args.insert(args.end(), {"--seconds", fmt::format("{}", *o.seconds)});
+  if (o.keys) args.insert(args.end(), {"--keys", fmt::format("{}", *o.keys)});
+  if (o.rounds) args.insert(args.end(), {"--rounds", fmt::format("{}", *o.rounds)});
+  if (o.cache_mib) args.insert(args.end(), {"--cache-mib", fmt::format("{}", *o.cache_mib)});
 
   child_outcome child;
   try {

@@ -1,4 +1,5 @@
-// bench_command: `magnetite bench [--workload NAME] [--seconds S] [--json]`
+// bench_command: `magnetite [--cache-mib M] bench [--workload NAME] [--seconds S]
+// [--keys N] [--rounds R] [--json]`
 // (issue 5). It runs bench/db_bench, which measures our engine beside RocksDB,
 // LMDB and raw fdatasync in one run on one disk (docs/benchmarks.md says what
 // each case and peer is), and prints db_bench's figures as a table with the
@@ -12,10 +13,13 @@
 //   When none is an executable file: one line on stderr, "magnetite: db_bench
 //   not found: build the bench targets (ninja -C build) or set
 //   MAGNETITE_DB_BENCH", and exit 2.
-// - workload is writes, gets, restart or all (all runs the three); anything
-//   else is one line on stderr naming the valid ones, exit 2. seconds, when
-//   given, must be above 0 and at most 3600; it becomes db_bench's --seconds
-//   (the length of each measured case; db_bench's default is 3 s).
+// - workload is writes, gets, restart, load, overwrite or all (all runs every
+//   one); anything else is one line on stderr naming the valid ones, exit 2.
+//   seconds, when given, must be above 0 and at most 3600; it becomes
+//   db_bench's --seconds (the length of each measured case; db_bench's default
+//   is 3 s). keys (1 to 10^10), rounds (1 to 1000) and cache_mib (2 to
+//   2^20), when given, become db_bench's --keys, --rounds and --cache-mib (its
+//   defaults: 1 000 000, 10 and 1024); out of range: one line, exit 2.
 // - The benchmark's files live in a fresh directory bench-XXXXXX made inside
 //   data_dir (the --data directory, created if missing), so the figures are
 //   those of that file system. That directory is removed afterwards, whether
@@ -26,11 +30,15 @@
 //   its stdout must be its JSON. While it runs, this process ignores SIGINT and
 //   SIGQUIT (db_bench, in the same process group, gets them and stops), so the
 //   clean-up above still happens.
+// - The table shows each row's peak RSS of ours and of the peer (MiB, from
+//   db_bench's ours_rss_mib and peer_rss_mib) when some row has them.
 // - Exit 0 once the table (or the JSON) is printed on stdout. Exit 2 with one
 //   line on stderr when db_bench cannot be started, exits non-zero, is killed
 //   by a signal, or prints something other than its JSON.
 #pragma once
 
+#include <cstdint>
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -38,8 +46,11 @@ namespace magnetite {
 
 struct bench_command_options {
   std::string data_dir;            // --data
-  std::string workload = "all";    // writes | gets | restart | all
+  std::string workload = "all";    // writes | gets | restart | load | overwrite | all
   std::optional<double> seconds;   // db_bench --seconds
+  std::optional<std::uint64_t> keys;     // db_bench --keys
+  std::optional<std::uint64_t> rounds;   // db_bench --rounds
+  std::optional<std::size_t> cache_mib;  // the global --cache-mib: db_bench --cache-mib
   bool json = false;               // print db_bench's JSON instead of the table
 };
 

@@ -99,7 +99,7 @@ result<load_result> run_load(database& db, const load_options& o) {
       std::uint64_t i = next.fetch_add(1);
       if (i >= o.keys) return;
       std::string key = load_key(o.prefix, o.seed, i);
-      std::string value = load_value(o.seed, i, o.value_size);
+      std::string value = load_value(o.value_seed.value_or(o.seed), i, o.value_size);
       auto first = std::chrono::steady_clock::now();
       status s;
       for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(100))) {

@@ -2,8 +2,10 @@
 // database's blocking put, as `magnetite load` and the demo run them.
 //
 // Key i (0 <= i < N) is "<prefix><seed>-<i>" and its value the `value_size`
-// bytes load_value(seed, i, value_size): both are functions of their inputs
-// only, so a checker can recompute what a load wrote. Writers take the next i
+// bytes load_value(value_seed, i, value_size), value_seed being seed unless
+// given: both are functions of their inputs only, so a checker can recompute
+// what a load wrote, and a load with the same seed and another value_seed
+// rewrites the same keys with new values. Writers take the next i
 // from a shared counter.
 //
 // Acknowledgement contract (the ack log): after put(key i) returned ok, and
@@ -24,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "actors/database.h"
@@ -35,6 +38,7 @@ struct load_options {
   std::size_t writers = 1;
   std::size_t value_size = 100;
   std::uint64_t seed = 1;
+  std::optional<std::uint64_t> value_seed;  // nullopt: seed
   std::string prefix;
   std::string ack_log;  // empty: none
   std::chrono::milliseconds retry_for{30'000};

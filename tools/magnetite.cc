@@ -6,18 +6,20 @@
 //   magnetite del KEY
 //   magnetite scan [--from K] [--to K] [--prefix P] [--limit N] [--reverse]
 //   magnetite commit [--json]
-//   magnetite load --keys N [--writers W] [--value-size B] [--seed S] [--prefix P]
-//                  [--durable | --no-sync] [--ack-log FILE] [--json]
+//   magnetite load --keys N [--writers W] [--value-size B] [--seed S] [--value-seed S]
+//                  [--prefix P] [--durable | --no-sync] [--ack-log FILE] [--json]
 //   magnetite stats [--json]
 //   magnetite verify
 //   magnetite diff ROOT_A ROOT_B
 //   magnetite gc [--json]
 //   magnetite demo
-//   magnetite bench [--workload writes|gets|restart|all] [--seconds S] [--json]
+//   magnetite bench [--workload writes|gets|restart|load|overwrite|all] [--seconds S]
+//                   [--keys N] [--rounds R] [--json]
 //
 // Global: --data DIR, --shards N (used when the directory is created; an
-// existing database keeps its own count). Every error is one line on stderr and
-// a non-zero exit.
+// existing database keeps its own count), --cache-mib M (the node caches of
+// all shards share M MiB: database_options::memory_budget; bench gives both
+// engines M MiB). Every error is one line on stderr and a non-zero exit.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -55,7 +57,7 @@ T must(result<T> r) {
 // Commands that only read or inspect (create = false) never make a database
 // where there is none: a mistyped --data is an error, not a new empty store.
 result<std::unique_ptr<database>> try_open_db(const std::string& dir, std::size_t shards, bool create,
-                                              shard_options so = {}) {
+                                              std::optional<std::size_t> cache_mib, shard_options so = {}) {
   auto recorded = database::recorded_shards(dir);
   if (!recorded) return recorded.error();
   if (!*recorded && !create)
@@ -65,11 +67,13 @@ result<std::unique_ptr<database>> try_open_db(const std::string& dir, std::size_
   o.dir = dir;
   o.shards = *recorded ? **recorded : shards;
   o.shard = std::move(so);
+  if (cache_mib) o.memory_budget = *cache_mib << 20;
   return database::open(std::move(o));
 }
 
-std::unique_ptr<database> open_db(const std::string& dir, std::size_t shards, bool create, shard_options so = {}) {
-  return must(try_open_db(dir, shards, create, std::move(so)));
+std::unique_ptr<database> open_db(const std::string& dir, std::size_t shards, bool create,
+                                  std::optional<std::size_t> cache_mib, shard_options so = {}) {
+  return must(try_open_db(dir, shards, create, cache_mib, std::move(so)));
 }
 
 hash128 parse_root(const std::string& text) {
@@ -82,6 +86,7 @@ hash128 parse_root(const std::string& text) {
 struct command_line {
   std::string dir = "./magnetite-data";
   std::size_t shards = 4;
+  std::optional<std::size_t> cache_mib;  // nullopt: each shard's default cache
   std::string key, value, ttl;
   std::optional<std::string> from, to, prefix;
   std::optional<std::size_t> limit;
@@ -91,6 +96,7 @@ struct command_line {
   std::size_t writers = 8;
   std::size_t value_size = 100;
   std::uint64_t seed = 1;
+  std::optional<std::uint64_t> value_seed;  // nullopt: seed
   bool durable = false;
   bool no_sync = false;
   std::string ack_log;
@@ -122,6 +128,9 @@ void declare(CLI::App& app, command_line& c) {
   app.add_option("--shards", c.shards, "shard count for a new database")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
+  // Up to 1 TiB; the database refuses less than 1 MiB a shard.
+  app.add_option("--cache-mib", c.cache_mib, "MiB the node caches of all shards share (default: 64 MiB a shard)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   c.put = app.add_subcommand("put", "write KEY = VALUE, durably");
   c.put->add_option("KEY", c.key)->required();
   c.put->add_option("VALUE", c.value)->required();
@@ -146,11 +155,13 @@ void declare(CLI::App& app, command_line& c) {
   c.load->add_option("--value-size", c.value_size, "bytes a value")
       ->check(CLI::Range(std::size_t{0}, limits::max_user_value_bytes))
       ->capture_default_str();
-  c.load->add_option("--seed", c.seed, "part of every key and value")
-      ->check(CLI::Validator(
-          [](std::string& v) { return v.starts_with('-') ? std::string("must not be negative") : std::string(); },
-          "NON-NEGATIVE"))
-      ->capture_default_str();
+  CLI::Validator non_negative(
+      [](std::string& v) { return v.starts_with('-') ? std::string("must not be negative") : std::string(); },
+      "NON-NEGATIVE");
+  c.load->add_option("--seed", c.seed, "part of every key and value")->check(non_negative)->capture_default_str();
+  c.load->add_option("--value-seed", c.value_seed,
+                     "draw the values from this seed instead (same keys as --seed, new values)")
+      ->check(non_negative);
   c.load->add_option("--prefix", c.prefix, "the keys' prefix");
   auto durable = c.load->add_flag("--durable", c.durable, "acknowledge a write after its fsync (the default)");
   auto no_sync = c.load->add_flag("--no-sync", c.no_sync,
@@ -168,8 +179,11 @@ void declare(CLI::App& app, command_line& c) {
   c.gc->add_flag("--json", c.json, "one JSON object");
   c.demo = app.add_subcommand("demo", "a guided tour of what magnetite does, on --data");
   c.bench = app.add_subcommand("bench", "bench/db_bench's side-by-side figures: ours beside RocksDB, LMDB, fdatasync");
-  c.bench->add_option("--workload", c.bench_options.workload, "writes, gets, restart or all")->capture_default_str();
+  c.bench->add_option("--workload", c.bench_options.workload, "writes, gets, restart, load, overwrite or all")
+      ->capture_default_str();
   c.bench->add_option("--seconds", c.bench_options.seconds, "length of each measured case (db_bench's default: 3)");
+  c.bench->add_option("--keys", c.bench_options.keys, "keys of gets, load and overwrite (db_bench's default: 1000000)");
+  c.bench->add_option("--rounds", c.bench_options.rounds, "rounds of overwrite (db_bench's default: 10)");
   c.bench->add_flag("--json", c.bench_options.json, "print db_bench's JSON object instead of the table");
   c.serve = app.add_subcommand("serve", "run one node of a replicated cluster (docs/design/replication.md) on --data");
   c.serve->add_option("--node", c.node_id, "this node's id in the cluster file")
@@ -229,6 +243,7 @@ void load(database& db, const command_line& c) {
   o.writers = c.writers;
   o.value_size = c.value_size;
   o.seed = c.seed;
+  o.value_seed = c.value_seed;
   o.prefix = c.prefix.value_or("");
   o.ack_log = c.ack_log;
   progress_bar bar(c.keys, "writes");
@@ -333,7 +348,7 @@ void stats(database& db, const command_line& c) {
 }
 
 int verify(const command_line& c) {
-  auto db = try_open_db(c.dir, c.shards, false);
+  auto db = try_open_db(c.dir, c.shards, false, c.cache_mib);
   if (!db && db.error().code() == status_code::corruption) {
     fmt::print("damage: {}\n1 problem found (the database does not open)\n", db.error().message());
     return 1;
@@ -411,6 +426,7 @@ int execute(const command_line& c) {
   if (*c.bench) {
     bench_command_options o = c.bench_options;
     o.data_dir = c.dir;
+    o.cache_mib = c.cache_mib;
     return run_bench_command(o);
   }
   // Bad input is refused before the data directory is opened (or created).
@@ -425,7 +441,7 @@ int execute(const command_line& c) {
   shard_options so;
   if (*c.load && c.no_sync) so.fsync = wal::fsync_policy::interval;
   bool creates = *c.put || *c.del || *c.load;
-  auto db = open_db(c.dir, c.shards, creates, so);
+  auto db = open_db(c.dir, c.shards, creates, c.cache_mib, so);
   if (*c.put) {
     if (auto s = db->put(c.key, c.value, ttl); !s) die(s);
   } else if (*c.get) {
