@@ -56,7 +56,7 @@ struct parsed_file {
   std::size_t end = 0;  // < text.size(): a torn last line starts here
 };
 
-parsed_file parse_file(std::string_view text, std::size_t shards, const std::string& path) {
+parsed_file parse_file(std::string_view text, std::size_t shards, std::size_t retained, const std::string& path) {
   parsed_file out;
   while (out.end < text.size()) {
     std::size_t nl = text.find('\n', out.end);
@@ -67,20 +67,21 @@ parsed_file parse_file(std::string_view text, std::size_t shards, const std::str
     ++out.lines;
     out.end = nl + 1;
   }
-  while (out.entries.size() > checkpoint_log::retained) out.entries.pop_front();
+  while (out.entries.size() > retained) out.entries.pop_front();
   return out;
 }
 
 }  // namespace
 
-result<checkpoint_log> checkpoint_log::open(env& fs, std::string dir, std::size_t shards) {
-  checkpoint_log log(fs, std::move(dir), shards);
+result<checkpoint_log> checkpoint_log::open(env& fs, std::string dir, std::size_t shards, std::size_t retained) {
+  if (retained == 0) return status::invalid_argument("checkpoint_log: at least 1 checkpoint must be retained");
+  checkpoint_log log(fs, std::move(dir), shards, retained);
   auto exists = fs.exists(log.path());
   if (!exists) return exists.error();
   if (!*exists) return log;
   auto text = read_whole_file(fs, log.path());
   if (!text) return text.error();
-  parsed_file parsed = parse_file(*text, shards, log.path());
+  parsed_file parsed = parse_file(*text, shards, retained, log.path());
   log.entries_ = std::move(parsed.entries);
   log.damage_ = std::move(parsed.damage);
   log.lines_in_file_ = parsed.lines;
@@ -103,7 +104,7 @@ std::vector<std::string> checkpoint_log::check_file() const {
     if (!bytes) return {bytes.error().message()};
     text = std::move(*bytes);
   }
-  parsed_file parsed = parse_file(text, shards_, path());
+  parsed_file parsed = parse_file(text, shards_, retained_, path());
   out = std::move(parsed.damage);
   // After a failed append the file may hold a fragment or a line that is not
   // retained; the next append rewrites it whole.
@@ -135,10 +136,10 @@ status checkpoint_log::append(const checkpoint& c) {
     return status::invalid_argument("checkpoint_log: a checkpoint whose roots do not match it");
   std::deque<checkpoint> next = entries_;
   next.push_back(c);
-  while (next.size() > retained) next.pop_front();
+  while (next.size() > retained_) next.pop_front();
   // After a failed append the file may end in a fragment that the next line
   // would complete into garbage: only a whole rewrite is safe then.
-  if (needs_rewrite_ || lines_in_file_ + 1 >= 2 * retained) return rewrite(std::move(next));
+  if (needs_rewrite_ || lines_in_file_ + 1 >= 2 * retained_) return rewrite(std::move(next));
   status s = append_line(c);
   if (!s) {
     needs_rewrite_ = true;

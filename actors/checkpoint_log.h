@@ -13,7 +13,8 @@
 // - A crash mid-append leaves a last line without its newline: open() cuts it
 //   (it names a checkpoint that was never acknowledged). A complete line that
 //   fails its check is damage: it is skipped and reported by damage().
-// - At most `retained` lines are kept: once the file holds twice that, it is
+// - At most `retained` lines are kept (given to open, at least 1; the newest
+//   are kept when a file holds more): once the file holds twice that, it is
 //   rewritten with the newest `retained` (temporary file, fsync, rename,
 //   directory fsync), so a crash leaves the old file or the new one.
 // - A failed append changes no entry and may leave a fragment at the end of
@@ -39,12 +40,14 @@ struct checkpoint {
 
 class checkpoint_log {
  public:
-  static constexpr std::size_t retained = 16;
+  static constexpr std::size_t default_retained = 16;
   static constexpr std::string_view file_name = "CHECKPOINTS";
 
   // Reads `dir`/CHECKPOINTS (none: empty) of a database of `shards` shards,
-  // cutting a torn last line.
-  static result<checkpoint_log> open(env& fs, std::string dir, std::size_t shards);
+  // cutting a torn last line; keeps the newest `retained` (at least 1).
+  static result<checkpoint_log> open(env& fs, std::string dir, std::size_t shards,
+                                     std::size_t retained = default_retained);
+  std::size_t retained() const noexcept { return retained_; }
 
   static hash128 combine(std::span<const hash128> roots);
 
@@ -68,7 +71,8 @@ class checkpoint_log {
   status repair();
 
  private:
-  checkpoint_log(env& fs, std::string dir, std::size_t shards) : fs_(&fs), dir_(std::move(dir)), shards_(shards) {}
+  checkpoint_log(env& fs, std::string dir, std::size_t shards, std::size_t retained)
+      : fs_(&fs), dir_(std::move(dir)), shards_(shards), retained_(retained) {}
   std::string path() const { return path_join(dir_, file_name); }
   status append_line(const checkpoint& c);
   status rewrite(std::deque<checkpoint> next);
@@ -76,6 +80,7 @@ class checkpoint_log {
   env* fs_;
   std::string dir_;
   std::size_t shards_;
+  std::size_t retained_;
   std::deque<checkpoint> entries_;
   std::size_t lines_in_file_ = 0;
   std::vector<std::string> damage_;

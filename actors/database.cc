@@ -32,6 +32,9 @@ status database_options::validate() const {
     return status::invalid_argument(fmt::format(
         "database option memory_budget = {} bytes: must be at least 1 MiB a shard ({} bytes for {} shards)",
         *memory_budget, shards * (std::size_t{1} << 20), shards));
+  if (retained_checkpoints == 0 || retained_checkpoints > 1024)
+    return status::invalid_argument(
+        fmt::format("database option retained_checkpoints = {}: must be 1..1024", retained_checkpoints));
   if (restart_backoff.count() <= 0) return status::invalid_argument("database option restart_backoff must be > 0");
   if (restart_window.count() <= 0) return status::invalid_argument("database option restart_window must be > 0");
   return shard.validate();
@@ -286,7 +289,7 @@ status database::start() {
   }
   lock_ = std::move(*lock);
   MAGNETITE_TRY(check_manifest(*fs_, options_.dir, options_.shards));
-  auto checkpoints = checkpoint_log::open(*fs_, options_.dir, options_.shards);
+  auto checkpoints = checkpoint_log::open(*fs_, options_.dir, options_.shards, options_.retained_checkpoints);
   if (!checkpoints) return checkpoints.error();
   checkpoints_.emplace(std::move(*checkpoints));
 
@@ -622,11 +625,15 @@ result<database::commit_result> database::commit() {
   // naming its root is written and the root is in the shard's retained list.
   for (auto& slot : slots_) ++slot->held;
   struct release {
-    std::vector<std::shared_ptr<shard_slot>>& slots;
+    database& db;
     ~release() {
-      for (auto& slot : slots) --slot->held;
+      // Checkpoints during the hold started no cycle: the shards look again.
+      for (std::size_t i = 0; i < db.slots_.size(); ++i) {
+        --db.slots_[i]->held;
+        caf::anon_send(db.shard_handle(i), rcheck_atom::value);
+      }
     }
-  } release_holds{slots_};
+  } release_holds{*this};
   commit_result out;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     auto r = ask<std::string>(i, commit_atom::value);

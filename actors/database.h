@@ -63,6 +63,12 @@ struct database_options {
   // so one number bounds the caches whatever the shard count. At least 1 MiB a
   // shard.
   std::optional<std::size_t> memory_budget;
+  // How many of the newest commits (CHECKPOINTS lines) keep their trees for
+  // diff(), verify and gc. Every retained commit keeps the nodes only it
+  // reaches, so space reclamation counts them as live: with 2, a database
+  // whose every key changes between commits holds up to two versions.
+  // Raise it to keep more history.
+  std::size_t retained_checkpoints = 2;
   // The host's actor system (embedding), or null: the database makes its own.
   caf::actor_system* system = nullptr;
   // Own system only: how many times an idle CAF worker polls its queue before

@@ -482,7 +482,7 @@ result<hash128> shard::checkpoint() {
 
 // ---- operator checks ------------------------------------------------------------
 
-result<shard_usage> shard::usage() const {
+result<shard_usage> shard::usage(std::span<const hash128> retained) const {
   shard_usage out;
   const auto& v = *view_;
   tree::prolly_tree t(*store_, options_.chunking);
@@ -513,8 +513,10 @@ result<shard_usage> shard::usage() const {
   auto ns = store_->stats();
   out.cache_hits = ns.cache_hits;
   out.cache_misses = ns.cache_misses;
+  auto live = store_->reachable_bytes(kept_roots(retained));
+  if (!live) return live.error();
+  out.live_node_bytes = *live;
   auto rs = store_->reclamation();
-  out.live_node_bytes = rs.live_bytes.value_or(0);
   out.reclaimed_bytes = rs.bytes_reclaimed;
   out.reclaim_cycles = rs.cycles;
   out.node_syncs = ns.pack_syncs;

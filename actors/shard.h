@@ -182,10 +182,11 @@ struct shard_usage {
   std::uint64_t cache_misses = 0;
   std::uint64_t node_syncs = 0;   // pack fdatasyncs since open
   std::string root;               // the last checkpoint's root, 32 hex digits
-  // Space reclamation since open: the live bytes of the node store as the
-  // last cycle found them (0: no cycle has ended yet), the bytes it gave back
-  // (pack bytes removed less the live bytes copied out of them) and cycles.
-  std::uint64_t live_node_bytes = 0;
+  // Space reclamation: the live bytes of the node store (the records the
+  // current root, the retained roots and held views reach, measured by a walk
+  // of the internal nodes), and since open the bytes reclamation gave back
+  // (pack bytes removed less the live bytes copied out of them) and its cycles.
+  std::uint64_t live_node_bytes = 0;  // measured now: the records the kept roots reach
   std::uint64_t reclaimed_bytes = 0;
   std::uint64_t reclaim_cycles = 0;
 };
@@ -268,7 +269,8 @@ class shard {
   std::uint64_t now_ns() const { return options_.clock(); }
 
   shard_stats stats() const noexcept;
-  result<shard_usage> usage() const;
+  // `retained`: the roots kept for diffs, counted as live.
+  result<shard_usage> usage(std::span<const hash128> retained = {}) const;
 
   // ---- operator checks (each commits staged writes first) ----
   // Reads back every node reachable from the current root and from

@@ -417,7 +417,10 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       },
       [=](usage_atom) -> caf::result<shard_usage> {
         if (auto e = down()) return *e;
-        auto u = self->state.db->usage();
+        std::vector<hash128> retained;
+        if (auto& slot = self->state.config.slot)
+          if (auto r = slot->retained.load()) retained = *r;
+        auto u = self->state.db->usage(retained);
         if (!u) return to_error(u.error());
         return std::move(*u);
       },
@@ -499,6 +502,7 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         if (!s.db || s.db->view()->layers().empty()) return;
         (void)checkpoint_now(self);  // a failure ends the actor
       },
+      [=](rcheck_atom) { maybe_reclaim(self); },
       [=](reclaim_atom) {
         auto& s = self->state;
         s.reclaim_scheduled = false;

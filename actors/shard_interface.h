@@ -24,6 +24,8 @@
 //   (verify, [retained root])                        -> shard_verify_report   damage is in the report
 //   (gc, [retained root])                            -> gc_result      nodes of other roots dropped
 //   (shutdown)                                       -> ok          checkpoints, then the actor quits
+//   (rcheck)                                         starts a space reclamation cycle if one is due
+//                                                    (the database sends it when a commit's hold ends)
 //   (host, host_request)                             a write from a host thread; answered through
 //                                                    the request's waiter or callback (below)
 //   (group), (expire, generation), (aged),
@@ -66,6 +68,7 @@ using expire_atom = caf::atom_constant<caf::atom("expire")>;
 using aged_atom = caf::atom_constant<caf::atom("aged")>;
 using durable_atom = caf::atom_constant<caf::atom("durable")>;
 using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
+using rcheck_atom = caf::atom_constant<caf::atom("rcheck")>;
 using ok_atom = caf::atom_constant<caf::atom("ok")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
 using stamped_atom = caf::atom_constant<caf::atom("stamped")>;
@@ -226,6 +229,7 @@ using shard_actor = caf::typed_actor<
     caf::reacts_to<aged_atom>,
     caf::reacts_to<durable_atom>,
     caf::reacts_to<reclaim_atom>,
+    caf::reacts_to<rcheck_atom>,
     caf::reacts_to<host_atom, host_request_ptr>>;
 
 // A status as a caf::error and back. An error from CAF itself (the shard died

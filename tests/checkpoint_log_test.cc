@@ -84,19 +84,19 @@ TEST_CASE("checkpoint_log: a torn last line is cut; a damaged complete line is s
 TEST_CASE("checkpoint_log: it keeps the newest `retained` checkpoints, rewriting the file as it grows") {
   fault_env fe;
   REQUIRE(fe.create_dir(dir).is_ok());
-  const int n = 3 * static_cast<int>(checkpoint_log::retained) + 5;
+  const int n = 3 * static_cast<int>(checkpoint_log::default_retained) + 5;
   auto log = must_open(fe);
   for (int i = 0; i < n; ++i) {
     REQUIRE(log.append(make(i)).is_ok());
     std::string text = *fe.contents(path);
-    CHECK(std::count(text.begin(), text.end(), '\n') < static_cast<long>(2 * checkpoint_log::retained));
+    CHECK(std::count(text.begin(), text.end(), '\n') < static_cast<long>(2 * checkpoint_log::default_retained));
   }
-  REQUIRE(log.entries().size() == checkpoint_log::retained);
+  REQUIRE(log.entries().size() == checkpoint_log::default_retained);
   CHECK(same(log.entries().back(), make(n - 1)));
-  CHECK(same(log.entries().front(), make(n - static_cast<int>(checkpoint_log::retained))));
+  CHECK(same(log.entries().front(), make(n - static_cast<int>(checkpoint_log::default_retained))));
   fe.crash();
   auto again = must_open(fe);
-  REQUIRE(again.entries().size() == checkpoint_log::retained);
+  REQUIRE(again.entries().size() == checkpoint_log::default_retained);
   CHECK(same(again.entries().back(), make(n - 1)));
 }
 

@@ -12,6 +12,7 @@
 
 #include "actors/database.h"
 #include "tests/support/database_fixture.h"
+#include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
 
 using namespace magnetite;
@@ -327,7 +328,7 @@ TEST_CASE("database: gc keeps the snapshot an open scan cursor reads, whatever w
   auto cursor = db->scan("", "", 16).value();
   // More commits than CHECKPOINTS retains, each rewriting every key: the
   // cursor's root is neither current nor retained.
-  for (int round = 0; round < static_cast<int>(checkpoint_log::retained) + 2; ++round) {
+  for (int round = 0; round < static_cast<int>(database_options{}.retained_checkpoints) + 2; ++round) {
     for (int i = 0; i < 400; i += 7) REQUIRE(db->put(fmt::format("k{:03}", i), fmt::format("after {}", round)).is_ok());
     REQUIRE(db->commit().is_ok());
   }
@@ -348,7 +349,9 @@ TEST_CASE("database: gc keeps the snapshot an open scan cursor reads, whatever w
 
 TEST_CASE("database: commits racing gc never record a checkpoint whose tree gc dropped") {
   testing::temp_dir d("db-gc-race");
-  auto db = must_open(options_for(d.path(), 4));
+  auto options = options_for(d.path(), 4);
+  options.retained_checkpoints = checkpoint_log::default_retained;
+  auto db = must_open(options);
   std::atomic<int> writers_done{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t)
@@ -373,6 +376,64 @@ TEST_CASE("database: commits racing gc never record a checkpoint whose tree gc d
   CHECK(gcs > 0);
   CHECK_MESSAGE(problems.empty(), (problems.empty() ? std::string() : problems[0]));
   auto kept = db->checkpoints();
-  REQUIRE(kept.size() == checkpoint_log::retained);
+  REQUIRE(kept.size() == checkpoint_log::default_retained);
   CHECK(db->diff(kept.front().combined, kept.back().combined).is_ok());
+}
+
+TEST_CASE("database: every key rewritten ten times with a commit after each: the disk stays bounded without gc") {
+  // The case of a service that keeps updating its data and never calls gc:
+  // each shard reclaims by itself. The live data is the current version and
+  // the one more commit retained by default.
+  testing::temp_dir d("db-reclaim");
+  auto o = options_for(d.path(), 2);
+  o.shard.reclaim_min_bytes = 256 << 10;
+  auto db = must_open(o);
+  std::mt19937_64 rng(19);
+  std::map<std::string, std::string> latest;
+  auto totals = [&] {
+    auto st = db->stats().value();
+    std::pair<std::uint64_t, std::uint64_t> nodes_live{0, 0};
+    for (const auto& u : st.usage) {
+      nodes_live.first += u.node_bytes;
+      nodes_live.second += u.live_node_bytes;
+    }
+    return nodes_live;
+  };
+  std::uint64_t one_round = 0;
+  std::vector<database::commit_result> commits;
+  for (int round = 0; round < 10; ++round) {
+    for (int i = 0; i < 8000; ++i) {
+      std::string v(100, '\0');
+      for (auto& c : v) c = static_cast<char>('a' + rng() % 26);
+      std::string k = fmt::format("key{:05}", i);
+      REQUIRE(db->put(k, v).is_ok());
+      latest[k] = v;
+    }
+    commits.push_back(db->commit().value());
+    if (round == 0) one_round = totals().first;
+  }
+  std::uint64_t reclaimed = 0;
+  bool bounded = testing::poll_until(
+      [&] {
+        auto [nodes, live] = totals();
+        return static_cast<double>(nodes) <= 1.5 * static_cast<double>(live) + 2 * 40;  // two pack headers
+      },
+      std::chrono::seconds(60));
+  auto st = db->stats().value();
+  auto [nodes, live] = totals();
+  for (const auto& u : st.usage) reclaimed += u.reclaimed_bytes;
+  CAPTURE(one_round);
+  CAPTURE(nodes);
+  CAPTURE(live);
+  CHECK(bounded);
+  CHECK(reclaimed > 0);
+  // Two versions are live (the last commit and the one before it), not ten.
+  CHECK(live < 3 * one_round);
+  CHECK(nodes < 4 * one_round);
+  for (const auto& [k, v] : latest) REQUIRE(db->get(k).value() == v);
+  // The retained commits still diff: every key changed between the last two.
+  auto changes = db->diff(commits[8].combined, commits[9].combined).value();
+  CHECK(changes.size() == latest.size());
+  // An older commit is no longer retained, and says so.
+  CHECK_FALSE(db->diff(commits[0].combined, commits[9].combined).is_ok());
 }

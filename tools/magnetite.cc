@@ -287,6 +287,17 @@ std::string bucket_name(std::size_t b) {
   return fmt::format("{}-{}", std::uint64_t{1} << b, (std::uint64_t{2} << b) - 1);
 }
 
+// Space amplification of the node store: its pack bytes over the live bytes
+// (the records the kept roots reach); null when nothing is live.
+std::string amplification_json(const shard_usage& u) {
+  if (u.live_node_bytes == 0) return "null";
+  return fmt::format("{:.3f}", static_cast<double>(u.node_bytes) / static_cast<double>(u.live_node_bytes));
+}
+std::string amplification_text(const shard_usage& u) {
+  if (u.live_node_bytes == 0) return "-";
+  return fmt::format("{:.2f}x", static_cast<double>(u.node_bytes) / static_cast<double>(u.live_node_bytes));
+}
+
 void stats(database& db, const command_line& c) {
   auto st = must(db.stats());
   shard_stats sum;
@@ -308,6 +319,9 @@ void stats(database& db, const command_line& c) {
     total.cache_hits += u.cache_hits;
     total.cache_misses += u.cache_misses;
     total.node_syncs += u.node_syncs;
+    total.live_node_bytes += u.live_node_bytes;
+    total.reclaimed_bytes += u.reclaimed_bytes;
+    total.reclaim_cycles += u.reclaim_cycles;
     restarts += st.restarts[i];
   }
   auto combined = db.checkpoints();
@@ -316,10 +330,12 @@ void stats(database& db, const command_line& c) {
       return fmt::format("\"keys\":{},\"wal_bytes\":{},\"node_bytes\":{},\"cache_hits\":{},\"cache_misses\":{},"
                          "\"log_fsyncs\":{},\"node_fsyncs\":{},\"acknowledged_writes\":{},\"groups\":{},"
                          "\"group_sizes\":{},\"checkpoints\":{},\"expired\":{},\"replayed_records\":{},"
-                         "\"restarts\":{}",
+                         "\"restarts\":{},\"live_node_bytes\":{},\"space_amplification\":{},"
+                         "\"reclaimed_bytes\":{},\"reclaim_cycles\":{}",
                          u.keys, u.wal_bytes, u.node_bytes, u.cache_hits, u.cache_misses, s.log_fsyncs, u.node_syncs,
                          s.acknowledged, s.groups, histogram_json(s.group_sizes), s.checkpoints, s.expired,
-                         s.replayed_records, r);
+                         s.replayed_records, r, u.live_node_bytes, amplification_json(u), u.reclaimed_bytes,
+                         u.reclaim_cycles);
     };
     std::string shards;
     for (std::size_t i = 0; i < st.shards.size(); ++i)
@@ -330,11 +346,13 @@ void stats(database& db, const command_line& c) {
     return;
   }
   fmt::print("counters are since this process opened the database (a restart of a shard starts its own again)\n");
-  fmt::print("{:>6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>8} {:>8}  {}\n", "shard", "keys", "wal", "nodes",
-             "cache hit", "miss", "fsyncs", "acked", "groups", "restarts", "root");
+  fmt::print("{:>6} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>8} {:>8} {:>10} {:>8} {:>8}  {}\n", "shard",
+             "keys", "wal", "nodes", "live", "amp", "reclaimed", "cache hit", "miss", "fsyncs", "acked", "groups",
+             "restarts", "root");
   auto row = [&](std::string name, const shard_stats& s, const shard_usage& u, std::uint64_t r, std::string root) {
-    fmt::print("{:>6} {:>10} {:>10} {:>10} {:>10} {:>8} {:>8} {:>10} {:>8} {:>8}  {}\n", name, with_commas(u.keys),
-               human_bytes(u.wal_bytes), human_bytes(u.node_bytes), with_commas(u.cache_hits),
+    fmt::print("{:>6} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>10} {:>8} {:>8} {:>10} {:>8} {:>8}  {}\n", name,
+               with_commas(u.keys), human_bytes(u.wal_bytes), human_bytes(u.node_bytes), human_bytes(u.live_node_bytes),
+               amplification_text(u), human_bytes(u.reclaimed_bytes), with_commas(u.cache_hits),
                with_commas(u.cache_misses), with_commas(s.log_fsyncs + u.node_syncs), with_commas(s.acknowledged),
                with_commas(s.groups), r, root);
   };

@@ -1410,6 +1410,33 @@ bool node_store::reclaim_due(double max_amplification, std::uint64_t min_bytes) 
   return !reclaim_.live_bytes || static_cast<double>(total) > max_amplification * static_cast<double>(*reclaim_.live_bytes);
 }
 
+result<std::uint64_t> node_store::reachable_bytes(std::span<const hash128> roots) {
+  struct item {
+    hash128 h;
+    int level;
+  };
+  std::vector<item> stack;
+  for (const auto& r : roots) stack.push_back({r, -1});
+  std::unordered_set<hash128, hash128_hasher> seen;
+  std::uint64_t total = 0;
+  while (!stack.empty()) {
+    item it = stack.back();
+    stack.pop_back();
+    if (!seen.insert(it.h).second) continue;
+    if (auto loc = locate(it.h)) total += loc->length;
+    if (it.level == 0) continue;
+    auto n = read(it.h);
+    if (!n) return n.error();
+    if ((*n)->is_leaf()) continue;
+    for (const auto& e : (*n)->entries()) {
+      auto ref = child_ref::decode(e.value);
+      if (!ref) return status::corruption(fmt::format("node {} has a bad child reference", it.h));
+      stack.push_back({ref->hash, (*n)->level() - 1});
+    }
+  }
+  return total;
+}
+
 reclaim_stats node_store::reclamation() const {
   std::lock_guard lk(reclaim_mu_);
   return reclaim_;

@@ -238,6 +238,9 @@ class node_store final : public node_sink {
   result<bool> reclaim_step(std::size_t budget);
   bool reclaiming() const noexcept { return cycle_ != nullptr; }
   reclaim_stats reclamation() const;
+  // The bytes of the records `roots` reach (pack headers aside), measured now
+  // by a walk that reads internal nodes only. Nodes still pending count 0.
+  result<std::uint64_t> reachable_bytes(std::span<const hash128> roots);
 
   // Reads every node reachable from `roots` from its pack, bypassing the cache,
   // and checks its record (header and payload checksums, hash, decoding) and

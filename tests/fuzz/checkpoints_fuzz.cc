@@ -45,7 +45,7 @@ MAGNETITE_FUZZ_TARGET(checkpoints) {
   put_file(e, path, text);
 
   checkpoint_log log = reopen(e, shards);
-  FUZZ_CHECK(log.entries().size() <= checkpoint_log::retained);
+  FUZZ_CHECK(log.entries().size() <= checkpoint_log::default_retained);
   for (const auto& cp : log.entries()) {
     FUZZ_CHECK(cp.roots.size() == shards);
     FUZZ_CHECK(checkpoint_log::combine(cp.roots) == cp.combined);
@@ -65,7 +65,7 @@ MAGNETITE_FUZZ_TARGET(checkpoints) {
   FUZZ_CHECK(again.append(next).is_ok());
   std::deque<checkpoint> want = log.entries();
   want.push_back(next);
-  while (want.size() > checkpoint_log::retained) want.pop_front();
+  while (want.size() > checkpoint_log::default_retained) want.pop_front();
   FUZZ_CHECK(same(again.entries(), want));
   checkpoint_log third = reopen(e, shards);
   FUZZ_CHECK(same(third.entries(), want));
