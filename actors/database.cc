@@ -619,6 +619,15 @@ result<range_cursor> database::scan(std::string_view from, std::string_view to, 
   return range_cursor(std::move(views), std::string(from), std::string(to), options_.shard.clock(), chunk);
 }
 
+namespace {
+// Shard i's roots of the given checkpoints, as the shard messages take them.
+std::vector<std::string> roots_of_shard(const std::vector<checkpoint>& kept, std::size_t i) {
+  std::vector<std::string> out;
+  for (const auto& c : kept) out.push_back(c.roots.at(i).to_hex());
+  return out;
+}
+}  // namespace
+
 result<database::commit_result> database::commit() {
   std::lock_guard ops(operations_mu_);
   // No reclamation cycle starts from a shard's checkpoint here until the line
@@ -741,8 +750,7 @@ result<database_verify_report> database::verify() {
     out.problems = checkpoints_->check_file();
   }
   for (std::size_t i = 0; i < slots_.size(); ++i) {
-    std::vector<std::string> retained;
-    for (const auto& c : kept) retained.push_back(c.roots[i].to_hex());
+    std::vector<std::string> retained = roots_of_shard(kept, i);
     auto r = ask<shard_verify_report>(i, verify_atom::value, std::move(retained));
     if (!r) return r.error();
     auto& rep = std::get<0>(*r);
@@ -764,8 +772,7 @@ result<database_gc_report> database::gc() {
   database_gc_report out;
   std::vector<checkpoint> kept = checkpoints();
   for (std::size_t i = 0; i < slots_.size(); ++i) {
-    std::vector<std::string> retained;
-    for (const auto& c : kept) retained.push_back(c.roots[i].to_hex());
+    std::vector<std::string> retained = roots_of_shard(kept, i);
     auto r = ask<tree::gc_result>(i, gc_atom::value, std::move(retained));
     if (!r) return r.error();
     out.shards.push_back(std::get<0>(*r));
@@ -775,6 +782,19 @@ result<database_gc_report> database::gc() {
     MAGNETITE_TRY(checkpoints_->repair());
     publish_retained();
     out.damaged_checkpoints_dropped = damaged;
+  }
+  return out;
+}
+
+result<std::vector<std::uint64_t>> database::reclaim() {
+  std::lock_guard ops(operations_mu_);
+  std::vector<checkpoint> kept = checkpoints();
+  std::vector<std::uint64_t> out;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    std::vector<std::string> retained = roots_of_shard(kept, i);
+    auto r = ask<std::uint64_t>(i, reclaim_atom::value, std::move(retained));
+    if (!r) return r.error();
+    out.push_back(std::get<0>(*r));
   }
   return out;
 }

@@ -174,6 +174,11 @@ class database {
   // held (an open scan cursor) reaches, per shard; and rewrites CHECKPOINTS
   // without the lines verify reported damaged.
   result<database_gc_report> gc();
+  // Runs a space reclamation cycle on every shard now, to its end, whether or
+  // not one is due (the shards start them by themselves after checkpoints);
+  // the bytes each gave back. A shard's writes wait while its cycle runs. For
+  // operators and tests; gc() does the same job by copying every live node.
+  result<std::vector<std::uint64_t>> reclaim();
 
   // Asynchronous forms: `done` runs on an actor thread when the write is durable
   // (or failed), or on the calling thread when the request fails before it

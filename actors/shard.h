@@ -299,6 +299,8 @@ class shard {
   // its error (the shard goes on); a failed write or sync stops the shard.
   result<bool> reclaim_step();
   bool reclaiming() const noexcept { return store_->reclaiming(); }
+  // Bytes reclamation gave back since open.
+  std::uint64_t reclaimed_bytes() const { return store_->reclamation().bytes_reclaimed; }
 
   // ---- delta transfer between replicas (replication/tree_puller.h) ----
   // A peer pulls the nodes of our root that it lacks; we pull theirs. The node

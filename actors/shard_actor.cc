@@ -445,6 +445,27 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         }
         return *r;
       },
+      [=](reclaim_atom, const std::vector<std::string>& retained) -> caf::result<std::uint64_t> {
+        if (auto e = down()) return *e;
+        auto roots = parse_roots(retained);
+        if (!roots) return to_error(roots.error());
+        auto& db = self->state.db;
+        if (!finish_group(self)) return to_error(db->failure());
+        std::uint64_t before = db->reclaimed_bytes();
+        auto run = [&]() -> status {
+          MAGNETITE_TRY(db->begin_reclaim(*roots));
+          for (;;) {
+            auto done = db->reclaim_step();
+            if (!done) return done.error();
+            if (*done) return status::ok();
+          }
+        };
+        if (status s = run(); !s) {
+          stop_if_failed(self);
+          return to_error(s);
+        }
+        return db->reclaimed_bytes() - before;
+      },
       [=](shutdown_atom) -> caf::result<ok_atom> {
         if (self->state.db) {
           auto root = checkpoint_now(self);

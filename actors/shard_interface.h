@@ -23,6 +23,7 @@
 //   (usage)                                          -> shard_usage    keys, bytes, cache, root
 //   (verify, [retained root])                        -> shard_verify_report   damage is in the report
 //   (gc, [retained root])                            -> gc_result      nodes of other roots dropped
+//   (reclaim, [retained root])                       -> bytes reclaimed   a whole reclamation cycle now
 //   (shutdown)                                       -> ok          checkpoints, then the actor quits
 //   (rcheck)                                         starts a space reclamation cycle if one is due
 //                                                    (the database sends it when a commit's hold ends)
@@ -223,6 +224,7 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<usage_atom>::with<shard_usage>,
     caf::replies_to<verify_atom, std::vector<std::string>>::with<shard_verify_report>,
     caf::replies_to<gc_atom, std::vector<std::string>>::with<tree::gc_result>,
+    caf::replies_to<reclaim_atom, std::vector<std::string>>::with<std::uint64_t>,
     caf::replies_to<shutdown_atom>::with<ok_atom>,
     caf::reacts_to<group_atom>,
     caf::reacts_to<expire_atom, std::uint64_t>,

@@ -430,7 +430,7 @@ std::vector<std::string> files_of(fault_env& fe, const std::string& part, const 
   return out;
 }
 
-enum class op_kind { put, batch, puts_until_error, commit, gc, open };
+enum class op_kind { put, batch, puts_until_error, commit, gc, reclaim, open };
 const char* op_name(op_kind k) {
   switch (k) {
     case op_kind::put: return "durable put";
@@ -438,6 +438,7 @@ const char* op_name(op_kind k) {
     case op_kind::puts_until_error: return "durable puts until one fails (at most 2000)";
     case op_kind::commit: return "commit";
     case op_kind::gc: return "gc";
+    case op_kind::reclaim: return "reclaim";
     case op_kind::open: return "open (new database)";
   }
   return "?";
@@ -458,6 +459,9 @@ struct cell {
   bool no_prior_commit = false;  // the setup leaves the node store and CHECKPOINTS unwritten
   bool gc_first = false;       // the setup runs gc (a store MANIFEST exists)
   std::vector<crash_mode> modes = crash_modes(2);
+  // The setup rewrites every key three times with a commit each: two commits
+  // are retained, so the earlier trees are garbage for reclamation to drop.
+  bool garbage_first = false;
 };
 
 status run_op(harness& h, op_kind k) {
@@ -475,6 +479,10 @@ status run_op(harness& h, op_kind k) {
     case op_kind::gc: {
       auto g = h.db->gc();
       return g ? status::ok() : g.error();
+    }
+    case op_kind::reclaim: {
+      auto r = h.db->reclaim();
+      return r ? status::ok() : r.error();
     }
     case op_kind::open: return h.open();
   }
@@ -500,6 +508,14 @@ void run_cell(const cell& c) {
         h.prefill();
       }
       if (c.gc_first) REQUIRE(h.db->gc().is_ok());
+      if (c.garbage_first) {
+        for (int round = 0; round < 3; ++round) {
+          auto keys = h.model;
+          for (const auto& [k, v] : keys) h.put_acked(k, harness::value_of(k, 10 + round));
+          auto cm = h.db->commit();
+          REQUIRE_MESSAGE(cm.is_ok(), describe(cm.error()));
+        }
+      }
     }
     c.arm(h, cm);
     status s = run_op(h, c.op);
@@ -538,7 +554,7 @@ void run_cell(const cell& c) {
           // It takes writes again, and the operation itself works now.
           status w = h.put_one();
           CHECK_MESSAGE(w.is_ok(), describe(w));
-          if (c.op == op_kind::commit || c.op == op_kind::gc) {
+          if (c.op == op_kind::commit || c.op == op_kind::gc || c.op == op_kind::reclaim) {
             status again = run_op(h, c.op);
             CHECK_MESSAGE(again.is_ok(), describe(again));
             what += again ? fmt::format("; {} again: ok", op_name(c.op)) : "; again: " + describe(again);
@@ -738,6 +754,38 @@ TEST_CASE("fault matrix: gc (new packs, store MANIFEST, removal of old packs)") 
   // Removing the old packs comes after the switch to the new ones, and is
   // best effort: open removes packs older than the MANIFEST's first.
   run_cell({"remove fails (EIO)", "gc: old pack", gc, fail_remove_of(".pack"), expect::ok, ""});
+}
+
+TEST_CASE("fault matrix: reclamation (sealed pack, copies, store MANIFEST, removal of dropped packs)") {
+  const auto rc = op_kind::reclaim;
+  auto run = [](cell c) {
+    c.garbage_first = true;
+    run_cell(c);
+  };
+  // Begin seals the active pack (its fdatasync); copies are appended and
+  // synced in steps; the switch writes the MANIFEST naming dropped packs.
+  run({"fsync fails (EIO)", "reclaim: sealed pack or copies", rc, fail_sync_of(".pack"), expect::error, ".pack"});
+  run({"write fails (EIO)", "reclaim: copies", rc, fail_write_of(".pack", status_code::io_error, 0), expect::error,
+       ".pack"});
+  run({"write fails (ENOSPC, short)", "reclaim: copies", rc, fail_write_of(".pack", status_code::no_space, 5),
+       expect::error, ".pack"});
+  run({"fsync fails (EIO)", "reclaim: node-store MANIFEST", rc, fail_sync_of("/nodes/MANIFEST"), expect::error,
+       "MANIFEST"});
+  run({"write fails (EIO)", "reclaim: node-store MANIFEST", rc,
+       fail_write_of("/nodes/MANIFEST", status_code::io_error, 0), expect::error, "MANIFEST"});
+  run({"disk full (space limit, 0..2300 B left, 24 steps)", "reclaim: whichever file needs space first", rc,
+       space_left_by_seed(100), expect::either, "No space", false, false, false, space_steps()});
+  run({"power cut in fsync (unsynced lost/kept/random/reordered)", "reclaim: sealed pack or copies", rc,
+       power_cut_at(false, ".pack"), expect::error, "", true, false, false, power_cut_modes()});
+  run({"power cut in fsync (unsynced lost/kept/random/reordered)", "reclaim: node-store MANIFEST", rc,
+       power_cut_at(false, "/nodes/MANIFEST"), expect::error, "", true, false, false, power_cut_modes()});
+  run({"power cut in fsync, last write torn at 0/1/17/600 B", "reclaim: node-store MANIFEST.tmp", rc,
+       tear_at("/nodes/MANIFEST"), expect::error, "", true, false, false, tear_points()});
+  run({"power cut in directory fsync (entries lost)", "reclaim: node-store directory", rc,
+       power_cut_at(true, "/db/shard-000/nodes"), expect::error, "", true, false, false, power_cut_modes()});
+  // Removing the dropped packs comes after the switch and is best effort:
+  // open removes what the MANIFEST lists as dropped.
+  run({"remove fails (EIO)", "reclaim: dropped pack", rc, fail_remove_of(".pack"), expect::ok, ""});
 }
 
 TEST_CASE("fault matrix: open of a new database (MANIFEST)") {
