@@ -614,13 +614,23 @@ result<shard_verify_report> shard::verify(std::span<const hash128> retained) {
 bool shard::reclaim_due() const {
   if (options_.max_space_amplification == 0 || !failure_.is_ok() || store_->reclaiming()) return false;
   if (import_waiting_ && std::chrono::steady_clock::now() - *import_waiting_ < std::chrono::minutes(1)) return false;
-  return store_->reclaim_due(options_.max_space_amplification, options_.reclaim_min_bytes);
+  // Deletes shrink the live data without growing the packs: the estimate
+  // follows the tree's entry count (one read of the root, usually cached).
+  double scale = 1.0;
+  if (entries_at_reclaim_ && *entries_at_reclaim_ > 0) {
+    auto now = tree::prolly_tree(*store_, options_.chunking).count(view_->root());
+    if (now) scale = static_cast<double>(*now) / static_cast<double>(*entries_at_reclaim_);
+  }
+  return store_->reclaim_due(options_.max_space_amplification, options_.reclaim_min_bytes, scale);
 }
 
 status shard::begin_reclaim(std::span<const hash128> retained) {
   MAGNETITE_TRY(check_usable());
   auto roots = kept_roots(retained);
+  auto entries = tree::prolly_tree(*store_, options_.chunking).count(view_->root());
+  if (!entries) return entries.error();
   status s = store_->begin_reclaim(roots, options_.max_space_amplification);
+  if (s) entries_at_reclaim_ = *entries;
   if (!s && !store_->failure().is_ok()) return fail(s);
   return s;
 }

@@ -381,6 +381,9 @@ class shard {
   status failure_;
   // The last import_node since the last merge (nullopt: none waiting).
   std::optional<std::chrono::steady_clock::time_point> import_waiting_;
+  // Entries of the current tree when the last reclamation cycle began: the
+  // live bytes that cycle found are scaled by how the count changed since.
+  std::optional<std::uint64_t> entries_at_reclaim_;
 };
 
 }  // namespace magnetite

@@ -1399,7 +1399,7 @@ status node_store::write_manifest(std::uint32_t first, std::uint64_t position,
 // ---- incremental reclamation ------------------------------------------------------
 
 
-bool node_store::reclaim_due(double max_amplification, std::uint64_t min_bytes) const {
+bool node_store::reclaim_due(double max_amplification, std::uint64_t min_bytes, double live_scale) const {
   std::uint64_t total = 0;
   {
     std::shared_lock sl(state_mu_);
@@ -1407,7 +1407,8 @@ bool node_store::reclaim_due(double max_amplification, std::uint64_t min_bytes) 
   }
   if (total < min_bytes) return false;
   std::lock_guard lk(reclaim_mu_);
-  return !reclaim_.live_bytes || static_cast<double>(total) > max_amplification * static_cast<double>(*reclaim_.live_bytes);
+  return !reclaim_.live_bytes ||
+         static_cast<double>(total) > max_amplification * live_scale * static_cast<double>(*reclaim_.live_bytes);
 }
 
 result<std::uint64_t> node_store::reachable_bytes(std::span<const hash128> roots) {

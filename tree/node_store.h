@@ -225,9 +225,11 @@ class node_store final : public node_sink {
 
   // ---- incremental reclamation (see the contract above) ----
   // Due when the packs hold at least `min_bytes` and more than
-  // `max_amplification` times the live bytes of the last cycle (before the
-  // first: always, past min_bytes). Cheap: no I/O.
-  bool reclaim_due(double max_amplification, std::uint64_t min_bytes) const;
+  // `max_amplification` times the live bytes of the last cycle scaled by
+  // `live_scale` (the owner's estimate of how the live data changed since:
+  // deletes shrink it without growing the packs); before the first cycle:
+  // always, past min_bytes. Cheap: no I/O.
+  bool reclaim_due(double max_amplification, std::uint64_t min_bytes, double live_scale = 1.0) const;
   // Starts a cycle that keeps what `roots` reach: seals the active pack (one
   // fdatasync, only if it holds records). A cycle already running is replaced.
   status begin_reclaim(std::span<const hash128> roots, double max_amplification);
