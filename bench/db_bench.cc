@@ -1226,8 +1226,8 @@ void reclaim_case(const std::string& base, std::uint64_t keys) {
         p99_met);
     add("durable overwrites", "writes/s", on[rf_rate], "reclaim_off", off[rf_rate], off_rss, false);
     add("space amplification at the end", "x", space(on), "reclaim_off", space(off), off_rss, true);
-    add("reclamation cycles completed during the run", "cycles", on[rf_cycles], "", 0, 0, false);
-    add("MiB reclaimed during the run", "MiB", on[rf_reclaimed] / 1048576.0, "", 0, 0, false);
+    add("reclamation cycles completed in the run", "cycles", on[rf_cycles], "", 0, 0, false);
+    add("MiB reclaimed in the run", "MiB", on[rf_reclaimed] / 1048576.0, "", 0, 0, false);
     add("durable overwrite latency p99", "us", on[rf_p99], "rocksdb", rocks[2], rocks_rss, true);
     add("durable overwrites", "writes/s", on[rf_rate], "rocksdb", rocks[0], rocks_rss, false);
 
