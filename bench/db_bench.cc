@@ -1117,6 +1117,7 @@ class flush_and_compaction_counter : public rocksdb::EventListener {
 enum reclaim_figure : std::size_t {
   rf_rate, rf_p50, rf_p99, rf_p999, rf_max,
   rf_cycles, rf_reclaimed, rf_node_bytes, rf_wal_bytes, rf_live_node_bytes, rf_checkpoints,  // ours
+  rf_node_syncs, rf_log_fsyncs,  // ours: pack fdatasyncs and log fsyncs during the run
   rf_count
 };
 
@@ -1148,6 +1149,8 @@ std::vector<double> reclaim_ours(const std::string& dir, std::uint64_t keys, std
     f[rf_wal_bytes] += static_cast<double>(u.wal_bytes);
     f[rf_live_node_bytes] += static_cast<double>(u.live_node_bytes);
     f[rf_checkpoints] += static_cast<double>(after.shards[s].checkpoints - before.shards[s].checkpoints);
+    f[rf_node_syncs] += static_cast<double>(u.node_syncs - b.node_syncs);
+    f[rf_log_fsyncs] += static_cast<double>(after.shards[s].log_fsyncs - before.shards[s].log_fsyncs);
   }
   return f;
 }
@@ -1240,9 +1243,11 @@ void reclaim_case(const std::string& base, std::uint64_t keys) {
     line("reclaim_off", off);
     line("RocksDB", rocks);
     for (const auto* f : {&on, &off})
-      say("                    {:<11} {:.0f} checkpoints, {:.0f} reclamation cycles completed, {:.1f} MiB reclaimed; at "
-          "the end node bytes {:.1f} MiB, log bytes {:.1f} MiB: {:.2f}x the live bytes ({:.1f} MiB){}\n",
+      say("                    {:<11} {:.0f} checkpoints, {:.0f} reclamation cycles completed, {:.1f} MiB reclaimed, "
+          "{:.0f} pack fdatasyncs, {:.0f} log fsyncs; at the end node bytes {:.1f} MiB, log bytes {:.1f} MiB: {:.2f}x "
+          "the live bytes ({:.1f} MiB){}\n",
           f == &on ? "on" : "reclaim_off", (*f)[rf_checkpoints], (*f)[rf_cycles], (*f)[rf_reclaimed] / 1048576.0,
+          (*f)[rf_node_syncs], (*f)[rf_log_fsyncs],
           (*f)[rf_node_bytes] / 1048576.0, (*f)[rf_wal_bytes] / 1048576.0, space(*f), live_bytes(keys) / 1048576.0,
           (*f)[rf_live_node_bytes] > 0
               ? fmt::format("; node bytes / live node bytes the last cycle found {:.2f}x",
