@@ -5,7 +5,8 @@
 //
 //   db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R]
 //            [--shards N] [--spin-polls N] [--wal-preallocate BYTES]
-//            [--ops N] [--checkpoint-bytes B]
+//            [--ops N] [--checkpoint-bytes B] [--reclaim-threads 1|32]
+//            [--reclaim-turn K]
 //            [--only writes|gets|restart|load|overwrite|reclaim] [--json]
 //   db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]
 //
@@ -82,7 +83,10 @@
 //            durable random overwrites of those keys (uniform random key,
 //            new random value of 100 letters and digits; thread t's sequence
 //            drawn from seed t, the same in every configuration) from 1 and
-//            from 32 threads (a fresh load for each), timing every put:
+//            from 32 threads (a fresh load for each; --reclaim-threads T:
+//            only T), timing every put, the three configurations one after
+//            the other in the order on, off, RocksDB rotated by K + the
+//            thread count's index (--reclaim-turn K, default 0):
 //              on           max_space_amplification 1.5 (the default);
 //              reclaim_off  max_space_amplification 0 (no reclamation);
 //              RocksDB      the same load (WriteBatches, Flush, automatic
@@ -1049,6 +1053,8 @@ void overwrite_case(const std::string& base, std::uint64_t keys, std::uint64_t r
 
 std::uint64_t reclaim_ops = 0;  // 0: keys / 5
 std::size_t reclaim_checkpoint_bytes = std::size_t{64} << 10;
+int reclaim_only_threads = 0;   // --reclaim-threads: 0 both 1 and 32, else only this count
+std::size_t reclaim_first_turn = 0;  // --reclaim-turn: rotation of (on, off, RocksDB) at the first count
 
 // 100 letters and digits drawn from `seed`.
 void random_value_into(std::uint64_t seed, std::string& v) {
@@ -1186,8 +1192,9 @@ void reclaim_case(const std::string& base, std::uint64_t keys) {
       "checkpoint_bytes {} KiB; reclamation on (max_space_amplification {}) and off (0), each in its own child "
       "with a fresh load; RocksDB with a {} KiB write buffer\n",
       keys, ops, reclaim_checkpoint_bytes >> 10, on_amplification, (shard_count * reclaim_checkpoint_bytes) >> 10);
-  std::size_t turn = 0;
+  std::size_t turn = reclaim_first_turn;
   for (int threads : {1, 32}) {
+    if (reclaim_only_threads && threads != reclaim_only_threads) continue;
     std::vector<double> on, off, rocks;
     double on_rss = 0, off_rss = 0, rocks_rss = 0;
     std::vector<std::function<void()>> configs = {
@@ -1301,6 +1308,7 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
   fmt::print(stderr,
              "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
              "[--spin-polls N] [--wal-preallocate BYTES] [--ops N] [--checkpoint-bytes B]\n"
+             "                [--reclaim-threads 1|32] [--reclaim-turn K]\n"
              "                [--only writes|gets|restart|load|overwrite|reclaim] [--json]\n"
              "       db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]\n");
   std::exit(2);
@@ -1320,6 +1328,8 @@ int main(int argc, char** argv) {
     else if (a == "--keys" && i + 1 < argc) keys = std::strtoull(argv[++i], nullptr, 10), keys_given = true;
     else if (a == "--ops" && i + 1 < argc) reclaim_ops = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--checkpoint-bytes" && i + 1 < argc) reclaim_checkpoint_bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--reclaim-threads" && i + 1 < argc) reclaim_only_threads = std::atoi(argv[++i]);
+    else if (a == "--reclaim-turn" && i + 1 < argc) reclaim_first_turn = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--cache-mib" && i + 1 < argc) cache_mib = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--rounds" && i + 1 < argc) rounds = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
@@ -1335,7 +1345,7 @@ int main(int argc, char** argv) {
   if (only == "reclaim" && !keys_given) keys = 200'000;
   // The database wants at least 1 MiB of cache a shard.
   if (!(seconds > 0) || keys == 0 || rounds == 0 || shard_count == 0 || cache_mib < shard_count ||
-      reclaim_checkpoint_bytes == 0 ||
+      reclaim_checkpoint_bytes == 0 || !(reclaim_only_threads == 0 || reclaim_only_threads == 1 || reclaim_only_threads == 32) ||
       cache_mib > (std::size_t{1} << 20) ||
       !(only.empty() || std::find(cases.begin(), cases.end(), only) != cases.end()))
     usage();
