@@ -5,7 +5,9 @@
 //
 //   db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R]
 //            [--shards N] [--spin-polls N] [--wal-preallocate BYTES]
-//            [--only writes|gets|restart|load|overwrite] [--json]
+//            [--ops N] [--checkpoint-bytes B] [--reclaim-threads 1|32]
+//            [--reclaim-turn K]
+//            [--only writes|gets|restart|load|overwrite|reclaim] [--json]
 //   db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]
 //
 // Both engines get the same memory for cached data: RocksDB's block cache is
@@ -68,6 +70,41 @@
 //            (their lengths: see disk_bytes) / live bytes after the load and
 //            after each round: space amplification; and rewrites/s over all
 //            rounds (ours with its commits).
+//   reclaim  (only with --only reclaim: not part of a run of every case) does
+//            automatic space reclamation stall writers? Each configuration in
+//            its own child: N keys (default 200 000 for this case) loaded as
+//            `load` does (reclamation off, default checkpoint_bytes, then
+//            commit()), the database closed and reopened with the `always`
+//            fsync policy and checkpoint_bytes B (--checkpoint-bytes, default
+//            64 KiB, the shard default being 32 MiB: so that checkpoints,
+//            after which reclamation starts, happen during the run and the
+//            node store passes reclaim_min_bytes, 8 MiB a shard, within N / 10
+//            writes at N = 200 000), then --ops writes (default N / 5) of
+//            durable random overwrites of those keys (uniform random key,
+//            new random value of 100 letters and digits; thread t's sequence
+//            drawn from seed t, the same in every configuration) from 1 and
+//            from 32 threads (a fresh load for each; --reclaim-threads T:
+//            only T), timing every put, the three configurations one after
+//            the other in the order on, off, RocksDB rotated by K + the
+//            thread count's index (--reclaim-turn K, default 0):
+//              on           max_space_amplification 1.5 (the default);
+//              reclaim_off  max_space_amplification 0 (no reclamation);
+//              RocksDB      the same load (WriteBatches, Flush, automatic
+//                           compactions waited for), then Put with sync=true;
+//                           its write buffer is 2 x B (the same unflushed
+//                           bytes as our 2 shards' checkpoint_bytes) so that
+//                           its flushes and automatic compactions, the
+//                           comparable of our checkpoints and reclamation,
+//                           run during the run (counted by a listener).
+//            Rows per thread count: p50 and p99 of one put (us), writes/s
+//            and the space amplification at the end (the node_bytes and
+//            wal_bytes of all shards, database::stats(), over N x 116) for
+//            on beside reclaim_off; the reclamation cycles that completed
+//            during the run and the MiB they reclaimed (reclaim_cycles and
+//            reclaimed_bytes summed over shards, after less before; no
+//            peer); p99 and writes/s of on beside RocksDB. Target: p99 on <=
+//            2x p99 reclaim_off. The figure means nothing if no cycle ran:
+//            the text line says so.
 //
 // --rocksdb-readrandom DIR reads a RocksDB directory that RocksDB's own
 // db_bench filled (`db_bench --benchmarks=fillseq --num=N`: its keys, 8
@@ -86,19 +123,21 @@
 //   {"program":"db_bench","date":"2026-...Z","dir":D,"seconds":S,"keys":N,
 //    "cache_mib":M,"rounds":R,"shards":N,"rocksdb":"7.8.3","lmdb":"0.9.24",
 //    "rows":[ROW, ...]}
-//   ROW = {"workload":"writes"|"gets"|"restart"|"load"|"overwrite",
+//   ROW = {"workload":"writes"|"gets"|"restart"|"load"|"overwrite"|"reclaim",
 //          "case":TEXT, "threads":N,
-//          "unit":"writes/s"|"gets/s"|"keys/s"|"s"|"us"|"fsyncs/write"|"x",
-//          "ours":X, "peer":"rocksdb"|"lmdb"|"raw_fdatasync"|null,
+//          "unit":"writes/s"|"gets/s"|"keys/s"|"s"|"us"|"fsyncs/write"|"x"|
+//                 "cycles"|"MiB",
+//          "ours":X, "peer":"rocksdb"|"lmdb"|"raw_fdatasync"|"reclaim_off"|null,
 //          "peer_value":X|null, "ratio":ours/peer_value|null,
 //          "better":"higher"|"lower", "target":TEXT|null, "met":BOOL|null,
 //          "ours_rss_mib":X|null, "peer_rss_mib":X|null}
 //   "better" says which way is good for both figures: for "lower" (seconds,
 //   microseconds, space amplification) a ratio under 1 means ours is ahead.
 //   "target" names what it applies to ("ratio >= 2", "ours <= 5 us"). Rows
-//   without a peer (our fsyncs per write) have null peer, peer_value and
-//   ratio. For the raw_fdatasync peer, "threads" is ours; the raw loop is 1
-//   thread. ours_rss_mib and peer_rss_mib: the peak RSS in MiB of the child
+//   without a peer (our fsyncs per write, reclamation cycles) have null
+//   peer, peer_value and ratio. For the raw_fdatasync peer, "threads" is
+//   ours; the raw loop is 1 thread. For the reclaim_off peer, "ours" is our
+//   engine with reclamation on and "peer_value" the same engine with it off. ours_rss_mib and peer_rss_mib: the peak RSS in MiB of the child
 //   that ran each engine's part (null where not measured).
 //
 // The data lives under --dir (default ./bench-data/db), removed at the end.
@@ -132,6 +171,7 @@
 
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/options.h>
 #include <rocksdb/table.h>
 #include <rocksdb/version.h>
@@ -190,7 +230,10 @@ std::size_t cache_bytes() { return cache_mib << 20; }
 // reserves no high-priority pool (--cache_high_pri_pool_ratio 0; the
 // library's LRU cache reserves half) and the table cache has 16 shards
 // (--table_cache_numshardbits 4; the library's default is 64).
-std::unique_ptr<rocksdb::DB> open_rocksdb(const std::string& dir, bool avoid_flush_during_shutdown = false) {
+// `tune`, when given, changes the options last (the reclaim case's write
+// buffer and listener).
+std::unique_ptr<rocksdb::DB> open_rocksdb(const std::string& dir, bool avoid_flush_during_shutdown = false,
+                                          const std::function<void(rocksdb::Options&)>& tune = {}) {
   rocksdb::Options o;
   rocksdb::BlockBasedTableOptions table;
   rocksdb::LRUCacheOptions cache(cache_bytes(), /*num_shard_bits=*/-1, /*strict_capacity_limit=*/false,
@@ -200,6 +243,7 @@ std::unique_ptr<rocksdb::DB> open_rocksdb(const std::string& dir, bool avoid_flu
   o.table_cache_numshardbits = 4;
   o.create_if_missing = true;
   o.avoid_flush_during_shutdown = avoid_flush_during_shutdown;
+  if (tune) tune(o);
   rocksdb::DB* raw = nullptr;
   auto st = rocksdb::DB::Open(o, dir, &raw);
   if (!st.ok()) {
@@ -1003,6 +1047,228 @@ void overwrite_case(const std::string& base, std::uint64_t keys, std::uint64_t r
       writes / m[0].figures[rounds + 1], writes / m[1].figures[rounds + 1], m[0].rss_mib, m[1].rss_mib);
 }
 
+// ---------------------------------------------------------------------------
+// reclaim: durable random overwrites with automatic space reclamation on and
+// off, and RocksDB with its automatic compactions (see the top comment).
+
+std::uint64_t reclaim_ops = 0;  // 0: keys / 5
+std::size_t reclaim_checkpoint_bytes = std::size_t{64} << 10;
+int reclaim_only_threads = 0;   // --reclaim-threads: 0 both 1 and 32, else only this count
+std::size_t reclaim_first_turn = 0;  // --reclaim-turn: rotation of (on, off, RocksDB) at the first count
+
+// 100 letters and digits drawn from `seed`.
+void random_value_into(std::uint64_t seed, std::string& v) {
+  static constexpr char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  v.resize(100);
+  for (std::size_t k = 0; k < v.size(); k += 8) {
+    std::uint64_t h = splitmix64(seed);
+    for (std::size_t m = k; m < std::min(v.size(), k + 8); ++m, h >>= 8) v[m] = alphabet[(h & 0xff) % 62];
+  }
+}
+
+struct overwrite_timing {
+  double rate = 0;  // writes/s over the phase
+  double p50_us = 0, p99_us = 0, p999_us = 0, max_us = 0;
+};
+
+// `ops` durable overwrites of random keys below `keys` from `threads`
+// threads; thread t draws its keys and values from seed t, whatever the
+// engine. `put(key, value)` is the timed call; the key and value are made
+// before the clock starts.
+template <class Put>
+overwrite_timing run_overwrites(int threads, std::uint64_t keys, std::uint64_t ops, Put put) {
+  std::vector<latency_histogram> hist(static_cast<std::size_t>(threads));
+  std::vector<std::uint64_t> worst(static_cast<std::size_t>(threads), 0);
+  std::vector<std::thread> ts;
+  auto t0 = clock_type::now();
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      auto ut = static_cast<std::uint64_t>(t), n = static_cast<std::uint64_t>(threads);
+      std::uint64_t mine = ops / n + (ut < ops % n ? 1 : 0);
+      std::uint64_t rng = 0x7ec1a1e0000ULL + ut;
+      auto& h = hist[ut];
+      std::string value;
+      char k[16];
+      for (std::uint64_t j = 0; j < mine; ++j) {
+        key_into(splitmix64(rng) % keys, k);
+        random_value_into(splitmix64(rng), value);
+        auto a = clock_type::now();
+        put(std::string_view(k, sizeof k), std::string_view(value));
+        auto ns = static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - a).count());
+        h.add(ns);
+        worst[ut] = std::max(worst[ut], ns);
+      }
+    });
+  for (auto& th : ts) th.join();
+  overwrite_timing r;
+  r.rate = static_cast<double>(ops) / since(t0);
+  for (std::size_t t = 1; t < hist.size(); ++t) hist[0].merge(hist[t]);
+  r.p50_us = hist[0].quantile(0.5) / 1000;
+  r.p99_us = hist[0].quantile(0.99) / 1000;
+  r.p999_us = hist[0].quantile(0.999) / 1000;
+  r.max_us = static_cast<double>(*std::max_element(worst.begin(), worst.end())) / 1000;
+  return r;
+}
+
+// Counts RocksDB's completed flushes and compactions.
+class flush_and_compaction_counter : public rocksdb::EventListener {
+ public:
+  void OnFlushCompleted(rocksdb::DB*, const rocksdb::FlushJobInfo&) override { ++flushes; }
+  void OnCompactionCompleted(rocksdb::DB*, const rocksdb::CompactionJobInfo&) override { ++compactions; }
+  std::atomic<std::uint64_t> flushes{0}, compactions{0};
+};
+
+// Figures of one configuration's child, in this order.
+enum reclaim_figure : std::size_t {
+  rf_rate, rf_p50, rf_p99, rf_p999, rf_max,
+  rf_cycles, rf_reclaimed, rf_node_bytes, rf_wal_bytes, rf_live_node_bytes, rf_checkpoints,  // ours
+  rf_node_syncs, rf_log_fsyncs,  // ours: pack fdatasyncs and log fsyncs during the run
+  rf_count
+};
+
+// Ours: load (reclamation off, default checkpoint_bytes), close, reopen with
+// the run's options and `amplification` (0: off), overwrite.
+std::vector<double> reclaim_ours(const std::string& dir, std::uint64_t keys, std::uint64_t ops, int threads,
+                                 double amplification) {
+  {
+    auto o = db_options(dir, /*no_sync=*/true);
+    o.shard.max_space_amplification = 0;
+    auto db = must(database::open(o), "open");
+    round_ours(*db, round_plan(keys, 0));
+    must(db->commit(), "commit");
+  }
+  auto o = db_options(dir);
+  o.shard.checkpoint_bytes = reclaim_checkpoint_bytes;
+  o.shard.max_space_amplification = amplification;
+  auto db = must(database::open(o), "reopen");
+  auto before = must(db->stats(), "stats");
+  auto t = run_overwrites(threads, keys, ops, [&](std::string_view k, std::string_view v) { must(db->put(k, v), "put"); });
+  auto after = must(db->stats(), "stats");
+  std::vector<double> f(rf_count, 0);
+  f[rf_rate] = t.rate, f[rf_p50] = t.p50_us, f[rf_p99] = t.p99_us, f[rf_p999] = t.p999_us, f[rf_max] = t.max_us;
+  for (std::size_t s = 0; s < after.usage.size(); ++s) {
+    const auto &u = after.usage[s], &b = before.usage[s];
+    f[rf_cycles] += static_cast<double>(u.reclaim_cycles - b.reclaim_cycles);
+    f[rf_reclaimed] += static_cast<double>(u.reclaimed_bytes - b.reclaimed_bytes);
+    f[rf_node_bytes] += static_cast<double>(u.node_bytes);
+    f[rf_wal_bytes] += static_cast<double>(u.wal_bytes);
+    f[rf_live_node_bytes] += static_cast<double>(u.live_node_bytes);
+    f[rf_checkpoints] += static_cast<double>(after.shards[s].checkpoints - before.shards[s].checkpoints);
+    f[rf_node_syncs] += static_cast<double>(u.node_syncs - b.node_syncs);
+    f[rf_log_fsyncs] += static_cast<double>(after.shards[s].log_fsyncs - before.shards[s].log_fsyncs);
+  }
+  return f;
+}
+
+// RocksDB: the same load with a write buffer of 2 x checkpoint_bytes, its
+// compactions waited for, then the same overwrites with sync=true. Figures:
+// rate, p50, p99, p999, max, then flushes and compactions during the run.
+std::vector<double> reclaim_rocksdb(const std::string& dir, std::uint64_t keys, std::uint64_t ops, int threads) {
+  auto counter = std::make_shared<flush_and_compaction_counter>();
+  auto r = open_rocksdb(dir, false, [&](rocksdb::Options& o) {
+    o.write_buffer_size = shard_count * reclaim_checkpoint_bytes;
+    o.listeners.push_back(counter);
+  });
+  round_rocksdb(*r, round_plan(keys, 0));
+  rocksdb_must(r->Flush(rocksdb::FlushOptions()), "flush");
+  settle(*r);
+  std::uint64_t flushes = counter->flushes, compactions = counter->compactions;
+  rocksdb::WriteOptions wo;
+  wo.sync = true;
+  auto t = run_overwrites(threads, keys, ops, [&](std::string_view k, std::string_view v) {
+    rocksdb_must(r->Put(wo, rocksdb::Slice(k.data(), k.size()), rocksdb::Slice(v.data(), v.size())), "put");
+  });
+  return {t.rate, t.p50_us, t.p99_us, t.p999_us, t.max_us, static_cast<double>(counter->flushes - flushes),
+          static_cast<double>(counter->compactions - compactions)};
+}
+
+void reclaim_case(const std::string& base, std::uint64_t keys) {
+  std::uint64_t ops = reclaim_ops ? reclaim_ops : std::max<std::uint64_t>(1, keys / 5);
+  const double on_amplification = shard_options{}.max_space_amplification;
+  std::filesystem::remove_all(base + "/c");
+  std::filesystem::create_directories(base + "/c");
+  say("reclaim: {} keys loaded, then {} durable random overwrites (fsync policy always) from 1 and 32 threads, "
+      "checkpoint_bytes {} KiB; reclamation on (max_space_amplification {}) and off (0), each in its own child "
+      "with a fresh load; RocksDB with a {} KiB write buffer\n",
+      keys, ops, reclaim_checkpoint_bytes >> 10, on_amplification, (shard_count * reclaim_checkpoint_bytes) >> 10);
+  std::size_t turn = reclaim_first_turn;
+  for (int threads : {1, 32}) {
+    if (reclaim_only_threads && threads != reclaim_only_threads) continue;
+    std::vector<double> on, off, rocks;
+    double on_rss = 0, off_rss = 0, rocks_rss = 0;
+    std::vector<std::function<void()>> configs = {
+        [&] {
+          auto c = in_child([&](std::vector<double>& f) { f = reclaim_ours(base + "/c/on", keys, ops, threads, on_amplification); });
+          on = c.figures, on_rss = c.rss_mib;
+          std::filesystem::remove_all(base + "/c/on");
+        },
+        [&] {
+          auto c = in_child([&](std::vector<double>& f) { f = reclaim_ours(base + "/c/off", keys, ops, threads, 0); });
+          off = c.figures, off_rss = c.rss_mib;
+          std::filesystem::remove_all(base + "/c/off");
+        },
+        [&] {
+          auto c = in_child([&](std::vector<double>& f) { f = reclaim_rocksdb(base + "/c/rocksdb", keys, ops, threads); });
+          rocks = c.figures, rocks_rss = c.rss_mib;
+          std::filesystem::remove_all(base + "/c/rocksdb");
+        },
+    };
+    for (std::size_t k = 0; k < configs.size(); ++k) configs[(k + turn) % configs.size()]();
+    ++turn;
+    if (on.size() != rf_count || off.size() != rf_count || rocks.size() != 7) {
+      fmt::print(stderr, "db_bench: a reclaim child sent back the wrong number of figures\n");
+      std::exit(1);
+    }
+
+    auto space = [&](const std::vector<double>& f) { return (f[rf_node_bytes] + f[rf_wal_bytes]) / live_bytes(keys); };
+    auto add = [&](std::string what, std::string unit, double ours, std::string peer, double peer_value, double peer_rss,
+                   bool lower, std::string target = "", std::optional<bool> met = std::nullopt) {
+      report_row r{"reclaim", std::move(what), threads, std::move(unit), ours, std::move(peer), peer_value, lower,
+                   std::move(target), met};
+      r.ours_rss_mib = on_rss;
+      if (!r.peer.empty()) r.peer_rss_mib = peer_rss;
+      rows.push_back(std::move(r));
+    };
+    bool p99_met = on[rf_p99] <= 2 * off[rf_p99];
+    add("durable overwrite latency median", "us", on[rf_p50], "reclaim_off", off[rf_p50], off_rss, true);
+    add("durable overwrite latency p99", "us", on[rf_p99], "reclaim_off", off[rf_p99], off_rss, true, "ratio <= 2",
+        p99_met);
+    add("durable overwrites", "writes/s", on[rf_rate], "reclaim_off", off[rf_rate], off_rss, false);
+    add("space amplification at the end", "x", space(on), "reclaim_off", space(off), off_rss, true);
+    add("reclamation cycles completed in the run", "cycles", on[rf_cycles], "", 0, 0, false);
+    add("MiB reclaimed in the run", "MiB", on[rf_reclaimed] / 1048576.0, "", 0, 0, false);
+    add("durable overwrite latency p99", "us", on[rf_p99], "rocksdb", rocks[2], rocks_rss, true);
+    add("durable overwrites", "writes/s", on[rf_rate], "rocksdb", rocks[0], rocks_rss, false);
+
+    auto line = [&](const char* name, const std::vector<double>& f) {
+      say("reclaim {:>2} thread{}: {:<11} {:>8.0f} writes/s, median {:.1f} us, p99 {:.1f} us, p99.9 {:.1f} us, max "
+          "{:.1f} us\n",
+          threads, threads == 1 ? " " : "s", name, f[rf_rate], f[rf_p50], f[rf_p99], f[rf_p999], f[rf_max]);
+    };
+    line("on", on);
+    line("reclaim_off", off);
+    line("RocksDB", rocks);
+    for (const auto* f : {&on, &off})
+      say("                    {:<11} {:.0f} checkpoints, {:.0f} reclamation cycles completed, {:.1f} MiB reclaimed, "
+          "{:.0f} pack fdatasyncs, {:.0f} log fsyncs; at the end node bytes {:.1f} MiB, log bytes {:.1f} MiB: {:.2f}x "
+          "the live bytes ({:.1f} MiB){}\n",
+          f == &on ? "on" : "reclaim_off", (*f)[rf_checkpoints], (*f)[rf_cycles], (*f)[rf_reclaimed] / 1048576.0,
+          (*f)[rf_node_syncs], (*f)[rf_log_fsyncs],
+          (*f)[rf_node_bytes] / 1048576.0, (*f)[rf_wal_bytes] / 1048576.0, space(*f), live_bytes(keys) / 1048576.0,
+          (*f)[rf_live_node_bytes] > 0
+              ? fmt::format("; node bytes / live node bytes the last cycle found {:.2f}x",
+                            (*f)[rf_node_bytes] / (*f)[rf_live_node_bytes])
+              : std::string());
+    say("                    RocksDB     {:.0f} flushes and {:.0f} compactions completed during the run\n", rocks[5],
+        rocks[6]);
+    say("reclaim {:>2} thread{}: p99 on / off {:.2f}x (target <= 2x: {}){}\n", threads, threads == 1 ? " " : "s",
+        on[rf_p99] / off[rf_p99], verdict(p99_met),
+        on[rf_cycles] == 0 ? "; NO reclamation cycle completed during the run: the figure says nothing" : "");
+  }
+  std::filesystem::remove_all(base + "/c");
+}
+
 // The peer's read loop on a directory RocksDB's own db_bench filled with
 // fillseq (see the top comment); prints one line.
 int rocksdb_readrandom(const std::string& dir, std::uint64_t keys, double seconds) {
@@ -1023,12 +1289,17 @@ int rocksdb_readrandom(const std::string& dir, std::uint64_t keys, double second
   return missed.load() ? 2 : 0;
 }
 
-void print_json(const std::string& base, double seconds, std::uint64_t keys, std::uint64_t rounds) {
+// `reclaim`: the reclaim case ran, and the header names its ops and
+// checkpoint_bytes.
+void print_json(const std::string& base, double seconds, std::uint64_t keys, std::uint64_t rounds, bool reclaim) {
   std::string out = fmt::format(
       "{{\"program\":\"db_bench\",\"date\":\"{}\",\"dir\":{},\"seconds\":{},\"keys\":{},\"cache_mib\":{},"
-      "\"rounds\":{},\"shards\":{},\"rocksdb\":\"{}.{}.{}\",\"lmdb\":\"{}.{}.{}\",\"rows\":[",
-      utc_now(), json_string(base), json_number(seconds), keys, cache_mib, rounds, shard_count, ROCKSDB_MAJOR,
-      ROCKSDB_MINOR, ROCKSDB_PATCH, MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH);
+      "\"rounds\":{},\"shards\":{},{}\"rocksdb\":\"{}.{}.{}\",\"lmdb\":\"{}.{}.{}\",\"rows\":[",
+      utc_now(), json_string(base), json_number(seconds), keys, cache_mib, rounds, shard_count,
+      reclaim ? fmt::format("\"ops\":{},\"checkpoint_bytes\":{},", reclaim_ops ? reclaim_ops : std::max<std::uint64_t>(1, keys / 5),
+                            reclaim_checkpoint_bytes)
+              : std::string(),
+      ROCKSDB_MAJOR, ROCKSDB_MINOR, ROCKSDB_PATCH, MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH);
   out += json_rows(rows, /*rss_columns=*/true);
   fmt::print("{}\n]}}\n", out);
 }
@@ -1036,7 +1307,9 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
 [[noreturn]] void usage() {
   fmt::print(stderr,
              "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
-             "[--spin-polls N] [--wal-preallocate BYTES] [--only writes|gets|restart|load|overwrite] [--json]\n"
+             "[--spin-polls N] [--wal-preallocate BYTES] [--ops N] [--checkpoint-bytes B]\n"
+             "                [--reclaim-threads 1|32] [--reclaim-turn K]\n"
+             "                [--only writes|gets|restart|load|overwrite|reclaim] [--json]\n"
              "       db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]\n");
   std::exit(2);
 }
@@ -1047,11 +1320,16 @@ int main(int argc, char** argv) {
   std::string base = "bench-data/db", only, readrandom_dir;
   double seconds = 3;
   std::uint64_t keys = 1'000'000, rounds = 10;
+  bool keys_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--dir" && i + 1 < argc) base = argv[++i];
     else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
-    else if (a == "--keys" && i + 1 < argc) keys = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--keys" && i + 1 < argc) keys = std::strtoull(argv[++i], nullptr, 10), keys_given = true;
+    else if (a == "--ops" && i + 1 < argc) reclaim_ops = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--checkpoint-bytes" && i + 1 < argc) reclaim_checkpoint_bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--reclaim-threads" && i + 1 < argc) reclaim_only_threads = std::atoi(argv[++i]);
+    else if (a == "--reclaim-turn" && i + 1 < argc) reclaim_first_turn = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--cache-mib" && i + 1 < argc) cache_mib = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--rounds" && i + 1 < argc) rounds = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
@@ -1062,9 +1340,12 @@ int main(int argc, char** argv) {
     else if (a == "--json") json_output = true;
     else usage();
   }
-  const std::vector<std::string> cases = {"writes", "gets", "restart", "load", "overwrite"};
+  const std::vector<std::string> cases = {"writes", "gets", "restart", "load", "overwrite", "reclaim"};
+  // reclaim preloads 200 000 keys unless told otherwise.
+  if (only == "reclaim" && !keys_given) keys = 200'000;
   // The database wants at least 1 MiB of cache a shard.
   if (!(seconds > 0) || keys == 0 || rounds == 0 || shard_count == 0 || cache_mib < shard_count ||
+      reclaim_checkpoint_bytes == 0 || !(reclaim_only_threads == 0 || reclaim_only_threads == 1 || reclaim_only_threads == 32) ||
       cache_mib > (std::size_t{1} << 20) ||
       !(only.empty() || std::find(cases.begin(), cases.end(), only) != cases.end()))
     usage();
@@ -1077,7 +1358,9 @@ int main(int argc, char** argv) {
   if (run("restart")) in_child([&](std::vector<double>&) { restart_case(base); });
   if (run("load")) load_case(base, keys);
   if (run("overwrite")) overwrite_case(base, keys, rounds);
+  // Not part of a run of every case: it is long (durable writes, 1 thread).
+  if (only == "reclaim") reclaim_case(base, keys);
   std::filesystem::remove_all(base);
-  if (json_output) print_json(base, seconds, keys, rounds);
+  if (json_output) print_json(base, seconds, keys, rounds, only == "reclaim");
   return 0;
 }

@@ -1,7 +1,7 @@
 // `magnetite bench` (tools/bench_command.h): the built tool runs the built
 // bench/db_bench (both found beside this test's directory) on its cheapest
-// workload, restart, a few seconds a run, on gets, load and overwrite with few
-// keys and a small cache, and its errors.
+// workload, restart, a few seconds a run, on gets, load, overwrite and reclaim
+// with few keys and a small cache, and its errors.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -133,7 +133,7 @@ TEST_CASE("cli bench: an unknown workload, a bad --seconds and a missing db_benc
   CHECK(unknown.out.empty());
   CHECK(lines(unknown.err) == 1);
   CHECK(unknown.err.find("'everything'") != std::string::npos);
-  CHECK(unknown.err.find("writes, gets, restart, load, overwrite or all") != std::string::npos);
+  CHECK(unknown.err.find("writes, gets, restart, load, overwrite, reclaim or all") != std::string::npos);
 
   auto zero = run("MAGNETITE_DB_BENCH=" + db_bench(), data + " bench --seconds 0");
   CHECK(zero.exit_code == 2);
@@ -290,6 +290,11 @@ TEST_CASE("cli bench: --keys, --rounds and --cache-mib are passed on, and checke
   auto args = read_whole_file(env::posix(), d / "args").value();
   CHECK(args.find(" --json --only overwrite --keys 2000 --rounds 3 --cache-mib 8\n") != std::string::npos);
   std::filesystem::remove(d / "args");
+  r = run("MAGNETITE_DB_BENCH=" + fake, data + " bench --workload reclaim");
+  CHECK(r.exit_code == 2);
+  args = read_whole_file(env::posix(), d / "args").value();
+  CHECK(args.find(" --json --only reclaim\n") != std::string::npos);  // db_bench's own default keys (200 000)
+  std::filesystem::remove(d / "args");
   for (const char* bad : {" --cache-mib 1 bench", " bench --keys 0", " bench --rounds 0", " bench --rounds 1001"}) {
     CAPTURE(bad);
     auto e = run("MAGNETITE_DB_BENCH=" + fake, data + bad);
@@ -298,4 +303,65 @@ TEST_CASE("cli bench: --keys, --rounds and --cache-mib are passed on, and checke
     CHECK(lines(e.err) == 1);
   }
   CHECK_FALSE(std::filesystem::exists(d / "args"));  // none of them ran db_bench
+}
+
+TEST_CASE("cli bench: reclaim with few keys: on beside reclaim_off and RocksDB, ratios as on / off, cycles") {
+  REQUIRE(std::filesystem::exists(db_bench()));
+  testing::temp_dir d("cli-bench");
+  auto r = run("env -u MAGNETITE_DB_BENCH",
+               "--data " + d / "data" + " --cache-mib 8 bench --workload reclaim --keys 3000 --json");
+  INFO("stdout: " << r.out << "\nstderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(field(header_of(r.out), "keys") == "3000");
+  CHECK(field(header_of(r.out), "ops") == "600");  // keys / 5
+  CHECK(field(header_of(r.out), "checkpoint_bytes") == "65536");
+  auto rows = rows_of(r.out);
+  REQUIRE(rows.size() == 16);  // 8 a thread count, 1 and 32 threads
+  std::map<std::string, double> on;  // "case/threads" -> ours, the same beside every peer
+  std::size_t off_rows = 0, rocksdb_rows = 0, lone_rows = 0;
+  for (const auto& row : rows) {
+    CAPTURE(row);
+    CHECK(field(row, "workload") == "\"reclaim\"");
+    std::string threads = field(row, "threads"), what = field(row, "case"), peer = field(row, "peer");
+    CHECK((threads == "1" || threads == "32"));
+    double ours = number_field(row, "ours");
+    CHECK(ours >= 0);
+    CHECK(number_field(row, "ours_rss_mib") > 0);
+    auto [at, fresh] = on.emplace(what + "/" + threads, ours);
+    if (!fresh) CHECK(at->second == ours);
+    if (peer == "null") {
+      // Cycles and MiB reclaimed: ours alone.
+      ++lone_rows;
+      CHECK((field(row, "unit") == "\"cycles\"" || field(row, "unit") == "\"MiB\""));
+      CHECK(field(row, "ratio") == "null");
+      CHECK(field(row, "peer_value") == "null");
+      continue;
+    }
+    CHECK((peer == "\"reclaim_off\"" || peer == "\"rocksdb\""));
+    (peer == "\"reclaim_off\"" ? off_rows : rocksdb_rows)++;
+    double peer_value = number_field(row, "peer_value");
+    CHECK(ours > 0);
+    CHECK(peer_value > 0);
+    CHECK(number_field(row, "peer_rss_mib") > 0);
+    double ratio = number_field(row, "ratio");
+    CHECK(ratio == doctest::Approx(ours / peer_value).epsilon(0.01));
+    if (what == "\"durable overwrite latency p99\"" && peer == "\"reclaim_off\"") {
+      CHECK(field(row, "target") == "\"ratio <= 2\"");
+      CHECK(field(row, "met") == (ratio <= 2 ? "true" : "false"));
+    } else {
+      CHECK(field(row, "target") == "null");
+    }
+    if (field(row, "unit") == "\"writes/s\"") CHECK(field(row, "better") == "\"higher\"");
+    else CHECK(field(row, "better") == "\"lower\"");
+  }
+  CHECK(off_rows == 8);
+  CHECK(rocksdb_rows == 4);
+  CHECK(lone_rows == 4);
+  for (std::string threads : {"1", "32"}) {
+    CHECK(on["\"durable overwrite latency p99\"/" + threads] >= on["\"durable overwrite latency median\"/" + threads]);
+    // Every key is live: our files hold at least the compressed data.
+    CHECK(on["\"space amplification at the end\"/" + threads] > 0);
+  }
+  CHECK(r.err.find("reclaim  1 thread : p99 on / off") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(d / "data"));
 }

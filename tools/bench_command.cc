@@ -293,13 +293,14 @@ void print_table(const bench_report& r, const std::string& data_dir) {
   fmt::print(fmt::runtime(head), "workload", "case", "threads", "magnetite", "peer", "peer value", "ours/peer",
              "unit", rss ? fmt::format("{:>8}  {:>8}  ", "ours MiB", "peer MiB") : "", "target");
   std::string last;
-  bool lower_rows = false, raw_rows = false, lmdb_rows = false;
+  bool lower_rows = false, raw_rows = false, lmdb_rows = false, off_rows = false;
   for (const auto& row : r.rows) {
     if (!last.empty() && row.workload != last) fmt::print("\n");
     last = row.workload;
     if (row.peer && row.better == "lower") lower_rows = true;
     if (row.peer == "raw_fdatasync") raw_rows = true;
     if (row.peer == "lmdb") lmdb_rows = true;
+    if (row.peer == "reclaim_off") off_rows = true;
     std::string target = row.target ? *row.target : "";
     if (row.target && row.met) target += *row.met ? ": PASS" : ": MISS";
     auto mib = [](const std::optional<double>& v) { return v ? fmt::format("{:.0f}", *v) : std::string("-"); };
@@ -319,6 +320,9 @@ void print_table(const bench_report& r, const std::string& data_dir) {
   if (raw_rows)
     fmt::print("raw_fdatasync: one thread writing 116-byte records into a preallocated file, fdatasync after each "
                "(the disk's limit for one sync per write), beside every thread count.\n");
+  if (off_rows)
+    fmt::print("reclaim_off: magnetite itself with automatic space reclamation off (max_space_amplification 0), the "
+               "same load and writes; magnetite: reclamation on (the default, 1.5).\n");
   if (rss)
     fmt::print("ours MiB, peer MiB: peak resident memory of the process that ran the engine's part of the case "
                "(each engine in its own child process).\n");
@@ -437,10 +441,10 @@ child_outcome run_child(const std::string& program, const std::vector<std::strin
 }
 
 int run(const bench_command_options& o) {
-  const std::vector<std::string> workloads = {"writes", "gets", "restart", "load", "overwrite", "all"};
+  const std::vector<std::string> workloads = {"writes", "gets", "restart", "load", "overwrite", "reclaim", "all"};
   if (std::find(workloads.begin(), workloads.end(), o.workload) == workloads.end())
-    throw bench_error{
-        fmt::format("unknown workload '{}': choose writes, gets, restart, load, overwrite or all", o.workload)};
+    throw bench_error{fmt::format("unknown workload '{}': choose writes, gets, restart, load, overwrite, reclaim or all",
+                                  o.workload)};
   if (o.seconds && !(*o.seconds > 0 && *o.seconds <= 3600))
     throw bench_error{fmt::format("--seconds wants a number above 0 and at most 3600, got {}", *o.seconds)};
   if (o.keys && !(*o.keys >= 1 && *o.keys <= 10'000'000'000ULL))

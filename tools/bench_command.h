@@ -13,13 +13,15 @@
 //   When none is an executable file: one line on stderr, "magnetite: db_bench
 //   not found: build the bench targets (ninja -C build) or set
 //   MAGNETITE_DB_BENCH", and exit 2.
-// - workload is writes, gets, restart, load, overwrite or all (all runs every
-//   one); anything else is one line on stderr naming the valid ones, exit 2.
+// - workload is writes, gets, restart, load, overwrite, reclaim or all (all
+//   runs every one but reclaim, which is long: durable writes from 1 thread);
+//   anything else is one line on stderr naming the valid ones, exit 2.
 //   seconds, when given, must be above 0 and at most 3600; it becomes
 //   db_bench's --seconds (the length of each measured case; db_bench's default
 //   is 3 s). keys (1 to 10^10), rounds (1 to 1000) and cache_mib (2 to
 //   2^20), when given, become db_bench's --keys, --rounds and --cache-mib (its
-//   defaults: 1 000 000, 10 and 1024); out of range: one line, exit 2.
+//   defaults: 1 000 000 keys, 200 000 for reclaim, 10 and 1024); out of range:
+//   one line, exit 2.
 // - The benchmark's files live in a fresh directory bench-XXXXXX made inside
 //   data_dir (the --data directory, created if missing), so the figures are
 //   those of that file system. That directory is removed afterwards, whether
@@ -46,7 +48,7 @@ namespace magnetite {
 
 struct bench_command_options {
   std::string data_dir;            // --data
-  std::string workload = "all";    // writes | gets | restart | load | overwrite | all
+  std::string workload = "all";    // writes | gets | restart | load | overwrite | reclaim | all
   std::optional<double> seconds;   // db_bench --seconds
   std::optional<std::uint64_t> keys;     // db_bench --keys
   std::optional<std::uint64_t> rounds;   // db_bench --rounds

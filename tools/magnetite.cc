@@ -13,7 +13,7 @@
 //   magnetite diff ROOT_A ROOT_B
 //   magnetite gc [--json]
 //   magnetite demo
-//   magnetite bench [--workload writes|gets|restart|load|overwrite|all] [--seconds S]
+//   magnetite bench [--workload writes|gets|restart|load|overwrite|reclaim|all] [--seconds S]
 //                   [--keys N] [--rounds R] [--json]
 //
 // Global: --data DIR, --shards N (used when the directory is created; an
@@ -179,10 +179,12 @@ void declare(CLI::App& app, command_line& c) {
   c.gc->add_flag("--json", c.json, "one JSON object");
   c.demo = app.add_subcommand("demo", "a guided tour of what magnetite does, on --data");
   c.bench = app.add_subcommand("bench", "bench/db_bench's side-by-side figures: ours beside RocksDB, LMDB, fdatasync");
-  c.bench->add_option("--workload", c.bench_options.workload, "writes, gets, restart, load, overwrite or all")
+  c.bench->add_option("--workload", c.bench_options.workload,
+                      "writes, gets, restart, load, overwrite, reclaim or all (all: every one but reclaim)")
       ->capture_default_str();
   c.bench->add_option("--seconds", c.bench_options.seconds, "length of each measured case (db_bench's default: 3)");
-  c.bench->add_option("--keys", c.bench_options.keys, "keys of gets, load and overwrite (db_bench's default: 1000000)");
+  c.bench->add_option("--keys", c.bench_options.keys,
+                      "keys of gets, load, overwrite and reclaim (db_bench's default: 1000000; reclaim: 200000)");
   c.bench->add_option("--rounds", c.bench_options.rounds, "rounds of overwrite (db_bench's default: 10)");
   c.bench->add_flag("--json", c.bench_options.json, "print db_bench's JSON object instead of the table");
   c.serve = app.add_subcommand("serve", "run one node of a replicated cluster (docs/design/replication.md) on --data");
