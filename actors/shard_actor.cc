@@ -33,6 +33,7 @@ struct shard_state {
   bool aging = false;  // the checkpoint_interval timer is armed
   bool syncing = false;  // the fsync_interval timer is armed
   bool reclaim_scheduled = false;  // a (reclaim) step is in the mailbox
+  bool reclaim_yielded = false;    // that step already let a group go first
   std::uint64_t generation = 0;
   std::optional<std::uint64_t> armed;
 
@@ -528,6 +529,16 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         auto& s = self->state;
         s.reclaim_scheduled = false;
         if (!s.db) return;
+        // Writes staged while the previous step ran wait for their group,
+        // which is queued behind this step: let it go first, once, so a write
+        // waits for at most the step that was running when it arrived.
+        if (s.group_scheduled && !s.reclaim_yielded) {
+          s.reclaim_yielded = true;
+          s.reclaim_scheduled = true;
+          self->send(self, reclaim_atom::value);
+          return;
+        }
+        s.reclaim_yielded = false;
         auto done = s.db->reclaim_step();
         if (!done) {
           // Damage the cycle met is left to verify to report; a failed write
