@@ -86,6 +86,14 @@ struct fixture {
     return s;
   }
 
+  shard_usage usage(caf::scoped_actor& client, const shard_actor& shard) {
+    client->send(shard, usage_atom::value);
+    sched->run();
+    shard_usage u;
+    client->receive([&](const shard_usage& x) { u = x; }, [](caf::error& e) { FAIL(caf::to_string(e)); });
+    return u;
+  }
+
   void put(caf::scoped_actor& client, const shard_actor& shard, std::string key, std::string value) {
     client->send(shard, put_atom::value, std::move(key), std::move(value), std::int64_t{0});
     sched->run();
@@ -586,13 +594,7 @@ TEST_CASE("shard actor: space is reclaimed by itself, in steps, keeping retained
   caf::scoped_actor client{*f.sys};
   std::mt19937_64 rng(7);
   std::map<std::string, std::string> latest;
-  auto usage = [&] {
-    client->send(shard, usage_atom::value);
-    f.sched->run();
-    shard_usage u;
-    client->receive([&](const shard_usage& x) { u = x; }, [](caf::error& e) { FAIL(caf::to_string(e)); });
-    return u;
-  };
+  auto usage = [&] { return f.usage(client, shard); };
   // One round rewrites every key with new values, then checkpoints (commit);
   // run() also runs every reclamation step the checkpoints started.
   auto round = [&]() -> hash128 {
@@ -668,13 +670,7 @@ TEST_CASE("shard actor: deleting most keys is reclaimed too, though the packs do
     }
     commit();
   }
-  auto usage = [&] {
-    client->send(shard, usage_atom::value);
-    f.sched->run();
-    shard_usage u;
-    client->receive([&](const shard_usage& x) { u = x; }, [](caf::error& e) { FAIL(caf::to_string(e)); });
-    return u;
-  };
+  auto usage = [&] { return f.usage(client, shard); };
   shard_usage full = usage();
   REQUIRE(full.reclaim_cycles > 0);
   for (int i = 0; i < 1000; ++i) {
