@@ -175,8 +175,9 @@ class database {
   // without the lines verify reported damaged.
   result<database_gc_report> gc();
   // Runs a space reclamation cycle on every shard now, to its end, whether or
-  // not one is due (the shards start them by themselves after checkpoints);
-  // the bytes each gave back. A shard's writes wait while its cycle runs. For
+  // not one is due and whatever max_space_amplification says (even 0): every
+  // pack holding garbage is a victim (the cycle aims at 1.01x). The shards
+  // also start cycles by themselves after checkpoints. The bytes each gave back. A shard's writes wait while its cycle runs. For
   // operators and tests; gc() does the same job by copying every live node.
   result<std::vector<std::uint64_t>> reclaim();
 

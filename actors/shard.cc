@@ -624,12 +624,12 @@ bool shard::reclaim_due() const {
   return store_->reclaim_due(options_.max_space_amplification, options_.reclaim_min_bytes, scale);
 }
 
-status shard::begin_reclaim(std::span<const hash128> retained) {
+status shard::begin_reclaim(std::span<const hash128> retained, std::optional<double> max_amplification) {
   MAGNETITE_TRY(check_usable());
   auto roots = kept_roots(retained);
   auto entries = tree::prolly_tree(*store_, options_.chunking).count(view_->root());
   if (!entries) return entries.error();
-  status s = store_->begin_reclaim(roots, options_.max_space_amplification);
+  status s = store_->begin_reclaim(roots, max_amplification.value_or(options_.max_space_amplification));
   if (s) entries_at_reclaim_ = *entries;
   if (!s && !store_->failure().is_ok()) return fail(s);
   return s;

@@ -293,8 +293,9 @@ class shard {
   // until the merge, and a cycle begun then would drop them) unless the
   // import is a minute old (a pull that never ends must not block it for good).
   bool reclaim_due() const;
-  // Starts a cycle keeping the current root, `retained` and pinned views' roots.
-  status begin_reclaim(std::span<const hash128> retained);
+  // Starts a cycle keeping the current root, `retained` and pinned views' roots,
+  // aiming at `max_amplification` (nullopt: the option's).
+  status begin_reclaim(std::span<const hash128> retained, std::optional<double> max_amplification = {});
   // One step; true when the cycle ended. A damaged node ends the cycle with
   // its error (the shard goes on); a failed write or sync stops the shard.
   result<bool> reclaim_step();

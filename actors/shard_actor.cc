@@ -454,7 +454,9 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         if (!finish_group(self)) return to_error(db->failure());
         std::uint64_t before = db->reclaimed_bytes();
         auto run = [&]() -> status {
-          MAGNETITE_TRY(db->begin_reclaim(*roots));
+          // Asked for: give back what can be given, whatever the policy (or
+          // with the policy off).
+          MAGNETITE_TRY(db->begin_reclaim(*roots, 1.01));
           for (;;) {
             auto done = db->reclaim_step();
             if (!done) return done.error();

@@ -437,3 +437,40 @@ TEST_CASE("database: every key rewritten ten times with a commit after each: the
   // An older commit is no longer retained, and says so.
   CHECK_FALSE(db->diff(commits[0].combined, commits[9].combined).is_ok());
 }
+
+TEST_CASE("database: reclaim() gives back the garbage now, with automatic reclamation off") {
+  testing::temp_dir d("db-reclaim-now");
+  auto o = options_for(d.path(), 2);
+  o.shard.max_space_amplification = 0;  // never by itself
+  auto db = must_open(o);
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 3000; ++i)
+      REQUIRE(db->put(fmt::format("key{:05}", i), fmt::format("{:0>90}-{}", i * 7919 + round, round)).is_ok());
+    REQUIRE(db->commit().is_ok());
+  }
+  auto before = db->stats().value();
+  std::uint64_t nodes = 0, live = 0;
+  for (const auto& u : before.usage) {
+    CHECK(u.reclaim_cycles == 0);
+    nodes += u.node_bytes;
+    live += u.live_node_bytes;
+  }
+  REQUIRE(nodes > live * 3 / 2);  // rounds 1 and 2 are garbage
+  auto given = db->reclaim().value();
+  REQUIRE(given.size() == 2);
+  std::uint64_t total = 0;
+  for (auto g : given) total += g;
+  auto after = db->stats().value();
+  std::uint64_t nodes_after = 0, live_after = 0;
+  for (const auto& u : after.usage) {
+    nodes_after += u.node_bytes;
+    live_after += u.live_node_bytes;
+  }
+  CAPTURE(nodes);
+  CAPTURE(nodes_after);
+  CAPTURE(live_after);
+  CHECK(total > 0);
+  CHECK(nodes_after + total <= nodes + 4 * 40);  // what was given back is off the disk
+  CHECK(static_cast<double>(nodes_after) <= 1.02 * static_cast<double>(live_after) + 4 * 40);
+  CHECK(db->get("key00017").value() == fmt::format("{:0>90}-{}", 17 * 7919 + 3, 3));
+}
