@@ -94,8 +94,8 @@ result<file_header> parse_file_header(std::string_view bytes, const char (&magic
   std::uint32_t version = decode_fixed32_le(u8(bytes.data() + 8));
   if (version < 1 || version > max_version)
     return status::make(status_code::not_supported, status_category::permanent,
-                        fmt::format("{} {}: format version {} (this build reads 1 to {})", what, path, version,
-                                    max_version));
+                        fmt::format("{} {}: format version {} (this build reads {})", what, path, version,
+                                    max_version == 1 ? std::string("1") : fmt::format("1 to {}", max_version)));
   if (decode_fixed32_le(u8(bytes.data() + 12)) != 0 || decode_fixed32_le(u8(bytes.data() + 32)) != 0)
     return status::make(status_code::not_supported, status_category::permanent,
                         fmt::format("{} {}: unknown header flags", what, path));
