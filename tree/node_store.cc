@@ -1221,11 +1221,7 @@ result<gc_result> node_store::gc(std::span<const hash128> roots_to_keep) {
   std::lock_guard wl(write_mu_);
   MAGNETITE_TRY(check_usable());
   ++gc_runs_;
-  if (cycle_) {  // gc does the whole job; a cycle's marks would be stale
-    cycle_.reset();
-    std::lock_guard lk(reclaim_mu_);
-    reclaim_.running = false;
-  }
+  cycle_.reset();  // gc does the whole job; a cycle's marks would be stale
   gc_result out;
 
   // The new packs follow the active one, so every position gc makes is above
@@ -1459,8 +1455,6 @@ status node_store::begin_reclaim(std::span<const hash128> roots, double max_ampl
   // what it refers to is kept.
   for (const auto& r : pending_) c->stack.push_back({r.hash, -1});
   cycle_ = std::move(c);
-  std::lock_guard lk(reclaim_mu_);
-  reclaim_.running = true;
   return status::ok();
 }
 
@@ -1660,8 +1654,6 @@ result<bool> node_store::reclaim_step(std::size_t budget) {
   if (!cycle_) return true;
   auto end_with = [&](status s) -> status {
     cycle_.reset();
-    std::lock_guard lk(reclaim_mu_);
-    reclaim_.running = false;
     return s;
   };
   auto marked = reclaim_mark(budget);

@@ -171,7 +171,6 @@ struct reclaim_stats {
   // plus the bytes of packs written since it began: live data as of then.
   // nullopt before the first cycle ends.
   std::optional<std::uint64_t> live_bytes;
-  bool running = false;
 };
 
 struct node_store_stats {
