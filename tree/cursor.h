@@ -29,7 +29,7 @@ class cursor {
   // end, prev() goes to the last entry; from before the beginning, next() goes
   // to the first; moving further out stays where it is.
   bool valid() const noexcept { return valid_; }
-  const entry_view& current() const { return node().entries()[index()]; }
+  entry_view current() const { return node().entries()[index()]; }
   status next();
   status prev();
 

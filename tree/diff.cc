@@ -45,11 +45,13 @@ class walk {
 
  private:
   void push_children(const node& n) {
-    for (auto it = n.entries().rbegin(); it != n.entries().rend(); ++it) {
+    auto entries = n.entries();
+    for (std::size_t i = entries.size(); i-- > 0;) {
+      entry_view e = entries[i];
       item x;
-      x.e = it->owned();
+      x.e = e.owned();
       if (!n.is_leaf()) {
-        auto ref = child_ref::decode(it->value);
+        auto ref = child_ref::decode(e.value);
         x.is_ref = true;
         x.level = static_cast<std::uint8_t>(n.level() - 1);
         x.hash = ref ? ref->hash : hash128{};  // decode() already validated stored nodes

@@ -33,61 +33,21 @@ std::size_t encoded_size(std::string_view key, std::string_view value) noexcept 
   return varint_length(key.size()) + key.size() + varint_length(value.size()) + value.size();
 }
 
-node::node(std::uint8_t level, std::span<const entry> entries) : level_(level) {
+node::node(std::uint8_t level, std::span<const entry> entries) {
   std::size_t bytes = 1 + max_varint64_bytes;
   for (const auto& e : entries) bytes += encoded_size(e);
   std::string encoding;
   encoding.reserve(bytes);
   encoding.push_back(static_cast<char>(level));
   put_varint64(encoding, entries.size());
+  std::vector<std::uint32_t> offsets;
+  offsets.reserve(entries.size());
   for (const auto& e : entries) {
+    offsets.push_back(static_cast<std::uint32_t>(encoding.size()));
     put_length_prefixed(encoding, e.key);
     put_length_prefixed(encoding, e.value);
   }
-  index(encoding);
-}
-
-node::node(const node& other)
-    : level_(other.level_),
-      bytes_(other.bytes_),
-      encoding_at_(other.encoding_at_),
-      encoded_size_(other.encoded_size_) {
-  reindex_views();
-}
-
-node& node::operator=(const node& other) {
-  if (this != &other) {
-    level_ = other.level_;
-    bytes_ = other.bytes_;
-    encoded_size_ = other.encoded_size_;
-    encoding_at_ = other.encoding_at_;
-    reindex_views();
-  }
-  return *this;
-}
-
-// A short string lives inside the object (small-string optimisation) and
-// moves by copy: then the views must be rebuilt. (With the index appended a
-// node's buffer is never that short, but nothing here relies on it.)
-node::node(node&& other) noexcept
-    : level_(other.level_), encoding_at_(other.encoding_at_), encoded_size_(other.encoded_size_) {
-  const char* old = other.bytes_.data();
-  bytes_ = std::move(other.bytes_);
-  entries_ = std::move(other.entries_);
-  if (bytes_.data() != old) reindex_views();
-}
-
-node& node::operator=(node&& other) noexcept {
-  if (this != &other) {
-    const char* old = other.bytes_.data();
-    level_ = other.level_;
-    encoded_size_ = other.encoded_size_;
-    encoding_at_ = other.encoding_at_;
-    bytes_ = std::move(other.bytes_);
-    entries_ = std::move(other.entries_);
-    if (bytes_.data() != old) reindex_views();
-  }
-  return *this;
+  bytes_ = build_index(encoding, offsets);
 }
 
 // ---- the search index ----------------------------------------------------------------
@@ -192,61 +152,66 @@ result<bool> search_leaf(node_index ix, const hash128& h, std::string_view key, 
   return true;
 }
 
-void node::index(std::string_view encoding) {
+result<bool> search_encoding(std::string_view encoding, const hash128& h, std::string_view key,
+                             std::string& value) {
+  auto bad = [&](std::string_view why) { return status::corruption(fmt::format("tree node {}: {}", h, why)); };
+  if (encoding.empty()) return bad("is empty");
+  if (encoding[0] != 0)
+    return status::corruption(fmt::format("tree node {} is at level {} where a leaf was expected", h,
+                                          static_cast<int>(static_cast<std::uint8_t>(encoding[0]))));
   byte_reader in(encoding.substr(1));
   std::uint64_t count = 0;
-  (void)in.get_varint64(count);
-  // First pass: the shared prefix, from the first and the last key.
-  std::string_view first, last;
-  {
-    byte_reader scan = in;
-    for (std::uint64_t i = 0; i < count; ++i) {
-      std::string_view k, v;
-      (void)scan.get_length_prefixed(k);
-      (void)scan.get_length_prefixed(v);
-      if (i == 0) first = k;
-      last = k;
-    }
+  if (!in.get_varint64(count)) return bad("has a bad entry count");
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::string_view k, v;
+    if (!in.get_length_prefixed(k) || !in.get_length_prefixed(v)) return bad("has a truncated entry");
+    int c = k.compare(key);
+    if (c < 0) continue;
+    if (c > 0) return false;  // keys increase: it is not here
+    value.assign(v);
+    return true;
   }
+  return false;
+}
+
+std::string node::build_index(std::string_view encoding, std::span<const std::uint32_t> offsets) {
+  std::size_t n = offsets.size();
+  auto key_at = [&](std::uint32_t at) {
+    const char* p = encoding.data() + at;
+    std::size_t klen = trusted_varint(p);
+    return std::string_view(p, klen);
+  };
+  std::string_view first = n ? key_at(offsets.front()) : std::string_view();
+  std::string_view last = n ? key_at(offsets.back()) : std::string_view();
   std::size_t shared = 0;
   while (shared < first.size() && shared < last.size() && first[shared] == last[shared]) ++shared;
 
-  auto n = static_cast<std::size_t>(count);
-  level_ = static_cast<std::uint8_t>(encoding[0]);
-  encoding_at_ = (index_header + 12 * n + shared + 7) & ~std::size_t{7};
-  encoded_size_ = encoding.size();
-  std::string buf(encoding_at_ + encoded_size_, '\0');
+  std::size_t encoding_at = (index_header + 12 * n + shared + 7) & ~std::size_t{7};
+  std::string buf(encoding_at + encoding.size(), '\0');
   auto* u = reinterpret_cast<std::uint8_t*>(buf.data());
   encode_fixed32_le(u, static_cast<std::uint32_t>(n));
   encode_fixed32_le(u + 4, static_cast<std::uint32_t>(shared));
-  encode_fixed32_le(u + 8, static_cast<std::uint32_t>(encoding_at_));
-  u[12] = level_;
+  encode_fixed32_le(u + 8, static_cast<std::uint32_t>(encoding_at));
+  u[index_level_at] = static_cast<std::uint8_t>(encoding[0]);
   if (shared > 0) std::memcpy(buf.data() + index_header + 12 * n, first.data(), shared);
-  std::memcpy(buf.data() + encoding_at_, encoding.data(), encoded_size_);
+  std::memcpy(buf.data() + encoding_at, encoding.data(), encoding.size());
   for (std::size_t i = 0; i < n; ++i) {
-    std::size_t at = encoding.size() - in.rest().size();
-    std::string_view k, v;
-    (void)in.get_length_prefixed(k);
-    (void)in.get_length_prefixed(v);
-    std::uint64_t p = prefix_of(k, shared);
+    std::uint64_t p = prefix_of(key_at(offsets[i]), shared);
     std::memcpy(buf.data() + index_header + 8 * i, &p, 8);
-    encode_fixed32_le(u + index_header + 8 * n + 4 * i, static_cast<std::uint32_t>(at));
+    encode_fixed32_le(u + index_header + 8 * n + 4 * i, offsets[i]);
   }
-  bytes_ = std::move(buf);
-  reindex_views();
+  return buf;
 }
 
-void node::reindex_views() {
-  node_index ix = search_index();
-  entries_.clear();
-  entries_.reserve(ix.size());
-  for (std::size_t i = 0; i < ix.size(); ++i) entries_.push_back(ix.entry(i));
+std::string_view node::encode() const noexcept {
+  std::size_t at = index_u32(bytes_.data(), 8);
+  return std::string_view(bytes_).substr(at);
 }
 
 std::uint64_t node::count() const {
-  if (is_leaf()) return entries_.size();
+  if (is_leaf()) return entries().size();
   std::uint64_t total = 0;
-  for (const auto& e : entries_)
+  for (const auto& e : entries())
     if (auto r = child_ref::decode(e.value)) total += r->count;
   return total;
 }
@@ -260,8 +225,13 @@ result<node> node::decode(std::string_view bytes) {
   // Each entry takes at least 2 bytes: refuse counts the input cannot hold.
   if (!in.get_varint64(count) || count > in.rest().size() / 2)
     return status::corruption("tree node has a bad entry count");
+  // The offsets are kept for build_index: a node is read on every cache miss,
+  // so its entries are parsed once, here, and never again.
+  thread_local std::vector<std::uint32_t> offsets;
+  offsets.clear();
   std::string_view prev;
   for (std::uint64_t i = 0; i < count; ++i) {
+    offsets.push_back(static_cast<std::uint32_t>(bytes.size() - in.rest().size()));
     std::string_view k, v;
     if (!in.get_length_prefixed(k) || !in.get_length_prefixed(v))
       return status::corruption(fmt::format("tree node entry {} is truncated", i));
@@ -273,9 +243,7 @@ result<node> node::decode(std::string_view bytes) {
     prev = k;
   }
   if (!in.empty()) return status::corruption("tree node has trailing bytes");
-  node n(unindexed{});
-  n.index(bytes);
-  return n;
+  return node(built{}, build_index(bytes, offsets));
 }
 
 }  // namespace magnetite::tree

@@ -10,7 +10,10 @@
 // byte string), so equal content means equal hashes.
 #pragma once
 
+#include <compare>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <span>
 #include <string>
@@ -71,51 +74,96 @@ class node_index {
 // Looks key up in the leaf whose index is ix and whose hash is h (named in the
 // error when the node is not a leaf): true with the value copied out if found.
 result<bool> search_leaf(node_index ix, const hash128& h, std::string_view key, std::string& value);
+// The same from a leaf's encoding (whose hash is h), read in order and only as
+// far as the key would be, without indexing it: for a leaf read once and not
+// kept decoded. Damage it walks over is corruption, never a crash.
+result<bool> search_encoding(std::string_view encoding, const hash128& h, std::string_view key, std::string& value);
 
-// A node holds its canonical encoding and its search index in one buffer, and
-// views of its entries into it.
+// The entries of a node, read through its search index: entry i is decoded
+// from the encoding when asked for (two varints), so a node keeps no array of
+// views beside its bytes. Valid while its node lives.
+class entry_range {
+ public:
+  class iterator {
+   public:
+    using iterator_category = std::random_access_iterator_tag;
+    using value_type = entry_view;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = entry_view;
+
+    iterator() = default;
+    iterator(node_index ix, std::size_t i) noexcept : ix_(ix), i_(i) {}
+    entry_view operator*() const noexcept { return ix_.entry(i_); }
+    entry_view operator[](difference_type d) const noexcept { return ix_.entry(i_ + d); }
+    iterator& operator++() noexcept { ++i_; return *this; }
+    iterator operator++(int) noexcept { auto t = *this; ++i_; return t; }
+    iterator& operator--() noexcept { --i_; return *this; }
+    iterator operator--(int) noexcept { auto t = *this; --i_; return t; }
+    iterator& operator+=(difference_type d) noexcept { i_ += d; return *this; }
+    iterator& operator-=(difference_type d) noexcept { i_ -= d; return *this; }
+    friend iterator operator+(iterator a, difference_type d) noexcept { return a += d; }
+    friend iterator operator+(difference_type d, iterator a) noexcept { return a += d; }
+    friend iterator operator-(iterator a, difference_type d) noexcept { return a -= d; }
+    friend difference_type operator-(const iterator& a, const iterator& b) noexcept {
+      return static_cast<difference_type>(a.i_) - static_cast<difference_type>(b.i_);
+    }
+    friend bool operator==(const iterator& a, const iterator& b) noexcept { return a.i_ == b.i_; }
+    friend auto operator<=>(const iterator& a, const iterator& b) noexcept { return a.i_ <=> b.i_; }
+
+   private:
+    node_index ix_;
+    std::size_t i_ = 0;
+  };
+
+  explicit entry_range(node_index ix) noexcept : ix_(ix), n_(ix.size()) {}
+  std::size_t size() const noexcept { return n_; }
+  bool empty() const noexcept { return n_ == 0; }
+  entry_view operator[](std::size_t i) const noexcept { return ix_.entry(i); }
+  entry_view front() const noexcept { return ix_.entry(0); }
+  entry_view back() const noexcept { return ix_.entry(n_ - 1); }
+  iterator begin() const noexcept { return {ix_, 0}; }
+  iterator end() const noexcept { return {ix_, n_}; }
+
+ private:
+  node_index ix_;
+  std::size_t n_;
+};
+
+// A node holds its canonical encoding and its search index in one buffer.
 class node {
  public:
   node() : node(0, {}) {}  // the empty leaf
   node(std::uint8_t level, std::span<const entry> entries);
-  node(const node& other);
-  node& operator=(const node& other);
-  node(node&& other) noexcept;
-  node& operator=(node&& other) noexcept;
 
+  // Checks `bytes` (a node's encoding: every length bounded, keys in order,
+  // child references well-formed) and indexes it, in one pass and one
+  // allocation.
   static result<node> decode(std::string_view bytes);
 
-  std::uint8_t level() const noexcept { return level_; }
-  bool is_leaf() const noexcept { return level_ == 0; }
-  const std::vector<entry_view>& entries() const noexcept { return entries_; }
+  std::uint8_t level() const noexcept { return static_cast<std::uint8_t>(bytes_[index_level_at]); }
+  bool is_leaf() const noexcept { return level() == 0; }
+  entry_range entries() const noexcept { return entry_range(search_index()); }
   node_index search_index() const noexcept { return node_index(bytes_.data()); }
   // Index of the first entry whose key is >= key (entries().size() if none).
   std::size_t lower_bound(std::string_view key) const noexcept { return search_index().lower_bound(key); }
-  std::string_view last_key() const { return entries_.back().key; }
+  std::string_view last_key() const noexcept { return entries().back().key; }
   // Leaf entries in this subtree (decodes the child refs of an internal node).
   std::uint64_t count() const;
   // The canonical bytes; their XXH3-128 hash is the node's identity.
-  std::string_view encode() const noexcept { return std::string_view(bytes_.data() + encoding_at_, encoded_size_); }
+  std::string_view encode() const noexcept;
   // Memory this node holds (for byte-bounded caches).
-  std::size_t memory_bytes() const noexcept {
-    return sizeof(node) + bytes_.capacity() + entries_.capacity() * sizeof(entry_view);
-  }
+  std::size_t memory_bytes() const noexcept { return sizeof(node) + bytes_.capacity(); }
 
  private:
-  struct unindexed {};
-  explicit node(unindexed) noexcept {}  // for decode, which indexes it at once
+  static constexpr std::size_t index_level_at = 12;
+  struct built {};
+  node(built, std::string bytes) noexcept : bytes_(std::move(bytes)) {}
+  // The search index followed by `encoding` (well-formed), given where each
+  // entry starts in it.
+  static std::string build_index(std::string_view encoding, std::span<const std::uint32_t> offsets);
 
-  // Lays out bytes_ as the search index then `encoding` (well-formed), and
-  // builds the entry views.
-  void index(std::string_view encoding);
-  // Rebuilds the views after the bytes moved.
-  void reindex_views();
-
-  std::uint8_t level_ = 0;
-  std::string bytes_;  // the search index, then (at encoding_at_) the encoding
-  std::size_t encoding_at_ = 0;
-  std::size_t encoded_size_ = 0;
-  std::vector<entry_view> entries_;
+  std::string bytes_;  // the search index, then the encoding
 };
 
 // Bytes an entry takes in its node's encoding: what the chunker weighs.
