@@ -22,6 +22,9 @@ std::uint64_t system_now_ns() {
 
 status shard_options::validate() const {
   if (cache_bytes == 0) return status::invalid_argument("shard option cache_bytes must be > 0");
+  if (!(record_cache_share >= 0 && record_cache_share <= 0.9))
+    return status::invalid_argument(
+        fmt::format("shard option record_cache_share = {}: must be between 0 and 0.9", record_cache_share));
   if (checkpoint_bytes == 0) return status::invalid_argument("shard option checkpoint_bytes must be > 0");
   if (checkpoint_interval.count() <= 0) return status::invalid_argument("shard option checkpoint_interval must be > 0");
   if (fsync == wal::fsync_policy::interval && fsync_interval.count() <= 0)
@@ -55,6 +58,7 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   if (recovered->last_commit) committed = recovered->last_commit->node_store_length;
   tree::node_store_options so;
   so.cache_bytes = s->options_.cache_bytes;
+  so.record_cache_share = s->options_.record_cache_share;
   auto store = tree::node_store::open(e, s->dir_ + "/nodes", so, committed);
   if (!store) return store.error();
   s->store_ = std::shared_ptr<tree::node_store>(std::move(*store));

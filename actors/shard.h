@@ -78,6 +78,9 @@ struct shard_options {
   // copy-on-write file system may gain nothing from it.
   std::uint64_t wal_preallocate = std::uint64_t{4} << 20;
   std::size_t cache_bytes = std::size_t{64} << 20;
+  // The most of cache_bytes that may hold leaves as stored (compressed)
+  // rather than decoded (tree/node_store.h, record_cache_share).
+  double record_cache_share = 0.5;
   // A checkpoint is due when the layers hold this many bytes, or (the shard
   // actor's timer) when the oldest write they hold is this old.
   std::size_t checkpoint_bytes = std::size_t{32} << 20;

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -15,6 +16,7 @@
 #include "core/fault_env.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
+#include "tree/clock_cache.h"
 #include "tree/node_store.h"
 #include "tree/prolly_tree.h"
 
@@ -253,6 +255,11 @@ TEST_CASE("node_store: bad options are invalid_argument and create nothing") {
   o = {};
   o.compression_level = 42;
   bad(o, "compression_level");
+  for (double share : {-0.1, 0.95, std::numeric_limits<double>::quiet_NaN()}) {
+    o = {};
+    o.record_cache_share = share;
+    bad(o, "record_cache_share");
+  }
   CHECK_FALSE(file_exists(fe, store_dir));
   o = {};
   o.compress = false;
@@ -764,12 +771,16 @@ TEST_CASE("node_store: the cache stays within its byte bound and counts hits and
     prolly_tree t(*s, small_nodes);
     std::uint64_t max_seen = 0;
     int i = 0;
+    auto held = [&] {
+      auto st = s->stats();
+      return st.cache_bytes + st.record_cache_bytes;  // both caches share the bound
+    };
     for (const auto& [k, v] : m) {
       CHECK(must(t.get(root, k)) == v);
-      if (++i % 50 == 0) max_seen = std::max(max_seen, s->stats().cache_bytes);
+      if (++i % 50 == 0) max_seen = std::max(max_seen, held());
     }
     auto st = s->stats();
-    max_seen = std::max(max_seen, st.cache_bytes);
+    max_seen = std::max(max_seen, held());
     CHECK(max_seen <= bound);
     if (bound < (4u << 20)) CHECK(max_seen > bound / 2);  // it is used, not just bounded
     CHECK(st.cache_entries > 0);
@@ -780,7 +791,7 @@ TEST_CASE("node_store: the cache stays within its byte bound and counts hits and
     for (const auto& [k, v] : m) CHECK(must(t.get(root, k)) == v);
     if (bound >= (4u << 20)) CHECK(s->stats().pack_bytes_read == read_before);
     else CHECK(s->stats().pack_bytes_read > read_before);
-    CHECK(s->stats().cache_bytes <= bound);
+    CHECK(held() <= bound);
   }
 }
 
@@ -805,22 +816,117 @@ TEST_CASE("node_store: the cache's bound holds its slot table too, through small
   std::uint64_t max_seen = 0;
   int i = 0;
   prolly_tree ts(*s, small_nodes), tb(*s, big_nodes);
-  for (const auto& [k, v] : small_m) {  // many small nodes: the table grows
-    CHECK(must(ts.get(small_root, k)) == v);
-    if (++i % 100 == 0) max_seen = std::max(max_seen, s->stats().cache_bytes);
-  }
+  // Read twice, so that leaves kept as records at first are decoded too.
+  auto held = [&] {
+    auto st = s->stats();
+    return st.cache_bytes + st.record_cache_bytes;
+  };
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& [k, v] : small_m) {  // many small nodes: the table grows
+      CHECK(must(ts.get(small_root, k)) == v);
+      if (++i % 100 == 0) max_seen = std::max(max_seen, held());
+    }
   std::uint64_t entries_small = s->stats().cache_entries;
-  for (const auto& [k, v] : big_m) {  // then few big ones: the table must shrink
-    CHECK(must(tb.get(big_root, k)) == v);
-    if (++i % 20 == 0) max_seen = std::max(max_seen, s->stats().cache_bytes);
-  }
-  max_seen = std::max(max_seen, s->stats().cache_bytes);
+  for (int pass = 0; pass < 2; ++pass)
+    for (const auto& [k, v] : big_m) {  // then few big ones: the table must shrink
+      CHECK(must(tb.get(big_root, k)) == v);
+      if (++i % 20 == 0) max_seen = std::max(max_seen, held());
+    }
+  max_seen = std::max(max_seen, held());
   CHECK(max_seen <= o.cache_bytes);
   auto st = s->stats();
   CHECK(st.cache_entries < entries_small);
   // The table shrank with the entries: at most 4 slots an entry, or its minimum.
   CHECK(st.cache_table_bytes <= std::max<std::uint64_t>(64, 4 * st.cache_entries) * 64);
-  CHECK(st.cache_bytes > o.cache_bytes / 2);  // still used for the big nodes
+  CHECK(st.cache_bytes > o.cache_bytes / 4);  // still used for the big nodes
+}
+
+TEST_CASE("node_store: a leaf that compresses well is kept as its record until in demand; others decode at once") {
+  // Values of one repeated letter compress far more than 4x; random bytes not at all.
+  auto run = [](bool compressible, double share) {
+    CAPTURE(compressible);
+    CAPTURE(share);
+    fault_env fe;
+    node_store_options o = small_options();
+    o.cache_bytes = 4u << 20;
+    o.record_cache_share = share;
+    std::mt19937_64 rng(3);
+    model m;
+    for (int i = 0; i < 2000; ++i) {
+      std::string v(200, static_cast<char>('a' + i % 3));
+      if (!compressible)
+        for (auto& c : v) c = static_cast<char>(rng());
+      m[key_of(static_cast<std::uint64_t>(i))] = v;
+    }
+    auto [root, position] = commit_tree(fe, o, m);
+    auto s = must_open(fe, o, position);
+    prolly_tree t(*s, small_nodes);
+    std::size_t depth = must(t.depth(root));
+    REQUIRE(depth >= 2);
+    const std::string& key = m.begin()->first;
+    auto get = [&] {
+      CHECK(must(t.get(root, key)) == m.begin()->second);
+      return s->stats();
+    };
+    bool as_record = compressible && share > 0;
+    auto first = get();  // cold: every node on the path is read from its pack
+    CHECK(first.pack_bytes_read > 0);
+    CHECK(first.record_cache_entries == (as_record ? 1u : 0u));
+    CHECK(first.cache_entries == (as_record ? depth - 1 : depth));
+    auto second = get();  // the leaf again: no pack read
+    CHECK(second.pack_bytes_read == first.pack_bytes_read);
+    CHECK(second.record_cache_hits == (as_record ? 1u : 0u));
+    CHECK(second.cache_entries == first.cache_entries);  // hit once: searched where it lies
+    auto third = get();  // hit again since the clock passed it: now decoded
+    CHECK(third.pack_bytes_read == first.pack_bytes_read);
+    CHECK(third.record_cache_hits == (as_record ? 2u : 0u));
+    CHECK(third.cache_entries == depth);
+    auto fourth = get();  // a node cache hit (the tree keeps the nodes above)
+    CHECK(fourth.record_cache_hits == third.record_cache_hits);
+    CHECK(fourth.cache_hits == third.cache_hits + 1);
+    CHECK(fourth.cache_misses == third.cache_misses);
+  };
+  run(true, 0.5);
+  run(false, 0.5);
+  run(true, 0);
+}
+
+TEST_CASE("clock_cache: the bound covers values and the table; a smaller capacity evicts at once") {
+  struct value {
+    int v = 0;
+    explicit operator bool() const noexcept { return v != 0; }
+  };
+  clock_cache<value> c(1u << 20);
+  auto key = [](std::uint64_t i) { return hash128{i * 0x9e3779b97f4a7c15ULL, i}; };
+  for (std::uint64_t i = 1; i <= 4000; ++i) c.put(key(i), value{static_cast<int>(i)}, 1000);
+  std::uint64_t bytes = 0, entries = 0, table = 0;
+  c.usage(bytes, entries, table);
+  CHECK(bytes <= (1u << 20));
+  CHECK(bytes > (1u << 19));
+  CHECK(table > 0);
+  CHECK(c.charged() == bytes);  // kept without locks, agrees with the locked sum
+  std::uint64_t found = 0;
+  for (std::uint64_t i = 1; i <= 4000; ++i)
+    c.with_hit(key(i), [&](const value& v) { found += v.v == static_cast<int>(i); });
+  CHECK(found == entries);
+  // A value hit twice says so the second time, not the first.
+  std::uint64_t cached = 0;
+  for (std::uint64_t i = 1; i <= 4000 && cached == 0; ++i)
+    if (c.with_hit(key(i), [](const value&) {})) cached = i;
+  REQUIRE(cached != 0);
+  c.clear();
+  c.put(key(cached), value{1}, 1000);
+  std::vector<bool> again;
+  for (int i = 0; i < 2; ++i) c.with_hit_seen(key(cached), [&](const value&, bool a) { again.push_back(a); });
+  CHECK(again == std::vector<bool>{false, true});
+  for (std::uint64_t i = 1; i <= 4000; ++i) c.put(key(i), value{static_cast<int>(i)}, 1000);
+  c.set_capacity(256u << 10);
+  c.usage(bytes, entries, table);
+  CHECK(bytes <= (256u << 10));
+  CHECK(bytes > (64u << 10));
+  CHECK(c.charged() == bytes);
+  c.clear();
+  CHECK(c.charged() == 0);
 }
 
 TEST_CASE("node_store: concurrent readers with a small cache all read the right values") {
@@ -1391,8 +1497,10 @@ TEST_CASE("node_store: a cold point read counts one cache miss per node it loads
     auto before = s->stats();
     CHECK(must(t.get(root, k)) == v);
     auto after = s->stats();
-    // Each node loaded from a pack is cached once: misses and new entries agree.
-    CHECK(after.cache_misses - before.cache_misses == after.cache_entries - before.cache_entries);
+    // Each node loaded from a pack is cached once, decoded or as its record:
+    // misses and new entries agree.
+    CHECK(after.cache_misses - before.cache_misses ==
+          after.cache_entries + after.record_cache_entries - before.cache_entries - before.record_cache_entries);
   }
 }
 

@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "core/coding.h"
+#include "tree/clock_cache.h"
 
 namespace magnetite::tree {
 
@@ -189,6 +190,10 @@ std::size_t charge_of(const node& n) {
   return n.memory_bytes() + bookkeeping;
 }
 
+// What the record cache charges for a payload of `bytes`: the string's heap
+// block (rounded as malloc rounds) and the cached_record's fields.
+std::size_t record_charge_of(std::size_t bytes) { return ((bytes + 1 + 15) & ~std::size_t{15}) + 16; }
+
 }  // namespace
 
 std::string pack_file_name(std::uint32_t number) { return fmt::format("{:08}.pack", number); }
@@ -200,6 +205,9 @@ status node_store_options::validate() const {
         "node store option target_pack_bytes = {}: must be between 4096 and {}", target_pack_bytes,
         max_pack_offset / 2));
   if (cache_bytes == 0) return status::invalid_argument("node store option cache_bytes must be > 0");
+  if (!(record_cache_share >= 0 && record_cache_share <= 0.9))
+    return status::invalid_argument(fmt::format(
+        "node store option record_cache_share = {}: must be between 0 and 0.9", record_cache_share));
   if (write_buffer_bytes == 0)
     return status::invalid_argument("node store option write_buffer_bytes must be > 0");
   if (compress && (compression_level < 1 || compression_level > 19))
@@ -243,230 +251,29 @@ struct node_store::reclaim_cycle {
   std::uint64_t copied = 0;
 };
 
-// ---- cache -------------------------------------------------------------------------
+// ---- caches ------------------------------------------------------------------------
 
-// A sharded CLOCK cache. Each shard has a byte budget (the budgets add up to
-// the capacity exactly, so the whole never holds more than that) and an
-// open-addressing table of slots. A hit takes the shard's lock in SHARED mode and
-// only sets the slot's reference bit, so concurrent readers do not serialise and
-// a hit writes no shared list; inserts and evictions take the lock exclusively
-// and sweep the clock hand, sparing each referenced slot once. A node charged
-// more than its shard's budget is not cached.
-class node_store::node_cache {
- public:
-  explicit node_cache(std::size_t capacity) {
-    std::size_t n = std::clamp<std::size_t>(capacity / (1u << 20), 1, 16);
-    for (std::size_t i = 0; i < n; ++i) {
-      shards_.push_back(std::make_unique<shard>());
-      shards_.back()->capacity = capacity / n + (i == 0 ? capacity % n : 0);
-    }
-  }
+// A decoded node, with its search index kept beside it so that a leaf lookup
+// need not read the node object.
+struct cached_node {
+  node_ptr n;
+  node_index ix;
+  explicit operator bool() const noexcept { return n != nullptr; }
+};
+class node_store::node_cache : public clock_cache<cached_node> {
+  using clock_cache::clock_cache;
+};
 
-  node_ptr get(const hash128& h) {
-    node_ptr out;
-    with_hit(h, [&](const slot& hit) { out = hit.n; });
-    return out;
-  }
-
-  // A hit searches the leaf under the shard's shared lock (eviction needs it
-  // exclusively, so the node outlives the search) through the index view kept in
-  // the slot: no reference count is touched and the node object is not read.
-  // False on a miss.
-  bool leaf_get(const hash128& h, std::string_view key, std::string& value, result<bool>& out) {
-    return with_hit(h, [&](const slot& hit) { out = search_leaf(hit.ix, h, key, value); });
-  }
-
-  void put(const hash128& h, node_ptr n) {
-    std::size_t charge = charge_of(*n);
-    shard& s = shard_of(h);
-    std::unique_lock lk(s.mu);
-    if (s.find(h) != npos) return;
-    // The slot table is charged too: what the shard holds never exceeds its
-    // budget, whatever mix of node sizes went through it.
-    for (;;) {
-      std::size_t table = s.table_bytes_for(s.count + 1);
-      if (s.bytes + charge + table <= s.capacity) break;
-      if (s.count == 0) {
-        s.reset(0);
-        if (charge + s.table_bytes_for(1) > s.capacity) return;  // does not fit even alone
-        break;
-      }
-      s.evict_one();
-      s.shrink_if_sparse();
-    }
-    s.insert(h, std::move(n), charge);
-    s.shrink_if_sparse();
-  }
-
-  void clear() {
-    for (auto& s : shards_) {
-      std::unique_lock lk(s->mu);
-      s->reset(0);
-    }
-  }
-
-  // bytes: nodes and slot tables together (what the bound covers).
-  void usage(std::uint64_t& bytes, std::uint64_t& entries, std::uint64_t& table_bytes) const {
-    bytes = entries = table_bytes = 0;
-    for (auto& s : shards_) {
-      std::shared_lock lk(s->mu);
-      std::uint64_t table = s->slots ? (s->mask + 1) * sizeof(slot) : 0;
-      bytes += s->bytes + table;
-      table_bytes += table;
-      entries += s->count;
-    }
-  }
-
-  std::uint64_t hits() const noexcept { return sum(&shard::hits); }
-  std::uint64_t misses() const noexcept { return sum(&shard::misses); }
-
- private:
-  static constexpr std::size_t npos = ~std::size_t{0};
-  static constexpr std::size_t min_table = 64;
-
-  struct slot {
-    hash128 hash;
-    node_ptr n;  // null: the slot is free
-    node_index ix;  // n's, kept here so a lookup need not read the node object
-    std::size_t charge = 0;
-    std::atomic<bool> referenced{false};
-    // A hit leaves the line clean when the bit is already set: concurrent
-    // readers of a hot node do not bounce its slot between cores.
-    void mark_referenced() noexcept {
-      if (!referenced.load(std::memory_order_relaxed)) referenced.store(true, std::memory_order_relaxed);
-    }
-  };
-
-  struct shard {
-    mutable std::shared_mutex mu;
-    std::unique_ptr<slot[]> slots;
-    std::size_t mask = 0;  // table size - 1 (a power of two), or 0 with no table
-    std::size_t count = 0;
-    std::size_t hand = 0;
-    std::size_t bytes = 0;
-    std::size_t capacity = 0;
-    std::atomic<std::uint64_t> hits{0}, misses{0};
-
-    std::size_t home(const hash128& h) const noexcept { return static_cast<std::size_t>(h.low) & mask; }
-
-    // Table bytes once `entries` are held: the table doubles when it would pass
-    // half full, and halves when it falls under a quarter (see shrink_if_sparse).
-    std::size_t table_bytes_for(std::size_t entries) const noexcept {
-      std::size_t size = slots ? mask + 1 : 0;
-      if (size == 0 || entries * 2 > size) size = size ? size * 2 : min_table;
-      return size * sizeof(slot);
-    }
-
-    void shrink_if_sparse() {
-      std::size_t size = slots ? mask + 1 : 0;
-      if (size <= min_table || count * 4 >= size) return;
-      std::size_t target = size;
-      while (target > min_table && count * 4 < target) target /= 2;
-      rehash(target);
-    }
-
-    void rehash(std::size_t size) {
-      std::size_t old_size = slots ? mask + 1 : 0;
-      std::unique_ptr<slot[]> old = std::move(slots);
-      std::size_t old_bytes = bytes;
-      reset(size);
-      for (std::size_t i = 0; i < old_size; ++i)
-        if (old[i].n) insert(old[i].hash, std::move(old[i].n), old[i].charge);
-      bytes = old_bytes;
-    }
-
-    std::size_t find(const hash128& h) const noexcept {
-      if (!slots) return npos;
-      for (std::size_t i = home(h);; i = (i + 1) & mask) {
-        if (!slots[i].n) return npos;
-        if (slots[i].hash == h) return i;
-      }
-    }
-
-    void reset(std::size_t size) {
-      slots = size ? std::make_unique<slot[]>(size) : nullptr;
-      mask = size ? size - 1 : 0;
-      count = hand = bytes = 0;
-    }
-
-    void insert(const hash128& h, node_ptr n, std::size_t charge) {
-      if (!slots || (count + 1) * 2 > mask + 1) grow();
-      std::size_t i = home(h);
-      while (slots[i].n) i = (i + 1) & mask;
-      slots[i].hash = h;
-      slots[i].ix = n->search_index();
-      slots[i].n = std::move(n);
-      slots[i].charge = charge;
-      slots[i].referenced.store(false, std::memory_order_relaxed);
-      ++count;
-      bytes += charge;
-    }
-
-    // Keeps the load at most one half: probes stay short.
-    void grow() { rehash(slots ? (mask + 1) * 2 : min_table); }
-
-    void evict_one() {
-      for (;;) {
-        hand &= mask;
-        slot& v = slots[hand];
-        if (v.n && !v.referenced.exchange(false, std::memory_order_relaxed)) {
-          bytes -= v.charge;
-          erase(hand);  // a later slot may move into `hand`: look at it next
-          return;
-        }
-        ++hand;
-      }
-    }
-
-    // Backward-shift deletion: the probe sequences of the slots after i stay
-    // unbroken without tombstones.
-    void erase(std::size_t i) {
-      for (std::size_t j = (i + 1) & mask;; j = (j + 1) & mask) {
-        if (!slots[j].n) break;
-        std::size_t k = home(slots[j].hash);
-        bool movable = i <= j ? (k <= i || k > j) : (k <= i && k > j);
-        if (movable) {
-          slots[i].hash = slots[j].hash;
-          slots[i].n = std::move(slots[j].n);
-          slots[i].ix = slots[j].ix;
-          slots[i].charge = slots[j].charge;
-          slots[i].referenced.store(slots[j].referenced.load(std::memory_order_relaxed),
-                                    std::memory_order_relaxed);
-          i = j;
-        }
-      }
-      slots[i].n.reset();
-      slots[i].charge = 0;
-      --count;
-    }
-  };
-
-  shard& shard_of(const hash128& h) { return *shards_[static_cast<std::size_t>(h.high) % shards_.size()]; }
-
-  // Runs fn on h's slot under the shard's shared lock and counts the hit, or
-  // counts a miss: false.
-  template <class Fn>
-  bool with_hit(const hash128& h, Fn&& fn) {
-    shard& s = shard_of(h);
-    std::shared_lock lk(s.mu);
-    std::size_t i = s.find(h);
-    if (i == npos) {
-      s.misses.fetch_add(1, std::memory_order_relaxed);
-      return false;
-    }
-    s.slots[i].mark_referenced();
-    s.hits.fetch_add(1, std::memory_order_relaxed);
-    fn(s.slots[i]);
-    return true;
-  }
-
-  std::uint64_t sum(std::atomic<std::uint64_t> shard::*counter) const noexcept {
-    std::uint64_t total = 0;
-    for (auto& s : shards_) total += ((*s).*counter).load(std::memory_order_relaxed);
-    return total;
-  }
-
-  std::vector<std::unique_ptr<shard>> shards_;
+// A leaf's record as stored (its payload: compressed or not), whose content
+// was verified against its hash when it was read from its pack.
+struct cached_record {
+  std::string payload;
+  std::uint32_t raw_length = 0;
+  std::uint8_t flags = 0;
+  explicit operator bool() const noexcept { return !payload.empty(); }
+};
+class node_store::record_cache : public clock_cache<cached_record> {
+  using clock_cache::clock_cache;
 };
 
 // ---- the store ---------------------------------------------------------------------
@@ -474,6 +281,7 @@ class node_store::node_cache {
 node_store::node_store(env& e, std::string dir, node_store_options options)
     : env_(e), dir_(std::move(dir)), options_(options),
       cache_(std::make_unique<node_cache>(options.cache_bytes)) {
+  if (record_cache_capacity() > 0) records_ = std::make_unique<record_cache>(record_cache_capacity());
   cctx_ = ZSTD_createCCtx();
 }
 
@@ -1000,74 +808,170 @@ result<std::uint64_t> node_store::flush() {
 
 // ---- reading ---------------------------------------------------------------------------
 
-result<node_store::stored_record> node_store::read_record(const hash128& h, pack& p, const node_location& loc) {
+status node_store::read_record_into(const hash128& h, pack& p, const node_location& loc, record_buffers& b) {
   auto bad = [&](std::string why) {
     return status::corruption(fmt::format("node {}: pack {}, offset {}: {}", h, p.path, loc.offset, why));
   };
   if (loc.length <= record_header_size || loc.length > record_header_size + max_node_bytes)
     return bad(fmt::format("index gives a record length of {}", loc.length));
-  std::string buf(loc.length, '\0');
-  auto got = p.f->read_at(loc.offset, buf.size(), buf.data());
+  b.record.resize(loc.length);
+  auto got = p.f->read_at(loc.offset, b.record.size(), b.record.data());
   if (!got)
     return status::make(got.error().code(), got.error().category(),
                         fmt::format("node {}: reading pack {} at offset {}: {}", h, p.path, loc.offset,
                                     got.error().message()));
   pack_bytes_read_ += *got;
-  if (*got != buf.size()) return bad(fmt::format("record is truncated ({} of {} bytes)", *got, buf.size()));
+  if (*got != b.record.size()) return bad(fmt::format("record is truncated ({} of {} bytes)", *got, b.record.size()));
   record_header rh;
-  if (std::string why = parse_record_header(buf.data(), p.salt, rh); !why.empty()) return bad(why);
+  if (std::string why = parse_record_header(b.record.data(), p.salt, rh); !why.empty()) return bad(why);
   if (rh.length() != loc.length)
     return bad(fmt::format("record is {} bytes but the index says {}", rh.length(), loc.length));
   if (rh.hash != h) return bad(fmt::format("record holds node {}", rh.hash));
-  std::string_view payload = std::string_view(buf).substr(record_header_size);
-  if (checksum32(payload, p.salt) != rh.payload_checksum) return bad("record payload checksum mismatch");
-  stored_record out;
-  out.flags = rh.flags;
-  if (rh.flags & flag_zstd) {
-    out.raw.resize(rh.raw);
-    std::size_t n = ZSTD_decompressDCtx(thread_dctx(), out.raw.data(), out.raw.size(), payload.data(), payload.size());
-    if (ZSTD_isError(n)) return bad(fmt::format("zstd: {}", ZSTD_getErrorName(n)));
-    if (n != rh.raw) return bad(fmt::format("decompressed to {} bytes, not {}", n, rh.raw));
-  } else {
-    out.raw.assign(payload);
+  b.payload = std::string_view(b.record).substr(record_header_size);
+  if (checksum32(b.payload, p.salt) != rh.payload_checksum) return bad("record payload checksum mismatch");
+  b.flags = rh.flags;
+  b.raw_length = rh.raw;
+  if (std::string why = expand(b); !why.empty()) return bad(why);
+  if (hash128::of(b.raw) != h) return bad("content does not match its hash");
+  return status::ok();
+}
+
+std::string node_store::expand(record_buffers& b) {
+  if (!(b.flags & flag_zstd)) {
+    b.raw = b.payload;
+    return {};
   }
-  if (hash128::of(out.raw) != h) return bad("content does not match its hash");
-  out.payload.assign(payload);
-  return out;
+  b.decompressed.resize(b.raw_length);
+  std::size_t n = ZSTD_decompressDCtx(thread_dctx(), b.decompressed.data(), b.decompressed.size(),
+                                      b.payload.data(), b.payload.size());
+  if (ZSTD_isError(n)) return fmt::format("zstd: {}", ZSTD_getErrorName(n));
+  if (n != b.raw_length) return fmt::format("decompressed to {} bytes, not {}", n, b.raw_length);
+  b.raw = b.decompressed;
+  return {};
+}
+
+result<node_store::stored_record> node_store::read_record(const hash128& h, pack& p, const node_location& loc) {
+  record_buffers b;
+  MAGNETITE_TRY(read_record_into(h, p, loc, b));
+  return stored_record{std::string(b.raw), b.flags, std::string(b.payload)};
 }
 
 result<node_ptr> node_store::read(const hash128& h) {
-  if (node_ptr hit = cache_->get(h)) return hit;
+  node_ptr hit;
+  if (cache_->with_hit(h, [&](const cached_node& c) { hit = c.n; })) return hit;
   return read_uncached(h);
 }
 
-// The cache was asked already (and counted a miss): pending, then the packs.
-result<node_ptr> node_store::read_uncached(const hash128& h) {
+// The node cache was asked already (and counted a miss): the record cache,
+// pending records, then the packs. A pending node is returned in `pending`
+// with b untouched; otherwise b.raw holds the node's content.
+result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& b, node_ptr& pending) {
+  bool cached = records_ && records_->with_hit_seen(h, [&](const cached_record& r, bool again) {
+    b.record.assign(r.payload);
+    b.flags = r.flags;
+    b.raw_length = r.raw_length;
+    b.again = again;
+  });
+  if (cached) {
+    // Verified against its hash when it was read: decompressing the same
+    // bytes again gives the same content.
+    b.payload = b.record;
+    if (std::string why = expand(b); !why.empty())
+      return status::corruption(fmt::format("node {}: cached record: {}", h, why));
+    b.where = "the record cache";
+    return b.again ? fetched::from_record_cache_again : fetched::from_record_cache;
+  }
   std::shared_ptr<pack> p;
   node_location loc;
   {
     std::shared_lock sl(state_mu_);
-    if (auto it = pending_at_.find(h); it != pending_at_.end()) return pending_[it->second].decoded;
+    if (auto it = pending_at_.find(h); it != pending_at_.end()) {
+      pending = pending_[it->second].decoded;
+      return fetched::pending;
+    }
     auto it = index_.find(h);
     if (it == index_.end()) return status::not_found(fmt::format("tree node {} is not stored in {}", h, dir_));
     loc = it->second;
     p = packs_.at(loc.pack);
   }
-  auto rec = read_record(h, *p, loc);
-  if (!rec) return rec.error();
-  auto n = node::decode(rec->raw);
+  MAGNETITE_TRY(read_record_into(h, *p, loc, b));
+  b.where = fmt::format("pack {}, offset {}", p->path, loc.offset);
+  return fetched::from_pack;
+}
+
+// Decodes what fetch() left in b and keeps it in the node cache.
+result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buffers& b) {
+  auto n = node::decode(b.raw);
   if (!n)
-    return status::corruption(fmt::format("node {}: pack {}, offset {}: matches its hash but does not decode: {}",
-                                          h, p->path, loc.offset, n.error().message()));
+    return status::corruption(
+        fmt::format("node {}: {}: matches its hash but does not decode: {}", h, b.where, n.error().message()));
   node_ptr out = std::make_shared<const node>(std::move(*n));
-  cache_->put(h, out);
+  std::size_t charge = charge_of(*out);
+  cache_->put(h, cached_node{out, out->search_index()}, charge);
   return out;
 }
 
+// A miss reads into this thread's buffers (they keep their capacity), so
+// the only allocation is the node's own.
+node_store::record_buffers& node_store::thread_buffers() {
+  thread_local record_buffers buffers;
+  return buffers;
+}
+
+result<node_ptr> node_store::read_uncached(const hash128& h) {
+  record_buffers& b = thread_buffers();
+  node_ptr pending;
+  auto f = fetch(h, b, pending);
+  if (!f) return f.error();
+  if (*f == fetched::pending) return pending;
+  if (*f == fetched::from_pack) keep_record(h, b);
+  return decode_and_keep(h, b);
+}
+
+// A leaf's record earns a place in the record cache when it holds at least
+// `record_density` times the leaves a byte of decoded nodes holds: a hit
+// there still costs the decompression and the decoding, and saves only the
+// read of the pack, about a quarter of a miss (docs/benchmarks.md). True if
+// it was kept.
+bool node_store::keep_record(const hash128& h, const record_buffers& b) {
+  constexpr std::size_t record_density = 4;
+  if (!records_ || !(b.flags & flag_zstd) || b.raw.empty() || b.raw[0] != 0) return false;
+  std::size_t charge = record_charge_of(b.payload.size());
+  if (charge * record_density > b.raw.size()) return false;
+  records_->put(h, cached_record{std::string(b.payload), b.raw_length, b.flags}, charge);
+  // The node cache gets the budget less what the record cache holds (and a
+  // step of headroom), so a record cache that stays empty (incompressible
+  // data) costs the node cache nothing, and the two never hold more than the
+  // budget by more than a record.
+  constexpr std::uint64_t step = 1u << 20;
+  std::uint64_t held = records_->charged();
+  std::lock_guard lk(lend_mu_);
+  std::uint64_t want = std::min<std::uint64_t>(held + step, record_cache_capacity());
+  if (want > lent_ || want + 2 * step <= lent_) {
+    lent_ = want;
+    cache_->set_capacity(options_.cache_bytes - lent_);
+  }
+  return true;
+}
+
+// A leaf that compresses well is decoded into the node cache only once it is
+// in demand: read from its pack it goes to the record cache only, and a hit
+// there decodes it only if it was hit before since the record cache's clock
+// hand last passed it; otherwise it is searched where it lies. So leaves read
+// seldom (a uniform spread of gets over data far larger than the cache, a
+// scan) cost no decoding and evict no decoded node, and hot leaves are kept
+// decoded.
 result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std::string& value) {
   result<bool> out = false;
-  if (cache_->leaf_get(leaf, key, value, out)) return out;
-  auto n = read_uncached(leaf);
+  if (cache_->with_hit(leaf, [&](const cached_node& c) { out = search_leaf(c.ix, leaf, key, value); })) return out;
+  record_buffers& b = thread_buffers();
+  node_ptr pending;
+  auto f = fetch(leaf, b, pending);
+  if (!f) return f.error();
+  if (*f == fetched::pending) return search_leaf(pending->search_index(), leaf, key, value);
+  if ((*f == fetched::from_pack && keep_record(leaf, b)) || *f == fetched::from_record_cache)
+    return search_encoding(b.raw, leaf, key, value);
+  auto n = decode_and_keep(leaf, b);
   if (!n) return n.error();
   return search_leaf((*n)->search_index(), leaf, key, value);
 }
@@ -1192,6 +1096,12 @@ node_store_stats node_store::stats() const {
   s.cache_hits = cache_->hits();
   s.cache_misses = cache_->misses();
   cache_->usage(s.cache_bytes, s.cache_entries, s.cache_table_bytes);
+  if (records_) {
+    s.record_cache_hits = records_->hits();
+    s.record_cache_misses = records_->misses();
+    std::uint64_t table = 0;
+    records_->usage(s.record_cache_bytes, s.record_cache_entries, table);
+  }
   s.nodes_written = nodes_written_;
   s.writes_deduplicated = writes_deduplicated_;
   s.pack_bytes_written = pack_bytes_written_;
@@ -1342,6 +1252,7 @@ result<gc_result> node_store::gc(std::span<const hash128> roots_to_keep) {
   // Readers that looked a node up before the switch still hold its old pack
   // (open handles stay readable after the file is removed).
   cache_->clear();
+  if (records_) records_->clear();
   epoch_.fetch_add(1, std::memory_order_release);  // nodes may have been dropped
   first_pack_ = first;
   gc_floor_ = position;

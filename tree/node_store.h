@@ -44,8 +44,17 @@
 //   does not hold h; or corruption naming the hash, the pack file and the
 //   offset. Every record is checked (header and payload checksums, lengths
 //   bounded before anything is allocated, hash of the decoded bytes): damaged
-//   bytes are never returned. Decoded nodes are kept in an LRU cache bounded in
-//   bytes (sharded, each shard under its own mutex).
+//   bytes are never returned.
+// - Caching: two CLOCK caches (clock_cache.h) whose bytes together stay
+//   within cache_bytes (give or take one record): decoded nodes, and the
+//   payloads of leaf records that compress at least 4x, kept as stored (up to
+//   record_cache_share of the bound; the node cache may use what they do not
+//   hold). A leaf read from its pack that compresses that well goes to the
+//   record cache only; leaf_get searches its encoding where it lies, and
+//   decodes it into the node cache at the second record-cache hit since the
+//   clock hand last passed it. A record is cached only after its content was
+//   checked against its hash, so a record-cache hit is not hashed again.
+//   gc() empties both (reads of what it dropped are then not_found).
 // - gc(roots) copies every node reachable from `roots` into new packs numbered
 //   after the active one, makes them and their index files durable, switches to
 //   them atomically with a MANIFEST (written to MANIFEST.tmp, fsynced, renamed,
@@ -128,8 +137,12 @@ struct node_store_options {
   // A new pack is started by the first flush after the active pack reached this
   // size (a soft bound: one flush's records always go to one pack).
   std::uint64_t target_pack_bytes = 64u << 20;
-  // Bound on the (estimated) heap bytes of the decoded nodes cached.
+  // Bound on the (estimated) heap bytes of both caches: the decoded nodes, and
+  // the stored records of leaves that compress well.
   std::size_t cache_bytes = 64u << 20;
+  // The most of cache_bytes the record cache may hold (0: none). Whatever it
+  // does not hold, the node cache may use.
+  double record_cache_share = 0.5;
   // Pending records are handed to the kernel (unsynced) past this many bytes.
   std::size_t write_buffer_bytes = 4u << 20;
   bool compress = true;
@@ -179,6 +192,11 @@ struct node_store_stats {
   std::uint64_t cache_bytes = 0;    // charged now: nodes and the cache's slot tables
   std::uint64_t cache_table_bytes = 0;  // of which slot tables
   std::uint64_t cache_entries = 0;
+  // The record cache: asked on a node cache miss.
+  std::uint64_t record_cache_hits = 0;
+  std::uint64_t record_cache_misses = 0;
+  std::uint64_t record_cache_bytes = 0;  // records and slot table
+  std::uint64_t record_cache_entries = 0;
   std::uint64_t nodes_written = 0;  // new records (deduplicated writes excluded)
   std::uint64_t writes_deduplicated = 0;
   std::uint64_t pack_bytes_written = 0;
@@ -266,7 +284,8 @@ class node_store final : public node_sink {
   std::string pack_path(std::uint32_t number) const;
 
   struct pack;      // an open pack file
-  class node_cache; // the sharded LRU of decoded nodes
+  class node_cache;    // decoded nodes (clock_cache.h)
+  class record_cache;  // stored records of leaves (clock_cache.h)
   struct reclaim_cycle;  // the marks and victims of the cycle running
 
  private:
@@ -282,6 +301,19 @@ class node_store final : public node_sink {
     std::uint64_t offset;
     std::uint32_t length;
   };
+  // A record as read: `raw` (the node's encoding, verified against its hash)
+  // and `payload` view `record` or `decompressed`.
+  struct record_buffers {
+    std::string record;        // header and payload, as read
+    std::string decompressed;  // the payload decompressed, when it was compressed
+    std::string_view raw;
+    std::string_view payload;
+    std::uint8_t flags = 0;
+    std::uint32_t raw_length = 0;
+    std::string where;  // where the record was found, for errors
+    bool again = false;  // from the record cache: hit before since the clock hand passed it
+  };
+  enum class fetched { pending, from_record_cache, from_record_cache_again, from_pack };
   struct stored_record {
     std::string raw;      // the node's encoding, verified against its hash
     std::uint8_t flags;
@@ -297,7 +329,20 @@ class node_store final : public node_sink {
   result<node_ptr> read_uncached(const hash128& h);
   status spill();
   status sync_active();
+  status read_record_into(const hash128& h, pack& p, const node_location& loc, record_buffers& b);
   result<stored_record> read_record(const hash128& h, pack& p, const node_location& loc);
+  // Sets b.raw from b.payload, b.flags and b.raw_length (decompressing into
+  // b.decompressed); what is wrong, or empty.
+  static std::string expand(record_buffers& b);
+  // Offers a leaf's record, just read and verified, to the record cache; true
+  // if it was kept.
+  bool keep_record(const hash128& h, const record_buffers& b);
+  result<fetched> fetch(const hash128& h, record_buffers& b, node_ptr& pending);
+  result<node_ptr> decode_and_keep(const hash128& h, const record_buffers& b);
+  static record_buffers& thread_buffers();
+  std::size_t record_cache_capacity() const noexcept {
+    return static_cast<std::size_t>(static_cast<double>(options_.cache_bytes) * options_.record_cache_share);
+  }
   result<stored_record> load_for_gc(const hash128& h);
   void write_index_entries();
   // Makes the active pack durable to its end and starts the next one.
@@ -320,6 +365,9 @@ class node_store final : public node_sink {
   node_store_options options_;
   std::unique_ptr<file_lock> lock_;
   std::unique_ptr<node_cache> cache_;
+  std::unique_ptr<record_cache> records_;  // null when record_cache_share is 0
+  std::mutex lend_mu_;
+  std::uint64_t lent_ = 0;  // of cache_bytes, kept from the node cache for records_ (lend_mu_)
   open_report report_;
 
   // Serialises write/flush/gc. Held for the whole of each.
