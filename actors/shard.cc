@@ -517,6 +517,7 @@ result<shard_usage> shard::usage(std::span<const hash128> retained) const {
   auto ns = store_->stats();
   out.cache_hits = ns.cache_hits;
   out.cache_misses = ns.cache_misses;
+  out.record_cache_hits = ns.record_cache_hits;
   auto live = store_->reachable_bytes(kept_roots(retained));
   if (!live) return live.error();
   out.live_node_bytes = *live;

@@ -183,6 +183,9 @@ struct shard_usage {
   std::uint64_t node_bytes = 0;   // live pack files
   std::uint64_t cache_hits = 0;   // node cache, since open
   std::uint64_t cache_misses = 0;
+  // Of those misses, the ones the record cache answered (leaves kept as
+  // stored, compressed: tree/node_store.h, "Caching"); the rest read a pack.
+  std::uint64_t record_cache_hits = 0;
   std::uint64_t node_syncs = 0;   // pack fdatasyncs since open
   std::string root;               // the last checkpoint's root, 32 hex digits
   // Space reclamation: the live bytes of the node store (the records the

@@ -474,3 +474,33 @@ TEST_CASE("database: reclaim() gives back the garbage now, with automatic reclam
   CHECK(static_cast<double>(nodes_after) <= 1.02 * static_cast<double>(live_after) + 4 * 40);
   CHECK(db->get("key00017").value() == fmt::format("{:0>90}-{}", 17 * 7919 + 3, 3));
 }
+
+TEST_CASE("database: stats count the misses the record cache answers; with share 0 there are none") {
+  for (double share : {0.5, 0.0}) {
+    CAPTURE(share);
+    testing::temp_dir d("db-record-cache");
+    auto o = options_for(d.path(), 2);
+    o.memory_budget = std::size_t{2} << 20;  // far less than the leaves decoded
+    o.shard.record_cache_share = share;
+    {
+      auto db = must_open(o);
+      // Values of one repeated letter: leaves compress far more than 4x.
+      for (int i = 0; i < 20000; ++i)
+        REQUIRE(db->put(fmt::format("key{:06}", i), std::string(200, static_cast<char>('a' + i % 5))).is_ok());
+      REQUIRE(db->commit().is_ok());
+    }
+    auto db = must_open(o);
+    for (int pass = 0; pass < 2; ++pass)
+      for (int i = 0; i < 20000; i += 7)
+        REQUIRE(db->get(fmt::format("key{:06}", i)).value() == std::string(200, static_cast<char>('a' + i % 5)));
+    std::uint64_t record_hits = 0, misses = 0;
+    for (const auto& u : db->stats().value().usage) {
+      record_hits += u.record_cache_hits;
+      misses += u.cache_misses;
+    }
+    CHECK(misses > 0);
+    if (share > 0) CHECK(record_hits > 0);
+    else CHECK(record_hits == 0);
+    CHECK(record_hits <= misses);
+  }
+}

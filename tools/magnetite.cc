@@ -320,6 +320,7 @@ void stats(database& db, const command_line& c) {
     total.node_bytes += u.node_bytes;
     total.cache_hits += u.cache_hits;
     total.cache_misses += u.cache_misses;
+    total.record_cache_hits += u.record_cache_hits;
     total.node_syncs += u.node_syncs;
     total.live_node_bytes += u.live_node_bytes;
     total.reclaimed_bytes += u.reclaimed_bytes;
@@ -333,11 +334,11 @@ void stats(database& db, const command_line& c) {
                          "\"log_fsyncs\":{},\"node_fsyncs\":{},\"acknowledged_writes\":{},\"groups\":{},"
                          "\"group_sizes\":{},\"checkpoints\":{},\"expired\":{},\"replayed_records\":{},"
                          "\"restarts\":{},\"live_node_bytes\":{},\"space_amplification\":{},"
-                         "\"reclaimed_bytes\":{},\"reclaim_cycles\":{}",
+                         "\"reclaimed_bytes\":{},\"reclaim_cycles\":{},\"record_cache_hits\":{}",
                          u.keys, u.wal_bytes, u.node_bytes, u.cache_hits, u.cache_misses, s.log_fsyncs, u.node_syncs,
                          s.acknowledged, s.groups, histogram_json(s.group_sizes), s.checkpoints, s.expired,
                          s.replayed_records, r, u.live_node_bytes, amplification_json(u), u.reclaimed_bytes,
-                         u.reclaim_cycles);
+                         u.reclaim_cycles, u.record_cache_hits);
     };
     std::string shards;
     for (std::size_t i = 0; i < st.shards.size(); ++i)

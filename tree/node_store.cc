@@ -878,7 +878,7 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
     b.payload = b.record;
     if (std::string why = expand(b); !why.empty())
       return status::corruption(fmt::format("node {}: cached record: {}", h, why));
-    b.where = "the record cache";
+    b.from.reset();
     return b.again ? fetched::from_record_cache_again : fetched::from_record_cache;
   }
   std::shared_ptr<pack> p;
@@ -895,7 +895,8 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
     p = packs_.at(loc.pack);
   }
   MAGNETITE_TRY(read_record_into(h, *p, loc, b));
-  b.where = fmt::format("pack {}, offset {}", p->path, loc.offset);
+  b.from = p;
+  b.offset = loc.offset;
   return fetched::from_pack;
 }
 
@@ -904,7 +905,9 @@ result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buff
   auto n = node::decode(b.raw);
   if (!n)
     return status::corruption(
-        fmt::format("node {}: {}: matches its hash but does not decode: {}", h, b.where, n.error().message()));
+        fmt::format("node {}: {}: matches its hash but does not decode: {}", h,
+                    b.from ? fmt::format("pack {}, offset {}", b.from->path, b.offset) : "the record cache",
+                    n.error().message()));
   node_ptr out = std::make_shared<const node>(std::move(*n));
   std::size_t charge = charge_of(*out);
   cache_->put(h, cached_node{out, out->search_index()}, charge);
@@ -918,8 +921,13 @@ node_store::record_buffers& node_store::thread_buffers() {
   return buffers;
 }
 
+// The pack is let go at the end of the read: a thread that reads no more
+// must not keep a pack that gc or reclamation removed (its space).
+node_store::buffers_lease::~buffers_lease() { b.from.reset(); }
+
 result<node_ptr> node_store::read_uncached(const hash128& h) {
-  record_buffers& b = thread_buffers();
+  buffers_lease lease;
+  record_buffers& b = lease.b;
   node_ptr pending;
   auto f = fetch(h, b, pending);
   if (!f) return f.error();
@@ -964,7 +972,8 @@ bool node_store::keep_record(const hash128& h, const record_buffers& b) {
 result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std::string& value) {
   result<bool> out = false;
   if (cache_->with_hit(leaf, [&](const cached_node& c) { out = search_leaf(c.ix, leaf, key, value); })) return out;
-  record_buffers& b = thread_buffers();
+  buffers_lease lease;
+  record_buffers& b = lease.b;
   node_ptr pending;
   auto f = fetch(leaf, b, pending);
   if (!f) return f.error();

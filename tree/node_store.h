@@ -310,7 +310,8 @@ class node_store final : public node_sink {
     std::string_view payload;
     std::uint8_t flags = 0;
     std::uint32_t raw_length = 0;
-    std::string where;  // where the record was found, for errors
+    std::shared_ptr<pack> from;  // the pack it was read from (null: the record cache), for errors
+    std::uint64_t offset = 0;
     bool again = false;  // from the record cache: hit before since the clock hand passed it
   };
   enum class fetched { pending, from_record_cache, from_record_cache_again, from_pack };
@@ -340,6 +341,10 @@ class node_store final : public node_sink {
   result<fetched> fetch(const hash128& h, record_buffers& b, node_ptr& pending);
   result<node_ptr> decode_and_keep(const hash128& h, const record_buffers& b);
   static record_buffers& thread_buffers();
+  struct buffers_lease {
+    record_buffers& b = thread_buffers();
+    ~buffers_lease();
+  };
   std::size_t record_cache_capacity() const noexcept {
     return static_cast<std::size_t>(static_cast<double>(options_.cache_bytes) * options_.record_cache_share);
   }
