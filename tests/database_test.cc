@@ -494,7 +494,8 @@ TEST_CASE("database: stats count the misses the record cache answers; with share
       for (int i = 0; i < 20000; i += 7)
         REQUIRE(db->get(fmt::format("key{:06}", i)).value() == std::string(200, static_cast<char>('a' + i % 5)));
     std::uint64_t record_hits = 0, misses = 0;
-    for (const auto& u : db->stats().value().usage) {
+    auto st = db->stats().value();
+    for (const auto& u : st.usage) {
       record_hits += u.record_cache_hits;
       misses += u.cache_misses;
     }
