@@ -938,9 +938,9 @@ result<node_ptr> node_store::read_uncached(const hash128& h) {
 
 // A leaf's record earns a place in the record cache when it holds at least
 // `record_density` times the leaves a byte of decoded nodes holds: a hit
-// there still costs the decompression and the decoding, and saves only the
-// read of the pack, about a quarter of a miss (docs/benchmarks.md). True if
-// it was kept.
+// there still costs the decompression, and saves the read of the pack and
+// the hash, about a quarter of a miss (docs/benchmarks.md). True if it was
+// kept.
 bool node_store::keep_record(const hash128& h, const record_buffers& b) {
   constexpr std::size_t record_density = 4;
   if (!records_ || !(b.flags & flag_zstd) || b.raw.empty() || b.raw[0] != 0) return false;
@@ -966,9 +966,10 @@ bool node_store::keep_record(const hash128& h, const record_buffers& b) {
 // in demand: read from its pack it goes to the record cache only, and a hit
 // there decodes it only if it was hit before since the record cache's clock
 // hand last passed it; otherwise it is searched where it lies. So leaves read
-// seldom (a uniform spread of gets over data far larger than the cache, a
-// scan) cost no decoding and evict no decoded node, and hot leaves are kept
-// decoded.
+// seldom (a uniform spread of gets over data far larger than the cache) cost
+// no decoding and evict no decoded node, and hot leaves are kept decoded.
+// (read(), which cursors and scans use, returns a node and so decodes and
+// keeps every node it reads.)
 result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std::string& value) {
   result<bool> out = false;
   if (cache_->with_hit(leaf, [&](const cached_node& c) { out = search_leaf(c.ix, leaf, key, value); })) return out;
