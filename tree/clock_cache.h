@@ -51,11 +51,7 @@ class clock_cache {
       shard& s = *shards_[i];
       std::unique_lock lk(s.mu);
       s.capacity = capacity / n + (i == 0 ? capacity % n : 0);
-      while (s.count > 0 && s.bytes + s.table_bytes_for(s.count) > s.capacity) {
-        s.evict_one();
-        s.shrink_if_sparse();
-      }
-      if (s.count == 0) s.reset(0);
+      s.make_room(0, 0);
     }
   }
 
@@ -91,19 +87,7 @@ class clock_cache {
     shard& s = shard_of(h);
     std::unique_lock lk(s.mu);
     if (s.find(h) != npos) return;
-    // The slot table is charged too: what the shard holds never exceeds its
-    // budget, whatever mix of sizes went through it.
-    for (;;) {
-      std::size_t table = s.table_bytes_for(s.count + 1);
-      if (s.bytes + charge + table <= s.capacity) break;
-      if (s.count == 0) {
-        s.reset(0);
-        if (charge + s.table_bytes_for(1) > s.capacity) return;  // does not fit even alone
-        break;
-      }
-      s.evict_one();
-      s.shrink_if_sparse();
-    }
+    if (!s.make_room(charge, 1)) return;  // does not fit even alone
     s.insert(h, std::move(v), charge);
     s.shrink_if_sparse();
   }
@@ -166,6 +150,26 @@ class clock_cache {
       std::size_t size = slots ? mask + 1 : 0;
       if (size == 0 || entries * 2 > size) size = size ? size * 2 : min_table;
       return size * sizeof(slot);
+    }
+
+    // Evicts until `adding` more values charged `charge` in all fit beside
+    // what stays, the slot table included: what the shard holds never exceeds
+    // its budget, whatever mix of sizes went through it. False if they do not
+    // fit even in an empty shard.
+    bool make_room(std::size_t charge, std::size_t adding) {
+      for (;;) {
+        if (count + adding == 0) {  // nothing to hold: no table either
+          if (slots) reset(0);
+          return true;
+        }
+        if (bytes + charge + table_bytes_for(count + adding) <= capacity) return true;
+        if (count == 0) {
+          reset(0);
+          return charge + (adding ? table_bytes_for(adding) : 0) <= capacity;
+        }
+        evict_one();
+        shrink_if_sparse();
+      }
     }
 
     void shrink_if_sparse() {

@@ -866,11 +866,12 @@ result<node_ptr> node_store::read(const hash128& h) {
 // pending records, then the packs. A pending node is returned in `pending`
 // with b untouched; otherwise b.raw holds the node's content.
 result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& b, node_ptr& pending) {
-  bool cached = records_ && records_->with_hit_seen(h, [&](const cached_record& r, bool again) {
+  bool again = false;
+  bool cached = records_ && records_->with_hit_seen(h, [&](const cached_record& r, bool seen) {
     b.record.assign(r.payload);
     b.flags = r.flags;
     b.raw_length = r.raw_length;
-    b.again = again;
+    again = seen;
   });
   if (cached) {
     // Verified against its hash when it was read: decompressing the same
@@ -879,7 +880,7 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
     if (std::string why = expand(b); !why.empty())
       return status::corruption(fmt::format("node {}: cached record: {}", h, why));
     b.from.reset();
-    return b.again ? fetched::from_record_cache_again : fetched::from_record_cache;
+    return again ? fetched::from_record_cache_again : fetched::from_record_cache;
   }
   std::shared_ptr<pack> p;
   node_location loc;
@@ -952,12 +953,14 @@ bool node_store::keep_record(const hash128& h, const record_buffers& b) {
   // data) costs the node cache nothing, and the two never hold more than the
   // budget by more than a record.
   constexpr std::uint64_t step = 1u << 20;
-  std::uint64_t held = records_->charged();
+  auto want = [&] { return std::min<std::uint64_t>(records_->charged() + step, record_cache_capacity()); };
+  auto due = [&](std::uint64_t w, std::uint64_t lent) { return w > lent || w + 2 * step <= lent; };
+  if (!due(want(), lent_.load(std::memory_order_relaxed))) return true;  // most inserts: no lock
   std::lock_guard lk(lend_mu_);
-  std::uint64_t want = std::min<std::uint64_t>(held + step, record_cache_capacity());
-  if (want > lent_ || want + 2 * step <= lent_) {
-    lent_ = want;
-    cache_->set_capacity(options_.cache_bytes - lent_);
+  std::uint64_t w = want();
+  if (due(w, lent_.load(std::memory_order_relaxed))) {
+    lent_.store(w, std::memory_order_relaxed);
+    cache_->set_capacity(options_.cache_bytes - w);
   }
   return true;
 }

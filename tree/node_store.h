@@ -312,7 +312,6 @@ class node_store final : public node_sink {
     std::uint32_t raw_length = 0;
     std::shared_ptr<pack> from;  // the pack it was read from (null: the record cache), for errors
     std::uint64_t offset = 0;
-    bool again = false;  // from the record cache: hit before since the clock hand passed it
   };
   enum class fetched { pending, from_record_cache, from_record_cache_again, from_pack };
   struct stored_record {
@@ -371,8 +370,8 @@ class node_store final : public node_sink {
   std::unique_ptr<file_lock> lock_;
   std::unique_ptr<node_cache> cache_;
   std::unique_ptr<record_cache> records_;  // null when record_cache_share is 0
-  std::mutex lend_mu_;
-  std::uint64_t lent_ = 0;  // of cache_bytes, kept from the node cache for records_ (lend_mu_)
+  std::mutex lend_mu_;  // serialises changes of lent_ and the node cache's capacity
+  std::atomic<std::uint64_t> lent_{0};  // of cache_bytes, kept from the node cache for records_
   open_report report_;
 
   // Serialises write/flush/gc. Held for the whole of each.
