@@ -939,9 +939,9 @@ result<node_ptr> node_store::read_uncached(const hash128& h) {
 
 // A leaf's record earns a place in the record cache when it holds at least
 // `record_density` times the leaves a byte of decoded nodes holds: a hit
-// there still costs the decompression, and saves the read of the pack and
-// the hash, about a quarter of a miss (docs/benchmarks.md). True if it was
-// kept.
+// there still costs the decompression, the largest part of a miss, and saves
+// only the read of the pack and the hash (docs/benchmarks.md, "Reads beyond
+// the cache"). True if it was kept.
 bool node_store::keep_record(const hash128& h, const record_buffers& b) {
   constexpr std::size_t record_density = 4;
   if (!records_ || !(b.flags & flag_zstd) || b.raw.empty() || b.raw[0] != 0) return false;
