@@ -35,6 +35,9 @@ class cursor {
 
   // ---- nodes (any level) ----
   const tree::node& node() const noexcept { return *path_.back().n; }
+  // The same node, shared: holding it keeps views of its entries valid after
+  // the cursor moves on.
+  const node_ptr& shared_node() const noexcept { return path_.back().n; }
   // Moves to the next (previous) node of the same level; false (and unmoved) at
   // the end (beginning) of the level.
   result<bool> next_node();

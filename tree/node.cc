@@ -33,7 +33,8 @@ std::size_t encoded_size(std::string_view key, std::string_view value) noexcept 
   return varint_length(key.size()) + key.size() + varint_length(value.size()) + value.size();
 }
 
-node::node(std::uint8_t level, std::span<const entry> entries) {
+template <class Entry>
+std::string node::encode_entries(std::uint8_t level, std::span<const Entry> entries) {
   std::size_t bytes = 1 + max_varint64_bytes;
   for (const auto& e : entries) bytes += encoded_size(e);
   std::string encoding;
@@ -47,8 +48,11 @@ node::node(std::uint8_t level, std::span<const entry> entries) {
     put_length_prefixed(encoding, e.key);
     put_length_prefixed(encoding, e.value);
   }
-  bytes_ = build_index(encoding, offsets);
+  return build_index(encoding, offsets);
 }
+
+node::node(std::uint8_t level, std::span<const entry> entries) : bytes_(encode_entries(level, entries)) {}
+node::node(std::uint8_t level, std::span<const entry_view> entries) : bytes_(encode_entries(level, entries)) {}
 
 // ---- the search index ----------------------------------------------------------------
 //

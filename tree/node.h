@@ -133,8 +133,9 @@ class entry_range {
 // A node holds its canonical encoding and its search index in one buffer.
 class node {
  public:
-  node() : node(0, {}) {}  // the empty leaf
+  node() : node(0, std::span<const entry>()) {}  // the empty leaf
   node(std::uint8_t level, std::span<const entry> entries);
+  node(std::uint8_t level, std::span<const entry_view> entries);
 
   // Checks `bytes` (a node's encoding: every length bounded, keys in order,
   // child references well-formed) and indexes it, in one pass and one
@@ -159,6 +160,8 @@ class node {
   static constexpr std::size_t index_level_at = 12;
   struct built {};
   node(built, std::string bytes) noexcept : bytes_(std::move(bytes)) {}
+  template <class Entry>
+  static std::string encode_entries(std::uint8_t level, std::span<const Entry> entries);
   // The search index followed by `encoding` (well-formed), given where each
   // entry starts in it.
   static std::string build_index(std::string_view encoding, std::span<const std::uint32_t> offsets);

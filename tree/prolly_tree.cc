@@ -19,24 +19,28 @@ struct parent_change {
 using parent_changes = std::map<std::string, parent_change>;
 
 // Feeds entries of one level through the chunker, writing each node it closes
-// and recording it as a new parent entry.
+// and recording it as a new parent entry. It keeps views, not copies: an entry
+// pushed must stay valid until its node is emitted. The caller's edits are;
+// an old node's entries are while the node is held, and push() holds it.
 class rechunker {
  public:
   rechunker(node_sink& store, const chunk_policy& policy, std::uint8_t level, parent_changes& out)
       : store_(store), chunker_(policy, level), level_(level), out_(out) {}
 
-  status push(entry e) {
+  status push(entry_view e, const node_ptr* from = nullptr) {
     std::size_t bytes = encoded_size(e);
     if (chunker_.closes_before(bytes)) MAGNETITE_TRY(emit());
-    chunk_.push_back(std::move(e));
-    if (chunker_.add(chunk_.back().key, bytes)) MAGNETITE_TRY(emit());
+    if (from && (held_.empty() || held_.back() != *from)) held_.push_back(*from);
+    chunk_.push_back(e);
+    if (chunker_.add(e.key, bytes)) MAGNETITE_TRY(emit());
     return status::ok();
   }
 
   status emit() {
     if (chunk_.empty()) return status::ok();
-    node n{level_, std::move(chunk_)};
+    node n{level_, std::span<const entry_view>(chunk_)};
     chunk_.clear();
+    held_.clear();
     chunker_.reset();
     auto h = store_.write(n);
     if (!h) return h.error();
@@ -52,7 +56,8 @@ class rechunker {
   chunker chunker_;
   std::uint8_t level_;
   parent_changes& out_;
-  std::vector<entry> chunk_;
+  std::vector<entry_view> chunk_;
+  std::vector<node_ptr> held_;  // the old nodes chunk_ views entries of
 };
 
 // Applies sorted edits to the entries of `level` and records, in `out`, how the
@@ -62,7 +67,7 @@ class rechunker {
 // closed a node too and no edit remains inside that old node: from there on the
 // old nodes are unchanged.
 status apply_level(node_sink& store, const chunk_policy& policy, const node_ptr& root, std::uint8_t level,
-                   const std::vector<edit>& edits, parent_changes& out) {
+                   std::span<const edit_view> edits, parent_changes& out) {
   rechunker rc(store, policy, level, out);
   std::size_t i = 0;
   while (i < edits.size()) {
@@ -93,7 +98,7 @@ status apply_level(node_sink& store, const chunk_policy& policy, const node_ptr&
           if (edits[i].value) MAGNETITE_TRY(rc.push({edits[i].key, *edits[i].value}));
           ++i;
         } else {
-          MAGNETITE_TRY(rc.push(x.entries()[j++].owned()));
+          MAGNETITE_TRY(rc.push(x.entries()[j++], &c->shared_node()));
         }
       }
       auto moved = c->next_node();
@@ -105,15 +110,15 @@ status apply_level(node_sink& store, const chunk_policy& policy, const node_ptr&
   return status::ok();
 }
 
-const std::string* value_of(const entry& e) { return &e.value; }
-const std::string* value_of(const edit& e) { return e.value ? &*e.value : nullptr; }
+std::optional<std::string_view> value_of(const entry& e) { return e.value; }
+std::optional<std::string_view> value_of(const edit_view& e) { return e.value; }
 
 // Keys and values within the limits, keys strictly increasing.
 template <class T>
 status check_sorted(std::span<const T> items, std::string_view what) {
   for (std::size_t i = 0; i < items.size(); ++i) {
     MAGNETITE_TRY(limits::check_key(items[i].key));
-    if (const std::string* v = value_of(items[i])) MAGNETITE_TRY(limits::check_value(*v));
+    if (auto v = value_of(items[i])) MAGNETITE_TRY(limits::check_value(*v));
     if (i > 0 && !(items[i - 1].key < items[i].key))
       return status::invalid_argument(fmt::format("{} are not strictly sorted at index {}", what, i));
   }
@@ -177,7 +182,7 @@ result<hash128> prolly_tree::empty_root() { return store_.write(node{}); }
 result<std::vector<entry>> prolly_tree::build_level(std::uint8_t level, std::span<const entry> entries) {
   parent_changes made;
   rechunker rc(store_, policy_, level, made);
-  for (const auto& e : entries) MAGNETITE_TRY(rc.push(e));
+  for (const auto& e : entries) MAGNETITE_TRY(rc.push({e.key, e.value}));
   MAGNETITE_TRY(rc.emit());
   std::vector<entry> refs;
   refs.reserve(made.size());
@@ -206,12 +211,23 @@ result<hash128> prolly_tree::build(std::span<const entry> sorted) {
 }
 
 result<hash128> prolly_tree::apply(const hash128& root_hash, std::span<const edit> sorted_edits) {
+  std::vector<edit_view> views;
+  views.reserve(sorted_edits.size());
+  for (const auto& e : sorted_edits) views.push_back({e.key, e.value});
+  return apply(root_hash, views);
+}
+
+result<hash128> prolly_tree::apply(const hash128& root_hash, std::span<const edit_view> sorted_edits) {
   MAGNETITE_TRY(policy_.validate());
   MAGNETITE_TRY(check_sorted(sorted_edits, "edits"));
   if (sorted_edits.empty()) return root_hash;
   auto root = load(root_hash);
   if (!root) return root.error();
-  std::vector<edit> level_edits(sorted_edits.begin(), sorted_edits.end());
+  // Above the leaves, a level's edits view the entries of the changes made
+  // below it, kept in `below` until that level is written.
+  std::span<const edit_view> level_edits = sorted_edits;
+  parent_changes below;
+  std::vector<edit_view> upper;
   for (std::uint8_t level = 0;; ++level) {
     parent_changes changes;
     MAGNETITE_TRY(apply_level(store_, policy_, *root, level, level_edits, changes));
@@ -236,10 +252,12 @@ result<hash128> prolly_tree::apply(const hash128& root_hash, std::span<const edi
         h = only->hash;
       }
     }
-    level_edits.clear();
-    for (auto& [key, change] : changes)
-      if (change.new_value != change.old_value) level_edits.push_back({key, std::move(change.new_value)});
-    if (level_edits.empty()) return root_hash;  // every node came out as it was
+    upper.clear();
+    for (const auto& [key, change] : changes)
+      if (change.new_value != change.old_value) upper.push_back({key, change.new_value});
+    below = std::move(changes);  // map nodes keep their place: the views stay valid
+    if (upper.empty()) return root_hash;  // every node came out as it was
+    level_edits = upper;
   }
 }
 

@@ -31,6 +31,12 @@ struct edit {
   std::optional<std::string> value;  // nullopt: delete
 };
 
+// The same, viewing bytes the caller keeps alive during the call.
+struct edit_view {
+  std::string_view key;
+  std::optional<std::string_view> value;  // nullopt: delete
+};
+
 class prolly_tree {
  public:
   explicit prolly_tree(node_sink& store, chunk_policy policy = {}) : store_(store), policy_(policy) {}
@@ -44,6 +50,7 @@ class prolly_tree {
   // The tree with `sorted_edits` applied (puts replace, deletes of absent keys
   // are no-ops).
   result<hash128> apply(const hash128& root, std::span<const edit> sorted_edits);
+  result<hash128> apply(const hash128& root, std::span<const edit_view> sorted_edits);
 
   result<std::optional<std::string>> get(const hash128& root, std::string_view key);
   // The same into a caller's buffer (no allocation once it is large enough).
