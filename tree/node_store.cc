@@ -683,17 +683,15 @@ result<hash128> node_store::write(const node& n) {
   rec.hash = h;
   rec.raw_length = static_cast<std::uint32_t>(bytes.size());
   if (options_.compress) {
-    std::string z(ZSTD_compressBound(bytes.size()), '\0');
-    std::size_t zn = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), z.data(), z.size(), bytes.data(),
-                                       bytes.size(), options_.compression_level);
+    if (std::size_t bound = ZSTD_compressBound(bytes.size()); compressed_.size() < bound) compressed_.resize(bound);
+    std::size_t zn = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), compressed_.data(), compressed_.size(),
+                                       bytes.data(), bytes.size(), options_.compression_level);
     if (!ZSTD_isError(zn) && zn < bytes.size()) {
-      z.resize(zn);
-      rec.payload = std::move(z);
+      rec.payload.assign(compressed_.data(), zn);
       rec.flags = flag_zstd;
     }
   }
   if (rec.flags == 0) rec.payload = bytes;
-  rec.decoded = std::make_shared<const node>(n);
   pending_bytes_ += record_header_size + rec.payload.size();
   {
     std::unique_lock sl(state_mu_);
@@ -862,10 +860,29 @@ result<node_ptr> node_store::read(const hash128& h) {
   return read_uncached(h);
 }
 
+result<std::string> node_store::pending_encoding(const pending_record& r) {
+  record_buffers b;
+  b.payload = r.payload;
+  b.flags = r.flags;
+  b.raw_length = r.raw_length;
+  if (std::string why = expand(b); !why.empty())
+    return status::corruption(fmt::format("node {}: record not yet written out: {}", r.hash, why));
+  return std::string(b.raw);
+}
+
 // The node cache was asked already (and counted a miss): the record cache,
-// pending records, then the packs. A pending node is returned in `pending`
-// with b untouched; otherwise b.raw holds the node's content.
-result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& b, node_ptr& pending) {
+// pending records, then the packs. b.raw then holds the node's content.
+result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& b) {
+  // A record from the record cache or the write buffer was checked against its
+  // hash when it was read, or made from the encoding by write(): expanding the
+  // same bytes again gives the same content.
+  auto expand_in_memory = [&](std::string_view where) -> status {
+    b.payload = b.record;
+    b.from.reset();
+    if (std::string why = expand(b); !why.empty())
+      return status::corruption(fmt::format("node {}: {}: {}", h, where, why));
+    return status::ok();
+  };
   bool again = false;
   bool cached = records_ && records_->with_hit_seen(h, [&](const cached_record& r, bool seen) {
     b.record.assign(r.payload);
@@ -874,12 +891,7 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
     again = seen;
   });
   if (cached) {
-    // Verified against its hash when it was read: decompressing the same
-    // bytes again gives the same content.
-    b.payload = b.record;
-    if (std::string why = expand(b); !why.empty())
-      return status::corruption(fmt::format("node {}: cached record: {}", h, why));
-    b.from.reset();
+    MAGNETITE_TRY(expand_in_memory("cached record"));
     return again ? fetched::from_record_cache_again : fetched::from_record_cache;
   }
   std::shared_ptr<pack> p;
@@ -887,8 +899,13 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
   {
     std::shared_lock sl(state_mu_);
     if (auto it = pending_at_.find(h); it != pending_at_.end()) {
-      pending = pending_[it->second].decoded;
-      return fetched::pending;
+      const pending_record& r = pending_[it->second];
+      b.record.assign(r.payload);
+      b.flags = r.flags;
+      b.raw_length = r.raw_length;
+      sl.unlock();
+      MAGNETITE_TRY(expand_in_memory("record not yet written out"));
+      return fetched::from_pending;
     }
     auto it = index_.find(h);
     if (it == index_.end()) return status::not_found(fmt::format("tree node {} is not stored in {}", h, dir_));
@@ -907,7 +924,7 @@ result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buff
   if (!n)
     return status::corruption(
         fmt::format("node {}: {}: matches its hash but does not decode: {}", h,
-                    b.from ? fmt::format("pack {}, offset {}", b.from->path, b.offset) : "the record cache",
+                    b.from ? fmt::format("pack {}, offset {}", b.from->path, b.offset) : "a record in memory",
                     n.error().message()));
   node_ptr out = std::make_shared<const node>(std::move(*n));
   std::size_t charge = charge_of(*out);
@@ -929,10 +946,8 @@ node_store::buffers_lease::~buffers_lease() { b.from.reset(); }
 result<node_ptr> node_store::read_uncached(const hash128& h) {
   buffers_lease lease;
   record_buffers& b = lease.b;
-  node_ptr pending;
-  auto f = fetch(h, b, pending);
+  auto f = fetch(h, b);
   if (!f) return f.error();
-  if (*f == fetched::pending) return pending;
   if (*f == fetched::from_pack) keep_record(h, b);
   return decode_and_keep(h, b);
 }
@@ -978,11 +993,10 @@ result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std
   if (cache_->with_hit(leaf, [&](const cached_node& c) { out = search_leaf(c.ix, leaf, key, value); })) return out;
   buffers_lease lease;
   record_buffers& b = lease.b;
-  node_ptr pending;
-  auto f = fetch(leaf, b, pending);
+  auto f = fetch(leaf, b);
   if (!f) return f.error();
-  if (*f == fetched::pending) return search_leaf(pending->search_index(), leaf, key, value);
-  if ((*f == fetched::from_pack && keep_record(leaf, b)) || *f == fetched::from_record_cache)
+  if ((*f == fetched::from_pack && keep_record(leaf, b)) || *f == fetched::from_record_cache ||
+      *f == fetched::from_pending)
     return search_encoding(b.raw, leaf, key, value);
   auto n = decode_and_keep(leaf, b);
   if (!n) return n.error();
@@ -1030,7 +1044,12 @@ node_check node_store::check(std::span<const hash128> roots, std::size_t max_pro
       {
         std::shared_lock sl(state_mu_);
         if (auto pi = pending_at_.find(it.h); pi != pending_at_.end()) {
-          raw = pending_[pi->second].decoded->encode();
+          auto e = pending_encoding(pending_[pi->second]);
+          if (!e) {
+            problem(e.error().message());
+            continue;
+          }
+          raw = std::move(*e);
         } else if (auto ii = index_.find(it.h); ii != index_.end()) {
           loc = ii->second;
           p = packs_.at(loc.pack);
@@ -1132,7 +1151,9 @@ result<node_store::stored_record> node_store::load_for_gc(const hash128& h) {
   // The writer's own view: state changes only under write_mu_, which gc holds.
   if (auto it = pending_at_.find(h); it != pending_at_.end()) {
     const pending_record& r = pending_[it->second];
-    return stored_record{std::string(r.decoded->encode()), r.flags, r.payload};
+    auto raw = pending_encoding(r);
+    if (!raw) return raw.error();
+    return stored_record{std::move(*raw), r.flags, r.payload};
   }
   auto it = index_.find(h);
   if (it == index_.end())

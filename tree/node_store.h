@@ -289,9 +289,10 @@ class node_store final : public node_sink {
   struct reclaim_cycle;  // the marks and victims of the cycle running
 
  private:
+  // A node written and not yet handed to the kernel: only its stored bytes,
+  // so the write buffer holds what it counts (a read of it decodes them).
   struct pending_record {
     hash128 hash;
-    node_ptr decoded;
     std::uint8_t flags = 0;
     std::uint32_t raw_length = 0;
     std::string payload;  // stored bytes (compressed or not)
@@ -313,7 +314,7 @@ class node_store final : public node_sink {
     std::shared_ptr<pack> from;  // the pack it was read from (null: the record cache), for errors
     std::uint64_t offset = 0;
   };
-  enum class fetched { pending, from_record_cache, from_record_cache_again, from_pack };
+  enum class fetched { from_pending, from_record_cache, from_record_cache_again, from_pack };
   struct stored_record {
     std::string raw;      // the node's encoding, verified against its hash
     std::uint8_t flags;
@@ -337,7 +338,8 @@ class node_store final : public node_sink {
   // Offers a leaf's record, just read and verified, to the record cache; true
   // if it was kept.
   bool keep_record(const hash128& h, const record_buffers& b);
-  result<fetched> fetch(const hash128& h, record_buffers& b, node_ptr& pending);
+  result<fetched> fetch(const hash128& h, record_buffers& b);
+  static result<std::string> pending_encoding(const pending_record& r);
   result<node_ptr> decode_and_keep(const hash128& h, const record_buffers& b);
   static record_buffers& thread_buffers();
   struct buffers_lease {
@@ -398,6 +400,7 @@ class node_store final : public node_sink {
   std::vector<index_entry> unsynced_entries_;    // records of active_ past synced_size_
   std::size_t pending_bytes_ = 0;
   void* cctx_ = nullptr;                         // ZSTD_CCtx
+  std::string compressed_;  // write()'s output buffer: it keeps its size, never filled
   std::atomic<bool> has_durable_{false};
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::uint64_t> durable_position_{0};
