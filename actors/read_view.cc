@@ -14,9 +14,32 @@ const layer_entry* layer::find(std::string_view key) const noexcept {
   return it != entries.end() && it->key == key ? &*it : nullptr;
 }
 
-namespace {
-std::size_t entry_bytes(const layer_entry& e) { return e.key.size() + (e.value ? e.value->size() : 0); }
-}  // namespace
+layer layer::of(const std::map<std::string, std::optional<std::string>, std::less<>>& staged) {
+  std::size_t size = 0;
+  for (const auto& [k, v] : staged) size += k.size() + (v ? v->size() : 0);
+  auto block = std::make_shared<std::string>();
+  block->reserve(size);
+  for (const auto& [k, v] : staged) {
+    block->append(k);
+    if (v) block->append(*v);
+  }
+  layer out;
+  out.entries.reserve(staged.size());
+  const char* at = block->data();
+  for (const auto& [k, v] : staged) {
+    std::string_view key(at, k.size());
+    at += k.size();
+    std::optional<std::string_view> value;
+    if (v) {
+      value = std::string_view(at, v->size());
+      at += v->size();
+    }
+    out.entries.push_back({key, value});
+  }
+  out.bytes = block->capacity() + out.entries.capacity() * sizeof(layer_entry);
+  out.blocks.push_back(std::move(block));
+  return out;
+}
 
 layer layer::merge(const layer& newer, const layer& older) {
   layer out;
@@ -29,8 +52,12 @@ layer layer::merge(const layer& newer, const layer& older) {
     } else {
       out.entries.push_back(*b++);
     }
-    out.bytes += entry_bytes(out.entries.back());
   }
+  out.blocks.reserve(newer.blocks.size() + older.blocks.size());
+  out.blocks.insert(out.blocks.end(), newer.blocks.begin(), newer.blocks.end());
+  out.blocks.insert(out.blocks.end(), older.blocks.begin(), older.blocks.end());
+  out.bytes = out.entries.capacity() * sizeof(layer_entry);
+  for (const auto& b : out.blocks) out.bytes += b->capacity();
   return out;
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,19 +26,28 @@
 #include "core/status.h"
 #include "tree/chunker.h"
 #include "tree/node_store.h"
+#include "tree/prolly_tree.h"
 
 namespace magnetite {
 
-struct layer_entry {
-  std::string key;                   // tree key (see keyspace.h)
-  std::optional<std::string> value;  // stored bytes, or nullopt for a deletion
-};
+// A tree key (see keyspace.h) and its stored bytes, or nullopt for a deletion:
+// what a checkpoint applies to the tree.
+using layer_entry = tree::edit_view;
 
+// A layer's entries are views into byte blocks the layer holds. A merge copies
+// the views and shares the blocks of both inputs, never the bytes, so building
+// the layers copies each write once. A block lives while any layer holding it
+// does: a layer holds every write since the checkpoint that reached it, the
+// ones a newer write hid included, and `bytes` counts all of that.
 struct layer {
-  std::vector<layer_entry> entries;  // sorted by key, unique
-  std::size_t bytes = 0;             // keys and values held
+  std::vector<layer_entry> entries;                        // sorted by key, unique
+  std::vector<std::shared_ptr<const std::string>> blocks;  // the bytes entries view
+  std::size_t bytes = 0;  // memory held: the blocks' bytes and the entry array
 
   const layer_entry* find(std::string_view key) const noexcept;
+  // The writes of `staged` (tree key -> stored bytes, or nullopt for a
+  // deletion), copied into one block.
+  static layer of(const std::map<std::string, std::optional<std::string>, std::less<>>& staged);
   // Newer entries win; the result is sorted and unique.
   static layer merge(const layer& newer, const layer& older);
 };

@@ -108,11 +108,7 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   }
   // What was replayed is durable already (recovery repaired the log).
   if (!s->staged_.empty()) {
-    auto l = std::make_shared<layer>();
-    for (auto& [k, v] : s->staged_) {
-      l->bytes += k.size() + (v ? v->size() : 0);
-      l->entries.push_back({k, std::move(v)});
-    }
+    auto l = std::make_shared<const layer>(layer::of(s->staged_));
     s->staged_.clear();
     s->staged_writes_ = 0;
     s->publish(root, {std::move(l)});
@@ -418,12 +414,7 @@ status shard::commit_group() {
   }
   if (staged_.empty()) return status::ok();
   if (status s = log_->sync(); !s) return fail(s);
-  auto l = std::make_shared<layer>();
-  l->entries.reserve(staged_.size());
-  for (auto& [k, v] : staged_) {
-    l->bytes += k.size() + (v ? v->size() : 0);
-    l->entries.push_back({k, std::move(v)});
-  }
+  auto l = std::make_shared<const layer>(layer::of(staged_));
   // Deletions by the TTL timer are nobody's acknowledged writes.
   if (std::size_t user = staged_writes_ - staged_expiries_) {
     stats_.acknowledged += user;
@@ -468,13 +459,15 @@ result<hash128> shard::checkpoint() {
   MAGNETITE_TRY(commit_group());
   const auto& layers = view_->layers();
   if (layers.empty()) return view_->root();
-  layer all = *layers.front();
-  for (std::size_t i = 1; i < layers.size(); ++i) all = layer::merge(all, *layers[i]);
-  std::vector<tree::edit> edits;
-  edits.reserve(all.entries.size());
-  for (auto& e : all.entries) edits.push_back({std::move(e.key), std::move(e.value)});
+  layer all;
+  const layer* edits = layers.front().get();
+  if (layers.size() > 1) {
+    all = layer::merge(*layers[0], *layers[1]);
+    for (std::size_t i = 2; i < layers.size(); ++i) all = layer::merge(all, *layers[i]);
+    edits = &all;
+  }
   tree::prolly_tree t(*store_, options_.chunking);
-  auto root = t.apply(view_->root(), edits);
+  auto root = t.apply(view_->root(), edits->entries);
   if (!root) return fail(root.error());
   auto position = store_->flush();
   if (!position) return fail(position.error());

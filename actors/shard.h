@@ -81,8 +81,9 @@ struct shard_options {
   // The most of cache_bytes that may hold leaves as stored (compressed)
   // rather than decoded (tree/node_store.h, record_cache_share).
   double record_cache_share = 0.5;
-  // A checkpoint is due when the layers hold this many bytes, or (the shard
-  // actor's timer) when the oldest write they hold is this old.
+  // A checkpoint is due when the layers hold this many bytes (every write
+  // since the last checkpoint, hidden rewrites included: read_view.h), or
+  // (the shard actor's timer) when the oldest write they hold is this old.
   std::size_t checkpoint_bytes = std::size_t{32} << 20;
   std::chrono::milliseconds checkpoint_interval{60'000};
   tree::chunk_policy chunking{};

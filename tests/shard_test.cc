@@ -322,6 +322,37 @@ TEST_CASE("shard: scans merge the layers over the tree, newest first, deletions 
   CHECK(got == want);
 }
 
+// Layers share the bytes of the writes they were merged from, hidden ones
+// included, so what makes a checkpoint due is every byte written since the
+// last one: one key rewritten over and over fills the layers as surely as
+// new keys do, and the layers' memory stays near checkpoint_bytes.
+TEST_CASE("shard: the layers count every byte written since the checkpoint, rewrites of one key included") {
+  fault_env fe;
+  manual_clock clock;
+  shard_options o = small_options(clock);
+  o.checkpoint_bytes = 64 << 10;
+  auto s = must_open(fe, o);
+  const std::string value(1000, 'v');
+  int writes = 0;
+  while (!s->checkpoint_due()) {
+    REQUIRE(s->put("hot", value + std::to_string(writes++)).is_ok());
+    REQUIRE(s->commit_group().is_ok());
+    REQUIRE(writes < 1000);
+  }
+  // Due after about checkpoint_bytes / 1 006 bytes (key and envelope) writes,
+  // not never.
+  CHECK(writes >= 55);
+  CHECK(writes <= 70);
+  std::size_t entries = 0;
+  for (const auto& l : s->view()->layers()) entries += l->entries.size();
+  CHECK(entries <= s->view()->layers().size());  // each holds the one key ("hot", newest wins)
+  CHECK(get(*s, "hot") == value + std::to_string(writes - 1));
+  must(s->checkpoint());
+  CHECK_FALSE(s->checkpoint_due());
+  CHECK(s->view()->layers().empty());
+  CHECK(get(*s, "hot") == value + std::to_string(writes - 1));
+}
+
 TEST_CASE("shard: usage counts keys through layers and checkpoints; stats count groups by size") {
   fault_env fe;
   manual_clock clock;
