@@ -16,14 +16,14 @@ void expiry_index::set(std::string_view key, std::uint64_t deadline_ns) {
 }
 
 void expiry_index::erase(std::string_view key) {
-  auto it = by_key_.find(std::string(key));
+  auto it = by_key_.find(key);
   if (it == by_key_.end()) return;
   by_deadline_.erase({it->second, it->first});
   by_key_.erase(it);
 }
 
 std::optional<std::uint64_t> expiry_index::deadline(std::string_view key) const {
-  auto it = by_key_.find(std::string(key));
+  auto it = by_key_.find(key);
   if (it == by_key_.end()) return std::nullopt;
   return it->second;
 }

@@ -43,8 +43,13 @@ class expiry_index {
   bool empty() const noexcept { return by_key_.empty(); }
 
  private:
+  // Looked up by string_view without making a string: every write asks.
+  struct key_hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view k) const noexcept { return std::hash<std::string_view>{}(k); }
+  };
   std::set<std::pair<std::uint64_t, std::string>> by_deadline_;
-  std::unordered_map<std::string, std::uint64_t> by_key_;
+  std::unordered_map<std::string, std::uint64_t, key_hash, std::equal_to<>> by_key_;
 };
 
 }  // namespace magnetite::ttl
