@@ -592,6 +592,55 @@ status database::batch(std::span<const batch_write> writes, std::optional<std::s
   return p ? without_outcome(submit(std::move(*p))) : p.error();
 }
 
+status database::ingest(std::span<const std::pair<std::string_view, std::string_view>> sorted) {
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    MAGNETITE_TRY(limits::check_user_key(sorted[i].first));
+    MAGNETITE_TRY(limits::check_user_value(sorted[i].second));
+    if (i > 0 && !(sorted[i - 1].first < sorted[i].first))
+      return status::invalid_argument(fmt::format("ingest: keys are not strictly increasing at index {}", i));
+  }
+  // Each shard's part goes flat (shard::ingest): its keys and values back to
+  // back in one string, and their sizes. Both are reserved at their full size
+  // first: growing them by doubling (fresh pages and copies) cost more than
+  // the shards' own work.
+  std::vector<std::string> bytes(slots_.size());
+  std::vector<std::vector<std::uint32_t>> sizes(slots_.size());
+  std::vector<std::uint32_t> shard_at(sorted.size());
+  std::vector<std::size_t> total(slots_.size()), count(slots_.size());
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    std::size_t s = shard_at[i] = static_cast<std::uint32_t>(shard_of(sorted[i].first));
+    total[s] += sorted[i].first.size() + sorted[i].second.size();
+    ++count[s];
+  }
+  for (std::size_t s = 0; s < slots_.size(); ++s) {
+    bytes[s].reserve(total[s]);
+    sizes[s].reserve(2 * count[s]);
+  }
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    const auto& [k, v] = sorted[i];
+    std::size_t s = shard_at[i];
+    bytes[s].append(k);
+    bytes[s].append(v);
+    sizes[s].push_back(static_cast<std::uint32_t>(k.size()));
+    sizes[s].push_back(static_cast<std::uint32_t>(v.size()));
+  }
+  // Every request is sent before any answer is awaited: the shards work at once.
+  caf::scoped_actor self{*system_};
+  using answer = caf::response_handle<caf::blocking_actor, caf::detail::type_list<std::string>, true>;
+  std::vector<answer> asked;
+  for (std::size_t s = 0; s < slots_.size(); ++s)
+    if (!sizes[s].empty())
+      asked.push_back(self->request(shard_handle(s), caf::infinite, ingest_atom::value, std::move(bytes[s]),
+                                    std::move(sizes[s])));
+  status out;
+  for (auto& a : asked)
+    a.receive([&](std::string&) {},
+              [&](caf::error& e) {
+                if (out.is_ok()) out = to_status(e);
+              });
+  return out;
+}
+
 result<std::vector<std::pair<std::string, std::string>>> database::range(std::string_view from, std::string_view to,
                                                                           std::size_t limit) {
   auto c = scan(from, to, std::min<std::size_t>(std::max<std::size_t>(limit, 1), 256));

@@ -144,6 +144,17 @@ class database {
                           std::optional<std::string_view> routing = {});
   // Atomic within one shard: every key must route to the same shard.
   status batch(std::span<const batch_write> writes, std::optional<std::string_view> routing = {});
+  // Bulk ingest of sorted writes: `sorted` holds (key, value) views, keys
+  // strictly increasing, values without a TTL (a key's earlier TTL goes).
+  // Each shard writes its part straight into its tree (shard::ingest: its
+  // layers checkpointed first, then the writes, one flush and one commit
+  // marker, no log frames), all shards at once. Durable when it returns ok.
+  // Each shard's part is all or nothing, the whole is not: after an error
+  // some shards may hold their part, and running the same ingest again is
+  // harmless. Bad input is invalid_argument and nothing is sent. For loads:
+  // a call's keys should follow the previous call's, so that each touches
+  // only the right edge of every tree.
+  status ingest(std::span<const std::pair<std::string_view, std::string_view>> sorted);
   // Entries of [from, to) across all shards in key order, at most `limit`
   // (`to` empty: no upper bound). Read from the shards' views like get.
   result<std::vector<std::pair<std::string, std::string>>> range(std::string_view from, std::string_view to,

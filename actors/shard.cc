@@ -466,14 +466,68 @@ result<hash128> shard::checkpoint() {
     for (std::size_t i = 2; i < layers.size(); ++i) all = layer::merge(all, *layers[i]);
     edits = &all;
   }
+  return commit_to_tree(edits->entries);
+}
+
+result<hash128> shard::commit_to_tree(std::span<const tree::edit_view> edits) {
   tree::prolly_tree t(*store_, options_.chunking);
-  auto root = t.apply(view_->root(), edits->entries);
+  auto root = t.apply(view_->root(), edits);
   if (!root) return fail(root.error());
   auto position = store_->flush();
   if (!position) return fail(position.error());
   if (status s = log_->commit({*root, *position}); !s) return fail(s);
   ++stats_.checkpoints;
   publish(*root, {});
+  return *root;
+}
+
+result<hash128> shard::ingest(std::string_view bytes, std::span<const std::uint32_t> sizes) {
+  MAGNETITE_TRY(check_usable());
+  if (sizes.size() % 2 != 0) return status::invalid_argument("ingest: a key without its value");
+  std::uint64_t total = 0;
+  for (std::uint32_t n : sizes) total += n;
+  if (total != bytes.size())
+    return status::invalid_argument(fmt::format("ingest: sizes add up to {} bytes, not {}", total, bytes.size()));
+  // Each write's key and value, as views into `bytes`.
+  std::vector<std::pair<std::string_view, std::string_view>> writes(sizes.size() / 2);
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    writes[i].first = bytes.substr(at, sizes[2 * i]);
+    writes[i].second = bytes.substr(at + sizes[2 * i], sizes[2 * i + 1]);
+    at += sizes[2 * i] + sizes[2 * i + 1];
+    MAGNETITE_TRY(limits::check_user_key(writes[i].first));
+    MAGNETITE_TRY(limits::check_user_value(writes[i].second));
+    if (i > 0 && !(writes[i - 1].first < writes[i].first))
+      return status::invalid_argument(fmt::format("ingest: keys are not strictly increasing at index {}", i));
+  }
+  auto base = checkpoint();
+  if (!base) return base.error();
+  if (writes.empty()) return *base;
+  // The tree keys and stored values in one block the edits view (reserved in
+  // full first: it never moves). A key's TTL entry goes with its old value;
+  // expiry keys sort after every data key.
+  std::string block;
+  block.reserve(bytes.size() + 2 * writes.size());
+  std::vector<tree::edit_view> edits;
+  edits.reserve(writes.size());
+  std::vector<std::string> expiries;
+  for (const auto& [k, v] : writes) {
+    std::size_t key_at = block.size();
+    block.push_back(keyspace::data_tag);
+    block.append(k);
+    std::size_t value_at = block.size();
+    ttl::wrap_into(block, v, std::nullopt);
+    edits.push_back({std::string_view(block).substr(key_at, value_at - key_at),
+                     std::string_view(block).substr(value_at)});
+    if (auto old = expiry_.deadline(k)) expiries.push_back(keyspace::expiry_key(*old, k));
+  }
+  std::sort(expiries.begin(), expiries.end());
+  for (const auto& x : expiries) edits.push_back({x, std::nullopt});
+  auto root = commit_to_tree(edits);
+  if (!root) return root.error();
+  if (!expiries.empty())
+    for (const auto& [k, v] : writes) expiry_.erase(k);
+  stats_.ingested += writes.size();
   return *root;
 }
 

@@ -168,7 +168,8 @@ struct shard_stats {
   // Groups that held acknowledged writes, by how many (buckets above).
   std::vector<std::uint64_t> group_sizes = std::vector<std::uint64_t>(group_size_buckets);
   std::uint64_t groups = 0;             // commit_group calls that made writes durable
-  std::uint64_t checkpoints = 0;
+  std::uint64_t checkpoints = 0;         // ingests' commit markers included
+  std::uint64_t ingested = 0;            // writes made by ingest()
   std::uint64_t replayed_records = 0;   // at open
   std::uint64_t expired = 0;            // keys deleted by stage_expired
   std::uint64_t log_fsyncs = 0;
@@ -272,6 +273,18 @@ class shard {
   bool checkpoint_due() const noexcept { return view_->layer_bytes() >= options_.checkpoint_bytes; }
   // Commits staged writes first. Returns the new root.
   result<hash128> checkpoint();
+  // Bulk ingest: key i -> value i (user keys strictly increasing, values
+  // without a TTL; a key's earlier TTL goes) written straight into the tree,
+  // not through the log's frames. The layers are checkpointed first, then the
+  // writes are applied to the tree, the node store flushed and the new root
+  // recorded by one commit marker, as a checkpoint does: the marker is the
+  // commit point, so a crash before it loses the whole ingest and one after it
+  // nothing. Costs a checkpoint's fsyncs (pack and log) however many writes;
+  // bad input (invalid_argument) is refused before anything changes, staged
+  // writes included. Returns the root.
+  // The writes come flat: `bytes` holds key 0, value 0, key 1, value 1, ...
+  // back to back, and `sizes` their lengths in the same order.
+  result<hash128> ingest(std::string_view bytes, std::span<const std::uint32_t> sizes);
   std::optional<std::uint64_t> next_deadline() const { return expiry_.earliest(); }
   std::uint64_t now_ns() const { return options_.clock(); }
 
@@ -369,6 +382,10 @@ class shard {
   // the expiry entries and the index in step.
   status stage(std::string_view key, std::optional<std::string> stored);
   void publish(hash128 root, std::vector<std::shared_ptr<const layer>> layers);
+  // Applies sorted edits to the current root, flushes the node store, records
+  // the new root in the log's commit marker and publishes it with no layers
+  // (the layers must hold nothing the edits do not).
+  result<hash128> commit_to_tree(std::span<const tree::edit_view> edits);
 
   env& env_;
   std::string dir_;

@@ -412,6 +412,16 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         if (!root) return to_error(root.error());
         return root->to_hex();
       },
+      [=](ingest_atom, const std::string& bytes, const std::vector<std::uint32_t>& sizes) -> caf::result<std::string> {
+        if (auto e = down()) return *e;
+        if (!finish_group(self)) return to_error(self->state.db->failure());
+        auto root = self->state.db->ingest(bytes, sizes);
+        stop_if_failed(self);
+        if (!root) return to_error(root.error());
+        publish(self);
+        maybe_reclaim(self);
+        return root->to_hex();
+      },
       [=](stats_atom) -> caf::result<shard_stats> {
         if (auto e = down()) return *e;
         return self->state.db->stats();

@@ -19,6 +19,8 @@
 //                                                    offered to apply_stamped (shard::merge_stamped)
 //   (range, from, to, limit)                         -> (keys, values, more)  to "": no bound
 //   (commit)                                         -> root (32 hex digits)
+//   (ingest, bytes, [size])                          -> root       sorted writes straight into the
+//                                                    tree, durable at the reply (shard::ingest)
 //   (stats)                                          -> shard_stats    counters since open
 //   (usage)                                          -> shard_usage    keys, bytes, cache, root
 //   (verify, [retained root])                        -> shard_verify_report   damage is in the report
@@ -59,6 +61,7 @@ using cas_atom = caf::atom_constant<caf::atom("cas")>;
 using batch_atom = caf::atom_constant<caf::atom("batch")>;
 using range_atom = caf::atom_constant<caf::atom("range")>;
 using commit_atom = caf::atom_constant<caf::atom("commit")>;
+using ingest_atom = caf::atom_constant<caf::atom("ingest")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using usage_atom = caf::atom_constant<caf::atom("usage")>;
 using verify_atom = caf::atom_constant<caf::atom("verify")>;
@@ -134,7 +137,7 @@ typename Inspector::result_type inspect(Inspector& f, state_check& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
   return f(caf::meta::type_name("shard_stats"), x.writes, x.acknowledged, x.group_sizes, x.groups, x.checkpoints,
-           x.replayed_records, x.expired, x.log_fsyncs);
+           x.ingested, x.replayed_records, x.expired, x.log_fsyncs);
 }
 
 template <class Inspector>
@@ -220,6 +223,7 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<range_atom, std::string, std::string, std::uint32_t>::with<std::vector<std::string>,
                                                                                 std::vector<std::string>, bool>,
     caf::replies_to<commit_atom>::with<std::string>,
+    caf::replies_to<ingest_atom, std::string, std::vector<std::uint32_t>>::with<std::string>,
     caf::replies_to<stats_atom>::with<shard_stats>,
     caf::replies_to<usage_atom>::with<shard_usage>,
     caf::replies_to<verify_atom, std::vector<std::string>>::with<shard_verify_report>,

@@ -14,6 +14,7 @@
 #include "tests/support/database_fixture.h"
 #include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tree_model.h"
 
 using namespace magnetite;
 using namespace std::chrono_literals;
@@ -92,6 +93,53 @@ TEST_CASE("database: bad input is a clear error and changes nothing") {
   CHECK(db->batch(spread, std::string_view("one-shard")).is_ok());   // a routing key keeps them together
   CHECK(db->get("b7", std::string_view("one-shard")).value() == std::optional<std::string>("v"));
   CHECK_FALSE(db->get("k").value().has_value());
+}
+
+TEST_CASE("database: ingest spreads sorted writes over every shard, durable at once; bad input sends nothing") {
+  testing::temp_dir d("db");
+  std::map<std::string, std::string> model;
+  auto run = [](int from, int to, std::string_view tag) {
+    std::vector<std::pair<std::string, std::string>> w;
+    for (int i = from; i < to; ++i) w.emplace_back(fmt::format("i{:06}", i), fmt::format("{}{}", tag, i));
+    return w;
+  };
+  auto views = [](const std::vector<std::pair<std::string, std::string>>& w) {
+    return std::vector<std::pair<std::string_view, std::string_view>>(w.begin(), w.end());
+  };
+  {
+    auto db = must_open(options_for(d.path()));
+    REQUIRE(db->put("i000003", "before", 1h).is_ok());
+    REQUIRE(db->put("j", "after the ingest's keys").is_ok());
+    model["j"] = "after the ingest's keys";
+    for (auto [from, to] : {std::pair{0, 5000}, std::pair{5000, 12000}}) {
+      auto w = run(from, to, "v");
+      for (const auto& [k, v] : w) model[k] = v;
+      REQUIRE(db->ingest(views(w)).is_ok());
+    }
+    auto unsorted = run(20000, 20010, "late");
+    std::swap(unsorted[3], unsorted[7]);
+    auto bad = db->ingest(views(unsorted));
+    CHECK(bad.code() == status_code::invalid_argument);
+    CHECK(bad.message().find("index 4") != std::string::npos);
+    CHECK(db->ingest(views({{"", "v"}})).code() == status_code::invalid_argument);
+    CHECK_FALSE(db->get("i020000").value().has_value());  // nothing of the refused ingest landed
+    auto st = testing::must(db->stats());
+    std::uint64_t ingested = 0;
+    std::size_t shards_used = 0;
+    for (const auto& s : st.shards) {
+      ingested += s.ingested;
+      shards_used += s.ingested > 0;
+    }
+    CHECK(ingested == 12000);
+    CHECK(shards_used == st.shards.size());
+    auto all = testing::must(db->range("", "", 100000));
+    CHECK(std::map<std::string, std::string>(all.begin(), all.end()) == model);
+  }
+  // Reopened, nothing is replayed for the ingest: it is in the trees.
+  auto db = must_open(options_for(d.path()));
+  auto all = testing::must(db->range("", "", 100000));
+  CHECK(std::map<std::string, std::string>(all.begin(), all.end()) == model);
+  CHECK(db->get("i000003").value() == std::optional<std::string>("v3"));
 }
 
 TEST_CASE("database: an exception in a handler restarts only that shard, which replays; too many make it fail") {

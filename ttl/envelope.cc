@@ -14,9 +14,7 @@ constexpr std::size_t stamp_at = 1;
 constexpr std::size_t stamped_deadline_at = stamp_at + stamp::encoded_bytes;
 }  // namespace
 
-std::string wrap(std::string_view value, std::optional<std::uint64_t> expires_at_ns) {
-  std::string out;
-  out.reserve(value.size() + max_envelope_overhead);
+void wrap_into(std::string& out, std::string_view value, std::optional<std::uint64_t> expires_at_ns) {
   if (expires_at_ns) {
     out.push_back(expiring);
     put_fixed64_le(out, *expires_at_ns);
@@ -24,6 +22,12 @@ std::string wrap(std::string_view value, std::optional<std::uint64_t> expires_at
     out.push_back(plain);
   }
   out.append(value);
+}
+
+std::string wrap(std::string_view value, std::optional<std::uint64_t> expires_at_ns) {
+  std::string out;
+  out.reserve(value.size() + max_envelope_overhead);
+  wrap_into(out, value, expires_at_ns);
   return out;
 }
 

@@ -37,6 +37,8 @@ inline constexpr std::size_t max_envelope_overhead = 9;
 inline constexpr std::size_t max_stamped_overhead = 1 + stamp::encoded_bytes + 8;
 
 std::string wrap(std::string_view value, std::optional<std::uint64_t> expires_at_ns);
+// The same, appended to `out`.
+void wrap_into(std::string& out, std::string_view value, std::optional<std::uint64_t> expires_at_ns);
 // value nullopt: a tombstone, whose deadline (required) is its purge deadline.
 std::string wrap_stamped(const stamp& st, std::optional<std::string_view> value,
                          std::optional<std::uint64_t> expires_at_ns);
