@@ -64,7 +64,10 @@
 //            fsync policy, then commit(); RocksDB in WriteBatches of 1 000
 //            with sync=false (WAL on), then Flush. Keys/s until the data is
 //            durable in the engine's tree or SSTs, bytes on disk / live bytes
-//            (N x 116) after it, and peak RSS.
+//            (N x 116) after it, and peak RSS. Then the same keys and values
+//            ingested in sorted runs of 100 000, each durable before the next
+//            (ingest_engine): ours database::ingest, RocksDB SstFileWriter and
+//            IngestExternalFile; keys/s and peak RSS (peer "rocksdb_sst").
 //   overwrite each engine in its own child: the load, then R rounds (default
 //            10) that rewrite every key once, in a permuted order, with new
 //            random values (100 letters and digits); ours commit()s after each
@@ -176,6 +179,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/listener.h>
 #include <rocksdb/options.h>
+#include <rocksdb/sst_file_writer.h>
 #include <rocksdb/table.h>
 #include <rocksdb/version.h>
 #include <rocksdb/write_batch.h>
@@ -714,6 +718,54 @@ double load_engine(engine e, const std::string& dir, std::uint64_t keys, bool se
   return took;
 }
 
+// The same keys and values ingested in sorted runs of `ingest_run` keys,
+// each run durable before the next: ours database::ingest (straight into
+// the trees, no log frames), RocksDB an SST file per run written with
+// SstFileWriter under the database's options, then IngestExternalFile
+// (move_files: the file is linked into the database, not copied). Returns
+// the seconds until the last run is durable.
+constexpr std::uint64_t ingest_run = 100'000;
+
+double ingest_engine(engine e, const std::string& dir, std::uint64_t keys) {
+  auto t0 = clock_type::now();
+  if (e == engine::ours) {
+    auto db = must(database::open(db_options(dir)), "open");
+    std::string bytes;
+    std::vector<std::pair<std::size_t, std::size_t>> at;  // where each key and value ends in bytes
+    std::vector<std::pair<std::string_view, std::string_view>> run;
+    for (std::uint64_t j = 0; j < keys; j += ingest_run) {
+      bytes.clear(), at.clear(), run.clear();
+      for (std::uint64_t i = j; i < std::min(keys, j + ingest_run); ++i) {
+        bytes += key_of(i);
+        std::size_t k = bytes.size();
+        bytes += value_of(i);
+        at.emplace_back(k, bytes.size());
+      }
+      for (std::size_t n = 0, from = 0; n < at.size(); from = at[n++].second)
+        run.emplace_back(std::string_view(bytes).substr(from, at[n].first - from),
+                         std::string_view(bytes).substr(at[n].first, at[n].second - at[n].first));
+      must(db->ingest(run), "ingest");
+    }
+    return since(t0);
+  }
+  rocksdb::Options options;
+  auto r = open_rocksdb(dir, false, [&](rocksdb::Options& o) { options = o; });
+  std::filesystem::create_directories(dir + "-sst");
+  for (std::uint64_t j = 0; j < keys; j += ingest_run) {
+    std::string path = fmt::format("{}-sst/{}.sst", dir, j);
+    rocksdb::SstFileWriter w(rocksdb::EnvOptions(), options);
+    rocksdb_must(w.Open(path), "sst open");
+    for (std::uint64_t i = j; i < std::min(keys, j + ingest_run); ++i) rocksdb_must(w.Put(key_of(i), value_of(i)), "sst put");
+    rocksdb_must(w.Finish(), "sst finish");
+    rocksdb::IngestExternalFileOptions io;
+    io.move_files = true;
+    rocksdb_must(r->IngestExternalFile({path}, io), "ingest");
+  }
+  double took = since(t0);
+  std::filesystem::remove_all(dir + "-sst");
+  return took;
+}
+
 // ---------------------------------------------------------------------------
 // Cases
 
@@ -962,14 +1014,25 @@ void load_case(const std::string& base, std::uint64_t keys) {
     m.push_back(std::move(r));
     std::filesystem::remove_all(dir);
   }
+  say("load: the same keys ingested in sorted runs of {} keys, each durable before the next\n", ingest_run);
+  for (engine e : {engine::ours, engine::rocksdb}) {
+    std::string dir = base + "/l/" + engine_name(e);
+    auto r = in_child([&](std::vector<double>& f) { f.push_back(ingest_engine(e, dir, keys)); });
+    say("load: {:<9} ingested in {:.2f} s, {:.0f} keys/s, peak RSS {:.0f} MiB\n", engine_name(e), r.figures[0],
+        static_cast<double>(keys) / r.figures[0], r.rss_mib);
+    m.push_back(std::move(r));
+    std::filesystem::remove_all(dir);
+  }
   std::filesystem::remove_all(base + "/l");
   report_row rate{"load", "bulk load without sync until durable", 1, "keys/s", keys / m[0].figures[0], "rocksdb",
                   keys / m[1].figures[0], false, "", std::nullopt};
   report_row space{"load", "bytes on disk / live bytes after the load", 1, "x", m[0].figures[1] / live_bytes(keys),
                    "rocksdb", m[1].figures[1] / live_bytes(keys), true, "", std::nullopt};
-  for (auto* r : {&rate, &space}) {
-    r->ours_rss_mib = m[0].rss_mib;
-    r->peer_rss_mib = m[1].rss_mib;
+  report_row ingest{"load", "sorted ingest until durable", 1, "keys/s", keys / m[2].figures[0], "rocksdb_sst",
+                    keys / m[3].figures[0], false, "", std::nullopt};
+  for (auto [r, ours, peer] : {std::tuple{&rate, 0, 1}, std::tuple{&space, 0, 1}, std::tuple{&ingest, 2, 3}}) {
+    r->ours_rss_mib = m[ours].rss_mib;
+    r->peer_rss_mib = m[peer].rss_mib;
     rows.push_back(*r);
   }
 }
