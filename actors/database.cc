@@ -593,12 +593,7 @@ status database::batch(std::span<const batch_write> writes, std::optional<std::s
 }
 
 status database::ingest(std::span<const std::pair<std::string_view, std::string_view>> sorted) {
-  for (std::size_t i = 0; i < sorted.size(); ++i) {
-    MAGNETITE_TRY(limits::check_user_key(sorted[i].first));
-    MAGNETITE_TRY(limits::check_user_value(sorted[i].second));
-    if (i > 0 && !(sorted[i - 1].first < sorted[i].first))
-      return status::invalid_argument(fmt::format("ingest: keys are not strictly increasing at index {}", i));
-  }
+  MAGNETITE_TRY(shard::check_ingest(sorted));
   // Each shard's part goes flat (shard::ingest): its keys and values back to
   // back in one string, and their sizes. Both are reserved at their full size
   // first: growing them by doubling (fresh pages and copies) cost more than

@@ -481,6 +481,16 @@ result<hash128> shard::commit_to_tree(std::span<const tree::edit_view> edits) {
   return *root;
 }
 
+status shard::check_ingest(std::span<const std::pair<std::string_view, std::string_view>> writes) {
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    MAGNETITE_TRY(limits::check_user_key(writes[i].first));
+    MAGNETITE_TRY(limits::check_user_value(writes[i].second));
+    if (i > 0 && !(writes[i - 1].first < writes[i].first))
+      return status::invalid_argument(fmt::format("ingest: keys are not strictly increasing at index {}", i));
+  }
+  return status::ok();
+}
+
 result<hash128> shard::ingest(std::string_view bytes, std::span<const std::uint32_t> sizes) {
   MAGNETITE_TRY(check_usable());
   if (sizes.size() % 2 != 0) return status::invalid_argument("ingest: a key without its value");
@@ -490,16 +500,9 @@ result<hash128> shard::ingest(std::string_view bytes, std::span<const std::uint3
     return status::invalid_argument(fmt::format("ingest: sizes add up to {} bytes, not {}", total, bytes.size()));
   // Each write's key and value, as views into `bytes`.
   std::vector<std::pair<std::string_view, std::string_view>> writes(sizes.size() / 2);
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    writes[i].first = bytes.substr(at, sizes[2 * i]);
-    writes[i].second = bytes.substr(at + sizes[2 * i], sizes[2 * i + 1]);
-    at += sizes[2 * i] + sizes[2 * i + 1];
-    MAGNETITE_TRY(limits::check_user_key(writes[i].first));
-    MAGNETITE_TRY(limits::check_user_value(writes[i].second));
-    if (i > 0 && !(writes[i - 1].first < writes[i].first))
-      return status::invalid_argument(fmt::format("ingest: keys are not strictly increasing at index {}", i));
-  }
+  for (std::size_t i = 0, at = 0; i < writes.size(); at += sizes[2 * i] + sizes[2 * i + 1], ++i)
+    writes[i] = {bytes.substr(at, sizes[2 * i]), bytes.substr(at + sizes[2 * i], sizes[2 * i + 1])};
+  MAGNETITE_TRY(check_ingest(writes));
   auto base = checkpoint();
   if (!base) return base.error();
   if (writes.empty()) return *base;

@@ -285,6 +285,10 @@ class shard {
   // The writes come flat: `bytes` holds key 0, value 0, key 1, value 1, ...
   // back to back, and `sizes` their lengths in the same order.
   result<hash128> ingest(std::string_view bytes, std::span<const std::uint32_t> sizes);
+  // What ingest refuses (invalid_argument): a key or value out of limits, or
+  // keys not strictly increasing. The database checks a whole ingest with it
+  // before any shard gets its part.
+  static status check_ingest(std::span<const std::pair<std::string_view, std::string_view>> writes);
   std::optional<std::uint64_t> next_deadline() const { return expiry_.earliest(); }
   std::uint64_t now_ns() const { return options_.clock(); }
 
