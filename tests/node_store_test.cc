@@ -7,8 +7,10 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -1119,87 +1121,122 @@ TEST_CASE("node_store: readers of a kept root keep working while gc runs") {
   check_tree(*s, kept, mk);
 }
 
-TEST_CASE("node_store: a crash after any env operation of gc loses nothing the kept roots reach") {
-  // Every mutating env operation of a gc (and of the flush that follows it) is
-  // in turn the last one the process performs; the disk then keeps what a
-  // crash mode says. Reopened with the position the owner had recorded, the
-  // kept root must be whole; and while the manifest has not switched, so must
-  // the dropped root (it was committed before gc started).
-  node_store_options o = small_options();
-  o.target_pack_bytes = 8 << 10;  // gc writes several packs
-  std::mt19937_64 rng(99);
-  model ma = random_model(rng, 800, 50'000), mb = ma, junk = random_model(rng, 200, 50'000);
-  {
-    memory_nodes scratch;
-    prolly_tree t(scratch, small_nodes);
-    random_batch(t, must(t.build(entries_of(ma))), mb, rng, 50'000, 300);
-  }
+// A store job that rewrites packs (gc, a reclamation cycle), run with the
+// process dying after the job's k-th mutating env operation, or the flush's
+// after it (never for k = 0). The job runs on a store that holds root a (of
+// ma), then b (of mb) built by `build`, all flushed; if it finished, 50 new
+// entries are applied to b and flushed (recorded when k % 3 == 0). The disk
+// then keeps what crash_modes[k % 4] says. Reopened with the position the
+// owner had recorded, b must be whole, and a too while the manifest has not
+// switched; then the store must keep working (`more` runs on it after a new
+// batch). Returns the operations the job and the flush after it performed.
+struct repack_crash {
+  node_store_options options;
+  model ma, mb;
+  // Builds b on s (a is built already); returns it. Runs before the flush.
+  std::function<hash128(node_store& s, prolly_tree& t)> build;
+  // Runs after the flush, before the crash point is armed.
+  std::function<void(node_store& s)> after_flush = [](node_store&) {};
+  // Runs the job; true if it finished. A position it sets is what the owner
+  // records when k is odd and the process is still alive.
+  std::function<bool(node_store& s, const hash128& b, std::optional<std::uint64_t>& position)> job;
+  // Checks on the reopened store (job_ok: whether the job finished).
+  std::function<void(node_store& s, bool job_ok, bool switched)> after_reopen = [](node_store&, bool, bool) {};
+  // Runs on the reopened store after a new batch made root c.
+  std::function<void(node_store& s, const hash128& c)> more = [](node_store&, const hash128&) {};
 
-  // Runs gc with the process dying after its k-th operation (never for k = 0);
-  // returns the operations gc and the flush after it performed.
-  auto run = [&](std::uint64_t k) -> std::uint64_t {
+  std::uint64_t run(std::uint64_t k) const {
     CAPTURE(k);
     fault_env fe;
     dying_env de(fe);
     hash128 a, b;
     std::uint64_t committed, ops;
-    bool gc_ok;
+    bool ok;
     {
-      auto s = must_open(de, o, std::nullopt);
+      auto s = must_open(de, options, std::nullopt);
       prolly_tree t(*s, small_nodes);
       a = must(t.build(entries_of(ma)));
-      b = must(t.build(entries_of(mb)));
+      b = build(*s, t);
       committed = must(s->flush());
-      must(t.build(entries_of(junk)));  // garbage, pending: gc drops it
+      after_flush(*s);
       std::uint64_t ops_before = de.ops();
       if (k) de.arm(k);
-      std::vector<hash128> roots{b};
-      auto g = s->gc(roots);
-      gc_ok = g.is_ok();
-      if (gc_ok && !de.dead()) {
-        if (k % 2) committed = g->position;  // the owner recorded it before dying
+      std::optional<std::uint64_t> position;
+      ok = job(*s, b, position);
+      if (ok && !de.dead()) {
+        if (position && k % 2) committed = *position;
         std::vector<edit> edits;
-        for (std::uint64_t i = 0; i < 50; ++i) edits.push_back({key_of(60'000 + i), "after gc"});
-        auto r = t.apply(b, edits);  // may die on the way
-        if (r.is_ok()) {
+        for (std::uint64_t i = 0; i < 50; ++i) edits.push_back({key_of(60'000 + i), "after"});
+        if (t.apply(b, edits).is_ok()) {  // may die on the way
           auto p = s->flush();
           if (p.is_ok() && k % 3 == 0) committed = *p;
         }
-      } else if (!gc_ok) {
+      } else if (!ok) {
         CHECK(de.dead());
       }
       ops = de.ops() - ops_before;
     }
     if (!k) {
-      REQUIRE(gc_ok);
+      REQUIRE(ok);
       return ops;
     }
     auto mode = crash_modes[k % 4];
     CAPTURE(static_cast<int>(mode));
     fe.crash(mode, k);
-    auto s = must_open(fe, o, committed);
+    auto s = must_open(fe, options, committed);
     check_tree(*s, b, mb);
     bool switched = file_exists(fe, path_join(store_dir, manifest_file_name));
-    if (!switched) check_tree(*s, a, ma);
-    if (!gc_ok && switched) CHECK(s->recovery().gc_floor_used);
+    if (!switched) check_tree(*s, a, ma);  // nothing was dropped yet
+    after_reopen(*s, ok, switched);
     // And it keeps working.
     prolly_tree t(*s, small_nodes);
     model mc = mb;
     std::mt19937_64 r(k);
     hash128 c = random_batch(t, b, mc, r, 50'000, 100);
     std::uint64_t p = must(s->flush());
+    more(*s, c);
     s.reset();
     fe.crash(fault_env::unsynced::lose);
-    s = must_open(fe, o, p);
+    s = must_open(fe, options, p);
     check_tree(*s, c, mc);
     return ops;
-  };
+  }
 
-  std::uint64_t total = run(0);
-  REQUIRE(total > 20);
-  MESSAGE("gc and the flush after it perform " << total << " mutating env operations");
-  // Each k with each crash mode (k + 4j cycles through them).
-  for (std::uint64_t k = 1; k <= 4 * (total + 2); ++k) run(k);
+  // Every k with each crash mode (k + 4j cycles through them).
+  void run_all(std::string_view what) const {
+    std::uint64_t total = run(0);
+    REQUIRE(total > 20);
+    MESSAGE(what << " and the flush after it perform " << total << " mutating env operations");
+    for (std::uint64_t k = 1; k <= 4 * (total + 2); ++k) run(k);
+  }
+};
+
+TEST_CASE("node_store: a crash after any env operation of gc loses nothing the kept roots reach") {
+  repack_crash c;
+  c.options = small_options();
+  c.options.target_pack_bytes = 8 << 10;  // gc writes several packs
+  std::mt19937_64 rng(99);
+  c.ma = random_model(rng, 800, 50'000), c.mb = c.ma;
+  model junk = random_model(rng, 200, 50'000);
+  {
+    memory_nodes scratch;
+    prolly_tree t(scratch, small_nodes);
+    random_batch(t, must(t.build(entries_of(c.ma))), c.mb, rng, 50'000, 300);
+  }
+  c.build = [&](node_store&, prolly_tree& t) { return must(t.build(entries_of(c.mb))); };
+  c.after_flush = [&](node_store& s) {
+    must(prolly_tree(s, small_nodes).build(entries_of(junk)));  // garbage, pending: gc drops it
+  };
+  c.job = [](node_store& s, const hash128& b, std::optional<std::uint64_t>& position) {
+    std::vector<hash128> roots{b};
+    auto g = s.gc(roots);
+    if (g.is_ok()) position = g->position;
+    return g.is_ok();
+  };
+  c.after_reopen = [](node_store& s, bool ok, bool switched) {
+    if (!ok && switched) CHECK(s.recovery().gc_floor_used);
+  };
+  c.run_all("gc");
 }
 
 TEST_CASE("node_store: a crash during open's own repairs loses nothing committed") {
@@ -1758,86 +1795,41 @@ TEST_CASE("node_store: nodes a tree needs again during a cycle are kept, whateve
 }
 
 TEST_CASE("node_store: a crash after any env operation of a reclamation cycle loses nothing the roots reach") {
-  node_store_options o = small_options();
-  o.target_pack_bytes = 8 << 10;
+  repack_crash c;
+  c.options = small_options();
+  c.options.target_pack_bytes = 8 << 10;
   std::mt19937_64 rng(33);
-  model ma = random_model(rng, 800, 50'000), mb = ma;
+  c.ma = random_model(rng, 800, 50'000), c.mb = c.ma;
   std::vector<model> rounds;
   {
     memory_nodes scratch;
     prolly_tree t(scratch, small_nodes);
-    hash128 r = must(t.build(entries_of(ma)));
+    hash128 r = must(t.build(entries_of(c.ma)));
     for (int i = 0; i < 4; ++i) {
-      r = random_batch(t, r, mb, rng, 50'000, 200);
-      rounds.push_back(mb);
+      r = random_batch(t, r, c.mb, rng, 50'000, 200);
+      rounds.push_back(c.mb);
     }
   }
-
-  auto run = [&](std::uint64_t k) -> std::uint64_t {
-    CAPTURE(k);
-    fault_env fe;
-    dying_env de(fe);
-    hash128 a, b;
-    std::uint64_t committed, ops;
-    bool ok = true;
-    {
-      auto s = must_open(de, o, std::nullopt);
-      prolly_tree t(*s, small_nodes);
-      a = must(t.build(entries_of(ma)));
-      for (const auto& m : rounds) b = must(t.build(entries_of(m)));
-      committed = must(s->flush());
-      std::uint64_t ops_before = de.ops();
-      if (k) de.arm(k);
-      std::vector<hash128> roots{b};
-      ok = s->begin_reclaim(roots, 1.2).is_ok();
-      while (ok) {
-        auto r = s->reclaim_step(1 << 10);
-        if (!r) ok = false;
-        else if (*r) break;
-      }
-      if (ok && !de.dead()) {
-        std::vector<edit> edits;
-        for (std::uint64_t i = 0; i < 50; ++i) edits.push_back({key_of(60'000 + i), "after"});
-        if (t.apply(b, edits).is_ok()) {
-          auto p = s->flush();
-          if (p.is_ok() && k % 3 == 0) committed = *p;
-        }
-      } else if (!ok) {
-        CHECK(de.dead());
-      }
-      ops = de.ops() - ops_before;
-    }
-    if (!k) {
-      REQUIRE(ok);
-      return ops;
-    }
-    auto mode = crash_modes[k % 4];
-    CAPTURE(static_cast<int>(mode));
-    fe.crash(mode, k);
-    auto s = must_open(fe, o, committed);
-    check_tree(*s, b, rounds.back());
-    bool switched = file_exists(fe, path_join(store_dir, manifest_file_name));
-    if (!switched) check_tree(*s, a, ma);  // nothing was dropped yet
-    // And it keeps working, a new cycle included.
-    prolly_tree t(*s, small_nodes);
-    model mc = rounds.back();
-    std::mt19937_64 r(k);
-    hash128 c = random_batch(t, b, mc, r, 50'000, 100);
-    std::uint64_t p = must(s->flush());
-    std::vector<hash128> roots{c};
-    must_ok(s->begin_reclaim(roots, 1.2));
-    reclaim_all(*s, 64 << 10);
-    s.reset();
-    fe.crash(fault_env::unsynced::lose);
-    s = must_open(fe, o, p);
-    check_tree(*s, c, mc);
-    return ops;
+  c.build = [&](node_store&, prolly_tree& t) {
+    hash128 b;
+    for (const auto& m : rounds) b = must(t.build(entries_of(m)));
+    return b;
   };
-
-  std::uint64_t total = run(0);
-  REQUIRE(total > 20);
-  MESSAGE("a reclamation cycle and the flush after it perform " << total << " mutating env operations");
-  for (std::uint64_t k = 1; k <= 4 * (total + 2); ++k) run(k);
+  c.job = [](node_store& s, const hash128& b, std::optional<std::uint64_t>&) {
+    std::vector<hash128> roots{b};
+    if (!s.begin_reclaim(roots, 1.2).is_ok()) return false;
+    for (;;) {
+      auto r = s.reclaim_step(1 << 10);
+      if (!r) return false;
+      if (*r) return true;
+    }
+  };
+  c.more = [](node_store& s, const hash128& root) {  // a new cycle included
+    std::vector<hash128> roots{root};
+    must_ok(s.begin_reclaim(roots, 1.2));
+    reclaim_all(s, 64 << 10);
+  };
+  c.run_all("a reclamation cycle");
 }
 
 TEST_CASE("node_store: a damaged dropped-pack list in the manifest is corruption; nothing is modified") {
