@@ -356,6 +356,38 @@ TEST_CASE("node_store: nodes still in the write buffer read back by cursor and b
   check_tree(*s, root, m);
 }
 
+// A flush that finds the active pack past its target with bytes spilled
+// since the last sync must not seal it (a second fdatasync): it appends and
+// syncs once, and the next spill seals the pack, then durable, at no sync.
+TEST_CASE("node_store: a flush finding a full pack with unsynced bytes still does one fdatasync") {
+  fault_env fe;
+  node_store_options o = small_options();
+  o.write_buffer_bytes = 1024;
+  auto s = must_open(fe, o, std::nullopt);
+  std::mt19937_64 rng(3);
+  std::uint64_t i = 0;
+  auto write_one = [&] { must(s->write(leaf_of({{key_of(i++), value_of(rng) + value_of(rng) + "z"}}))); };
+  std::uint64_t pack = position_pack(must(s->flush()));
+  // Spills until the pack holds target_pack_bytes past its header: full, unsynced.
+  auto before = fe.stats();
+  for (std::uint64_t full = s->stats().pack_bytes_written + o.target_pack_bytes;
+       s->stats().pack_bytes_written < full;)
+    write_one();
+  REQUIRE(fe.stats().file_syncs == before.file_syncs);  // no seal yet
+  write_one();  // pending at the flush
+  before = fe.stats();
+  std::uint64_t p = must(s->flush());
+  CHECK(fe.stats().file_syncs == before.file_syncs + 1);
+  CHECK(position_pack(p) == pack);  // appended to the full pack
+  // The next spill seals it, synced already: a new pack, no fdatasync.
+  before = fe.stats();
+  for (std::uint64_t w = s->stats().pack_bytes_written; s->stats().pack_bytes_written == w;) write_one();
+  CHECK(fe.stats().file_syncs == before.file_syncs);
+  p = must(s->flush());
+  CHECK(position_pack(p) == pack + 1);
+  CHECK(fe.stats().file_syncs == before.file_syncs + 1);
+}
+
 TEST_CASE("node_store: a flush does one fdatasync however many nodes it writes; rewrites are no-ops") {
   fault_env fe;
   node_store_options o = small_options();

@@ -699,7 +699,7 @@ result<hash128> node_store::write(const node& n) {
     pending_.push_back(std::move(rec));
   }
   ++nodes_written_;
-  if (pending_bytes_ >= options_.write_buffer_bytes) MAGNETITE_TRY(spill());
+  if (pending_bytes_ >= options_.write_buffer_bytes) MAGNETITE_TRY(spill(/*flushing=*/false));
   return h;
 }
 
@@ -725,10 +725,14 @@ status node_store::sync_active() {
 // made durable to its end (its one fdatasync, once per target_pack_bytes of
 // data, so never per node) and a new pack started. A pack is therefore never
 // appended to once a newer one exists, and a flush only ever has the active
-// pack to sync.
-status node_store::spill() {
+// pack to sync. A flush syncs the active pack anyway, so when it finds that
+// pack full with bytes not yet synced it appends to it (past the target: a
+// soft bound) instead of paying a second fdatasync to seal it, and the next
+// spill seals it at no fdatasync.
+status node_store::spill(bool flushing) {
   if (pending_.empty()) return status::ok();
-  if (written_size_ >= options_.target_pack_bytes) MAGNETITE_TRY(seal_active());
+  bool unsynced = synced_size_ < written_size_;
+  if (written_size_ >= options_.target_pack_bytes && !(flushing && unsynced)) MAGNETITE_TRY(seal_active());
   MAGNETITE_TRY(append_records(pending_));
   {
     std::unique_lock sl(state_mu_);
@@ -798,7 +802,7 @@ void node_store::write_index_entries() {
 result<std::uint64_t> node_store::flush() {
   std::lock_guard wl(write_mu_);
   MAGNETITE_TRY(check_usable());
-  MAGNETITE_TRY(spill());
+  MAGNETITE_TRY(spill(/*flushing=*/true));
   ++flushes_;
   MAGNETITE_TRY(sync_active());
   return make_position(active_->number, synced_size_);

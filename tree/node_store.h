@@ -22,6 +22,8 @@
 //   seals it: one fdatasync of that pack (once per target_pack_bytes of data,
 //   never per node), then a new pack. So a pack is never appended to once a
 //   newer one exists, and every pack but the active one is durable in full.
+//   A flush seals a full pack only when that costs no fdatasync (nothing in
+//   it unsynced); otherwise it appends to it, and a later write seals it.
 // - flush() writes what is pending and does exactly ONE fdatasync, of the
 //   active pack (none when nothing changed since the last one), plus one
 //   directory fsync when that pack is new; then it returns the position that
@@ -328,7 +330,7 @@ class node_store final : public node_sink {
   status fail(status s);
   result<std::shared_ptr<pack>> create_pack(std::uint32_t number);
   result<node_ptr> read_uncached(const hash128& h);
-  status spill();
+  status spill(bool flushing);
   status sync_active();
   status read_record_into(const hash128& h, pack& p, const node_location& loc, record_buffers& b);
   result<stored_record> read_record(const hash128& h, pack& p, const node_location& loc);
