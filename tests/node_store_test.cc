@@ -292,7 +292,8 @@ TEST_CASE("node_store: round trip of a 50 000-entry prolly tree, reopened, agree
   fault_env fe;
   std::mt19937_64 rng(42);
   node_store_options o;
-  o.target_pack_bytes = 256 << 10;  // several packs
+  o.target_pack_bytes = 256 << 10;  // several packs, sealed as the writes spill
+  o.write_buffer_bytes = 64 << 10;
   model m = random_model(rng, 50'000, 200'000);
   std::uint64_t position = 0;
   hash128 root;
