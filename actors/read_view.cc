@@ -61,6 +61,14 @@ layer layer::merge(const layer& newer, const layer& older) {
   return out;
 }
 
+std::shared_ptr<const layer> layer::merge_all(const std::vector<std::shared_ptr<const layer>>& newest_first) {
+  if (newest_first.empty()) return std::make_shared<const layer>();
+  if (newest_first.size() == 1) return newest_first.front();
+  layer all = merge(*newest_first[0], *newest_first[1]);
+  for (std::size_t i = 2; i < newest_first.size(); ++i) all = merge(all, *newest_first[i]);
+  return std::make_shared<const layer>(std::move(all));
+}
+
 read_view::read_view(std::shared_ptr<tree::node_store> store, tree::chunk_policy policy, hash128 root,
                      std::vector<std::shared_ptr<const layer>> layers, std::uint64_t sequence,
                      std::shared_ptr<const hash128> root_pin)

@@ -50,6 +50,8 @@ struct layer {
   static layer of(const std::map<std::string, std::optional<std::string>, std::less<>>& staged);
   // Newer entries win; the result is sorted and unique.
   static layer merge(const layer& newer, const layer& older);
+  // All of `newest_first` as one layer: the only one itself, or a merge.
+  static std::shared_ptr<const layer> merge_all(const std::vector<std::shared_ptr<const layer>>& newest_first);
 };
 
 class read_view {

@@ -457,16 +457,9 @@ result<std::optional<std::string>> shard::get(std::string_view key) const {
 
 result<hash128> shard::checkpoint() {
   MAGNETITE_TRY(commit_group());
-  const auto& layers = view_->layers();
-  if (layers.empty()) return view_->root();
-  layer all;
-  const layer* edits = layers.front().get();
-  if (layers.size() > 1) {
-    all = layer::merge(*layers[0], *layers[1]);
-    for (std::size_t i = 2; i < layers.size(); ++i) all = layer::merge(all, *layers[i]);
-    edits = &all;
-  }
-  return commit_to_tree(edits->entries);
+  if (view_->layers().empty()) return view_->root();
+  auto all = layer::merge_all(view_->layers());  // held past publish(), which drops the view
+  return commit_to_tree(all->entries);
 }
 
 result<hash128> shard::commit_to_tree(std::span<const tree::edit_view> edits) {
@@ -547,10 +540,9 @@ result<shard_usage> shard::usage(std::span<const hash128> retained) const {
   // The layers: each data key they hold adds a key the tree lacks, or removes
   // one it has.
   if (!v.layers().empty()) {
-    layer all = *v.layers().front();
-    for (std::size_t i = 1; i < v.layers().size(); ++i) all = layer::merge(all, *v.layers()[i]);
     std::string scratch;
-    for (const auto& e : all.entries) {
+    auto all = layer::merge_all(v.layers());  // held: the loop views its entries
+    for (const auto& e : all->entries) {
       if (e.key.empty() || e.key[0] != keyspace::data_tag) continue;
       auto had = t.get(v.root(), e.key, scratch);
       if (!had) return had.error();
