@@ -5,7 +5,7 @@
 //
 //   db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R]
 //            [--shards N] [--spin-polls N] [--wal-preallocate BYTES]
-//            [--record-cache-share F]
+//            [--record-cache-share F] [--max-space-amplification F]
 //            [--ops N] [--checkpoint-bytes B] [--reclaim-threads 1|32]
 //            [--reclaim-turn K]
 //            [--only writes|gets|restart|load|overwrite|reclaim] [--json]
@@ -15,7 +15,9 @@
 // M MiB (default 1024) and ours database_options::memory_budget is M MiB (the
 // node caches of all shards share it; --record-cache-share F sets the part of
 // it that may hold compressed leaf records, shard_options::record_cache_share,
-// 0 for decoded nodes only). RocksDB is otherwise opened as RocksDB's
+// 0 for decoded nodes only; --max-space-amplification F sets
+// shard_options::max_space_amplification, 0 for no reclamation, in the cases
+// that do not set it themselves). RocksDB is otherwise opened as RocksDB's
 // own db_bench opens it by default (4 KiB blocks, no bloom filter, index and
 // filter blocks outside the cache, level compaction, snappy; open_rocksdb):
 // docs/benchmarks.md has the check against it.
@@ -227,6 +229,7 @@ std::size_t shard_count = 2;
 std::size_t spin_polls = database_options{}.worker_spin_polls;
 std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
 double record_cache_share = shard_options{}.record_cache_share;  // 0: decoded nodes only
+double max_space_amplification = shard_options{}.max_space_amplification;  // 0: no reclamation
 std::size_t cache_mib = 1024;
 std::size_t cache_bytes() { return cache_mib << 20; }
 
@@ -608,6 +611,7 @@ database_options db_options(const std::string& dir, bool no_sync = false) {
   o.worker_spin_polls = spin_polls;
   o.shard.wal_preallocate = wal_preallocate;
   o.shard.record_cache_share = record_cache_share;
+  o.shard.max_space_amplification = max_space_amplification;
   o.memory_budget = cache_bytes();  // the same as RocksDB's block cache
   if (no_sync) o.shard.fsync = wal::fsync_policy::interval;
   return o;
@@ -1375,7 +1379,8 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
 [[noreturn]] void usage() {
   fmt::print(stderr,
              "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
-             "[--spin-polls N] [--wal-preallocate BYTES] [--record-cache-share F] [--ops N] [--checkpoint-bytes B]\n"
+             "[--spin-polls N] [--wal-preallocate BYTES] [--record-cache-share F]\n"
+             "                [--max-space-amplification F] [--ops N] [--checkpoint-bytes B]\n"
              "                [--reclaim-threads 1|32] [--reclaim-turn K]\n"
              "                [--only writes|gets|restart|load|overwrite|reclaim] [--json]\n"
              "       db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]\n");
@@ -1405,6 +1410,7 @@ int main(int argc, char** argv) {
     else if (a == "--spin-polls" && i + 1 < argc) spin_polls = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--wal-preallocate" && i + 1 < argc) wal_preallocate = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--record-cache-share" && i + 1 < argc) record_cache_share = std::atof(argv[++i]);
+    else if (a == "--max-space-amplification" && i + 1 < argc) max_space_amplification = std::atof(argv[++i]);
     else if (a == "--rocksdb-readrandom" && i + 1 < argc) readrandom_dir = argv[++i];
     else if (a == "--json") json_output = true;
     else usage();
