@@ -30,13 +30,10 @@
 
 #include "core/env.h"
 #include "core/hash128.h"
+#include "magnetite/history.h"
 
 namespace magnetite {
 
-struct checkpoint {
-  hash128 combined;
-  std::vector<hash128> roots;  // one a shard, in shard order
-};
 
 class checkpoint_log {
  public:

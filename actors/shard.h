@@ -59,6 +59,9 @@
 #include "actors/read_view.h"
 #include "core/env.h"
 #include "core/stamp.h"
+#include "magnetite/options.h"
+#include "magnetite/stats.h"
+#include "magnetite/write.h"
 #include "tree/node_store.h"
 #include "ttl/envelope.h"
 #include "ttl/expiry_index.h"
@@ -66,72 +69,7 @@
 
 namespace magnetite {
 
-// Nanoseconds since the Unix epoch: the clock TTL deadlines are kept in.
-using wall_clock_ns = std::function<std::uint64_t()>;
-std::uint64_t system_now_ns();
 
-struct shard_options {
-  wal::fsync_policy fsync = wal::fsync_policy::always;
-  std::chrono::milliseconds fsync_interval{100};
-  // Space the log reserves ahead of its last frame (wal/log_writer.h); 0: none.
-  // Reserving makes each fdatasync cheaper on ext4 (docs/benchmarks.md); a
-  // copy-on-write file system may gain nothing from it.
-  std::uint64_t wal_preallocate = std::uint64_t{4} << 20;
-  std::size_t cache_bytes = std::size_t{64} << 20;
-  // The most of cache_bytes that may hold leaves as stored (compressed)
-  // rather than decoded (tree/node_store.h, record_cache_share).
-  double record_cache_share = 0.5;
-  // A checkpoint is due when the layers hold this many bytes (every write
-  // since the last checkpoint, hidden rewrites included: read_view.h), or
-  // (the shard actor's timer) when the oldest write they hold is this old.
-  std::size_t checkpoint_bytes = std::size_t{32} << 20;
-  std::chrono::milliseconds checkpoint_interval{60'000};
-  tree::chunk_policy chunking{};
-  wall_clock_ns clock = system_now_ns;
-  // How long a stamped tombstone left by an expired stamped value is kept
-  // (replicated shards; the cluster file gives every replica the same).
-  std::chrono::nanoseconds tombstone_retention = std::chrono::hours(24);
-  // Space reclamation (node_store.h): a cycle starts when the node store's
-  // packs hold at least reclaim_min_bytes and more than this many times the
-  // live bytes the last cycle found; 0 turns it off (gc still works). Each
-  // step does about reclaim_step_bytes of marking or copying between writes.
-  double max_space_amplification = 1.5;
-  std::uint64_t reclaim_min_bytes = std::uint64_t{8} << 20;
-  std::size_t reclaim_step_bytes = std::size_t{256} << 10;
-
-  status validate() const;
-};
-
-// One write of an atomic batch.
-struct batch_write {
-  std::string key;
-  std::optional<std::string> value;  // nullopt: delete
-  std::optional<std::chrono::nanoseconds> ttl;
-};
-
-struct cas_outcome {
-  bool swapped = false;
-  std::optional<std::string> current;  // the value found when the CAS failed
-  // apply only: the revision of its writes (the log frame's sequence number),
-  // or, for an apply without writes, the last sequence it was checked against.
-  std::uint64_t revision = 0;
-  // apply only, when it was refused: the first check that failed, and the
-  // revision found there (0: absent or expired).
-  std::optional<std::uint32_t> failed_check;
-  std::uint64_t found = 0;
-
-  // A write that took place; a CAS that found `current` instead.
-  static cas_outcome applied() {
-    cas_outcome o;
-    o.swapped = true;
-    return o;
-  }
-  static cas_outcome refused(std::optional<std::string> current) {
-    cas_outcome o;
-    o.current = std::move(current);
-    return o;
-  }
-};
 
 // One write of a replicated shard as its owner stamped it.
 struct stamped_write {
@@ -155,60 +93,6 @@ struct merge_report {
 struct state_check {
   std::string key;
   std::uint64_t revision = 0;
-};
-
-// Groups are counted by size in buckets of powers of two: bucket b holds the
-// groups of 2^b to 2^(b+1) - 1 writes, the last bucket every larger group.
-inline constexpr std::size_t group_size_buckets = 12;
-
-// Counters since the shard was opened (a restart starts them again).
-struct shard_stats {
-  std::uint64_t writes = 0;             // staged (put, del, cas that swapped, batch)
-  std::uint64_t acknowledged = 0;       // writes of the groups committed (answered ok); not TTL deletions
-  // Groups that held acknowledged writes, by how many (buckets above).
-  std::vector<std::uint64_t> group_sizes = std::vector<std::uint64_t>(group_size_buckets);
-  std::uint64_t groups = 0;             // commit_group calls that made writes durable
-  std::uint64_t checkpoints = 0;         // ingests' commit markers included
-  std::uint64_t ingested = 0;            // writes made by ingest()
-  std::uint64_t replayed_records = 0;   // at open
-  std::uint64_t expired = 0;            // keys deleted by stage_expired
-  std::uint64_t log_fsyncs = 0;
-};
-
-// What the shard holds now; it costs a count over the tree and file sizes.
-struct shard_usage {
-  // Keys with a value: the tree's count (from its child references, not a
-  // walk) corrected by the layers. A key past its deadline counts until the
-  // TTL timer deletes it, normally within milliseconds of the deadline.
-  std::uint64_t keys = 0;
-  std::uint64_t wal_bytes = 0;    // log segment files, reserved space included
-  std::uint64_t node_bytes = 0;   // live pack files
-  std::uint64_t cache_hits = 0;   // node cache, since open
-  std::uint64_t cache_misses = 0;
-  // Of those misses, the ones the record cache answered (leaves kept as
-  // stored, compressed: tree/node_store.h, "Caching"); the rest read a pack.
-  std::uint64_t record_cache_hits = 0;
-  std::uint64_t node_syncs = 0;   // pack fdatasyncs since open
-  std::string root;               // the last checkpoint's root, 32 hex digits
-  // Space reclamation: the live bytes of the node store (the records the
-  // current root, the retained roots and held views reach, measured by a walk
-  // of the internal nodes), and since open the bytes reclamation gave back
-  // (pack bytes removed less the live bytes copied out of them) and its cycles.
-  std::uint64_t live_node_bytes = 0;  // measured now: the records the kept roots reach
-  std::uint64_t reclaimed_bytes = 0;
-  std::uint64_t reclaim_cycles = 0;
-};
-
-// What verify() checked and every problem it found. Each problem names the
-// file and offset (a log segment, a pack) where the damage is, when it is in a
-// file; a missing node names its parent.
-struct shard_verify_report {
-  std::uint64_t roots = 0;         // trees walked: the current root and the retained ones given
-  std::uint64_t nodes = 0;         // distinct nodes read back from disk and checked against their hash
-  std::uint64_t node_bytes = 0;
-  std::uint64_t log_frames = 0;    // frames of the log checked against their checksums
-  std::uint64_t expiring_keys = 0; // keys with a deadline matched to their expiry entry and the index
-  std::vector<std::string> problems;
 };
 
 class shard {

@@ -1,7 +1,7 @@
 #include "actors/shard_actor.h"
 
 #include "actors/keyspace.h"
-#include "actors/range_cursor.h"
+#include "actors/merged_cursor.h"
 #include "ttl/envelope.h"
 
 namespace magnetite {
@@ -49,7 +49,7 @@ struct shard_state {
   static inline const char* name = "magnetite.shard";
 };
 
-using self_ptr = shard_actor::stateful_pointer<shard_state>;
+using self_ptr = shard_engine_actor::stateful_pointer<shard_state>;
 
 void publish(self_ptr self) {
   auto& st = self->state;
@@ -251,9 +251,9 @@ std::vector<stamped_write> writes_of(const std::vector<stamped_op>& ops, Hook& h
   return writes;
 }
 
-shard_actor::behavior_type shard_behavior_after_boot(self_ptr self);
+shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self);
 
-shard_actor::behavior_type shard_behavior(self_ptr self, shard_actor_config config) {
+shard_engine_actor::behavior_type shard_behavior(self_ptr self, shard_actor_config config) {
   auto& st = self->state;
   st.config = std::move(config);
   if (st.config.fail_with) {
@@ -278,7 +278,7 @@ shard_actor::behavior_type shard_behavior(self_ptr self, shard_actor_config conf
   return shard_behavior_after_boot(self);
 }
 
-shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
+shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
   // Every handler starts here: a sentinel answers with the startup error.
   auto down = [self]() -> std::optional<caf::error> {
     if (self->state.db) return std::nullopt;
@@ -588,7 +588,7 @@ shard_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
 
 }  // namespace
 
-shard_actor spawn_shard(caf::actor_system& sys, shard_actor_config config) {
+shard_engine_actor spawn_shard(caf::actor_system& sys, shard_actor_config config) {
   return sys.spawn(shard_behavior, std::move(config));
 }
 

@@ -99,6 +99,6 @@ struct shard_actor_config {
   std::function<void()> reclaim_began;
 };
 
-shard_actor spawn_shard(caf::actor_system& sys, shard_actor_config config);
+shard_engine_actor spawn_shard(caf::actor_system& sys, shard_actor_config config);
 
 }  // namespace magnetite

@@ -51,19 +51,11 @@
 #include "actors/answer_relay.h"
 #include "actors/shard.h"
 #include "core/status.h"
+#include "magnetite/caf.h"
 
 namespace magnetite {
 
-using get_atom = caf::atom_constant<caf::atom("get")>;
-using put_atom = caf::atom_constant<caf::atom("put")>;
-using del_atom = caf::atom_constant<caf::atom("del")>;
-using cas_atom = caf::atom_constant<caf::atom("cas")>;
-using batch_atom = caf::atom_constant<caf::atom("batch")>;
-using range_atom = caf::atom_constant<caf::atom("range")>;
-using commit_atom = caf::atom_constant<caf::atom("commit")>;
 using ingest_atom = caf::atom_constant<caf::atom("ingest")>;
-using stats_atom = caf::atom_constant<caf::atom("stats")>;
-using usage_atom = caf::atom_constant<caf::atom("usage")>;
 using verify_atom = caf::atom_constant<caf::atom("verify")>;
 using gc_atom = caf::atom_constant<caf::atom("gc")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
@@ -73,7 +65,6 @@ using aged_atom = caf::atom_constant<caf::atom("aged")>;
 using durable_atom = caf::atom_constant<caf::atom("durable")>;
 using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
 using rcheck_atom = caf::atom_constant<caf::atom("rcheck")>;
-using ok_atom = caf::atom_constant<caf::atom("ok")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
 using stamped_atom = caf::atom_constant<caf::atom("stamped")>;
 using promise_atom = caf::atom_constant<caf::atom("promise")>;
@@ -81,18 +72,6 @@ using import_atom = caf::atom_constant<caf::atom("import")>;
 using merge_atom = caf::atom_constant<caf::atom("merge")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 
-// One write of an atomic batch, as a message carries it.
-struct batch_op {
-  std::string key;
-  bool is_put = true;
-  std::string value;
-  std::int64_t ttl_ns = 0;  // 0: none
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, batch_op& x) {
-  return f(caf::meta::type_name("batch_op"), x.key, x.is_put, x.value, x.ttl_ns);
-}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, hash128& x) {
@@ -134,17 +113,6 @@ typename Inspector::result_type inspect(Inspector& f, state_check& x) {
   return f(caf::meta::type_name("state_check"), x.key, x.revision);
 }
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
-  return f(caf::meta::type_name("shard_stats"), x.writes, x.acknowledged, x.group_sizes, x.groups, x.checkpoints,
-           x.ingested, x.replayed_records, x.expired, x.log_fsyncs);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, shard_usage& x) {
-  return f(caf::meta::type_name("shard_usage"), x.keys, x.wal_bytes, x.node_bytes, x.cache_hits, x.cache_misses,
-           x.record_cache_hits, x.node_syncs, x.root, x.live_node_bytes, x.reclaimed_bytes, x.reclaim_cycles);
-}
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_verify_report& x) {
@@ -152,22 +120,14 @@ typename Inspector::result_type inspect(Inspector& f, shard_verify_report& x) {
            x.expiring_keys, x.problems);
 }
 
-}  // namespace magnetite
-
-namespace magnetite::tree {
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gc_result& x) {
   return f(caf::meta::type_name("gc_result"), x.position, x.nodes_kept, x.bytes_kept, x.bytes_removed,
            x.bytes_reclaimed, x.packs_removed);
 }
 
-}  // namespace magnetite::tree
-
-namespace magnetite {
-
 // A write handed over by a host thread that has no actor of its own (see
-// database.h): the shard answers it exactly once, when the write's group is
+// database_core.h): the shard answers it exactly once, when the write's group is
 // durable or failed, through `waiter` (a blocked host thread: the group's
 // answers are relayed, see answer_relay.h) or by calling `done`: exactly one
 // of the two is set. A request
@@ -205,13 +165,9 @@ struct host_request {
 using host_request_ptr = std::shared_ptr<host_request>;
 using host_atom = caf::atom_constant<caf::atom("host")>;
 
-using shard_actor = caf::typed_actor<
-    caf::replies_to<get_atom, std::string>::with<bool, std::string>,
-    caf::replies_to<put_atom, std::string, std::string, std::int64_t>::with<ok_atom>,
-    caf::replies_to<del_atom, std::string>::with<ok_atom>,
-    caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t>::with<bool, bool,
-                                                                                                    std::string>,
-    caf::replies_to<batch_atom, std::vector<batch_op>>::with<ok_atom>,
+// The whole interface: what hosts see (<magnetite/caf.h>) and the engine's
+// own messages.
+using shard_engine_actor = shard_actor::extend<
     caf::replies_to<apply_atom, std::vector<state_check>, std::vector<batch_op>>::with<bool, std::uint64_t,
                                                                                        std::uint32_t, std::uint64_t>,
     caf::replies_to<stamped_atom, std::vector<stamped_op>>::with<std::vector<bool>>,
@@ -220,12 +176,7 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<import_atom, std::vector<hash128>, std::vector<std::string>>::with<ok_atom>,
     caf::replies_to<merge_atom, hash128>::with<merge_report>,
     caf::replies_to<adopt_atom, hash128>::with<merge_report>,
-    caf::replies_to<range_atom, std::string, std::string, std::uint32_t>::with<std::vector<std::string>,
-                                                                                std::vector<std::string>, bool>,
-    caf::replies_to<commit_atom>::with<std::string>,
     caf::replies_to<ingest_atom, std::string, std::vector<std::uint32_t>>::with<std::string>,
-    caf::replies_to<stats_atom>::with<shard_stats>,
-    caf::replies_to<usage_atom>::with<shard_usage>,
     caf::replies_to<verify_atom, std::vector<std::string>>::with<shard_verify_report>,
     caf::replies_to<gc_atom, std::vector<std::string>>::with<tree::gc_result>,
     caf::replies_to<reclaim_atom, std::vector<std::string>>::with<std::uint64_t>,
@@ -238,10 +189,6 @@ using shard_actor = caf::typed_actor<
     caf::reacts_to<rcheck_atom>,
     caf::reacts_to<host_atom, host_request_ptr>>;
 
-// A status as a caf::error and back. An error from CAF itself (the shard died
-// while the request was queued, say) becomes a transient io_error.
-caf::error to_error(const status& s);
-status to_status(const caf::error& e);
 
 }  // namespace magnetite
 

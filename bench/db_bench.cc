@@ -186,7 +186,7 @@
 #include <rocksdb/version.h>
 #include <rocksdb/write_batch.h>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "bench/bench_support.h"
 #include "bench/lmdb_store.h"
 

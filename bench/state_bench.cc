@@ -97,11 +97,11 @@
 #include <rocksdb/version.h>
 #include <rocksdb/write_batch.h>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "bench/bench_support.h"
 #include "bench/lmdb_store.h"
-#include "state/keyed_state.h"
-#include "state/records.h"
+#include "magnetite/state/keyed_state.h"
+#include "magnetite/state/records.h"
 
 using namespace magnetite;
 using namespace magnetite::bench;

@@ -5,10 +5,10 @@
 // What it shows, in order:
 //   1. The host configures and owns the actor system (its worker count, and the
 //      idle-poll setting database_options::worker_spin_polls explains) and
-//      opens the database inside it (database_options::system): the shard
+//      opens the database inside it (magnetite::open_database(sys, options)): the shard
 //      actors run on the host's scheduler, beside the host's own actors.
 //   2. A scoped_actor (any thread of the host) messages one shard: the shard of
-//      a key is db.shard_of(key), its typed handle db.shard_handle(i). put, get,
+//      a key is db.shard_of(key), its typed handle shard_handle(db, i). put, get,
 //      cas, commit and stats by message; refused input comes back as a
 //      caf::error that magnetite::to_status turns into a status.
 //   3. The two paths see one database: a write acknowledged by message is read
@@ -36,9 +36,7 @@
 #include <utility>
 #include <vector>
 
-#include <caf/all.hpp>
-
-#include "actors/database.h"
+#include <magnetite/caf.h>  // CAF itself, the shard interface, open_database
 
 using namespace std::chrono_literals;
 using magnetite::shard_actor;
@@ -83,7 +81,7 @@ caf::behavior loader(caf::stateful_actor<loader_state>* self, magnetite::databas
   };
   auto read_back = [self, db, finish] {
     for (std::size_t i = 0; i < db->shard_count(); ++i) {
-      self->request(db->shard_handle(i), caf::infinite, magnetite::range_atom::value, std::string("load/"),
+      self->request(magnetite::shard_handle(*db, i), caf::infinite, magnetite::range_atom::value, std::string("load/"),
                     std::string("load0"), std::uint32_t{10'000})
           .then(
               [self, db, finish](std::vector<std::string>& keys, std::vector<std::string>& values, bool more) {
@@ -100,7 +98,7 @@ caf::behavior loader(caf::stateful_actor<loader_state>* self, magnetite::databas
   for (std::size_t i = 0; i < n; ++i) {
     char key[32];
     std::snprintf(key, sizeof key, "load/%03zu", i);
-    auto shard = db->shard_handle(db->shard_of(key));
+    auto shard = magnetite::shard_handle(*db, db->shard_of(key));
     self->request(shard, caf::infinite, magnetite::put_atom::value, std::string(key), "value-" + std::to_string(i),
                   std::int64_t{0})
         .then(
@@ -125,18 +123,17 @@ int run(const std::string& dir) {
   magnetite::database_options options;
   options.dir = dir;
   options.shards = 4;
-  options.system = &sys;
-  auto opened = magnetite::database::open(options);
+  auto opened = magnetite::open_database(sys, options);
   check(opened.is_ok(), "open: " + opened.error().to_string());
   magnetite::database& db = **opened;
-  check(&db.system() == &sys, "the database runs in another actor system than the host's");
+  check(&magnetite::actor_system_of(db) == &sys, "the database runs in another actor system than the host's");
   std::printf("opened %s: %zu shards in the host's actor system\n", dir.c_str(), db.shard_count());
 
   {
     caf::scoped_actor self{sys};
     // A blocking request to the shard of `key`; the reply goes to `on_reply`.
     auto ask = [&](const std::string& key, auto&& on_reply, auto&&... xs) {
-      shard_actor shard = db.shard_handle(db.shard_of(key));
+      shard_actor shard = magnetite::shard_handle(db, db.shard_of(key));
       check(static_cast<bool>(shard), "no actor for the shard of " + key);
       self->request(shard, caf::infinite, std::forward<decltype(xs)>(xs)...)
           .receive(on_reply, [&](caf::error& e) { check(false, key + ": " + fail_text(e)); });
@@ -173,7 +170,7 @@ int run(const std::string& dir) {
 
     // Refused input: an error in the "magnetite" category, back as a status.
     bool refused = false;
-    shard_actor any = db.shard_handle(0);
+    shard_actor any = magnetite::shard_handle(db, 0);
     self->request(any, caf::infinite, magnetite::put_atom::value, std::string(), std::string("x"), std::int64_t{0})
         .receive([](magnetite::ok_atom) {},
                  [&](caf::error& e) {
@@ -208,7 +205,7 @@ int run(const std::string& dir) {
 
     std::uint64_t writes = 0, fsyncs = 0;
     for (std::size_t i = 0; i < db.shard_count(); ++i) {
-      self->request(db.shard_handle(i), caf::infinite, magnetite::stats_atom::value)
+      self->request(magnetite::shard_handle(db, i), caf::infinite, magnetite::stats_atom::value)
           .receive(
               [&](const magnetite::shard_stats& s) {
                 writes += s.writes;

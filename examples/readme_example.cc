@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "actors/database.h"
+#include <magnetite/database.h>
 
 int main(int argc, char** argv) {
   using namespace std::chrono_literals;

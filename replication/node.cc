@@ -26,8 +26,8 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<replica_info>("magnetite::replication::replica_info");
 }
 
-database_options database_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys) {
-  database_options o;
+core_options database_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys) {
+  core_options o;
   o.dir = std::move(dir);
   o.shards = cluster.shards;
   o.system = &sys;
@@ -229,7 +229,7 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
 node::node(node_options options) : options_(std::move(options)) {}
 
 node::~node() {
-  auto& sys = options_.db->system();
+  auto& sys = options_.db->core().system();
   // A TLS port too: both middleman actors hand unpublish to the one BASP
   // broker that owns every listening port (caf::openssl::unpublish of CAF
   // 0.17.6 does not compile: it sends the port without the actor).
@@ -263,7 +263,7 @@ result<std::unique_ptr<node>> node::start(node_options options) {
           options.cluster.name, options.cluster.tombstone_retention_s, period.count(), options.cluster.nodes.size(),
           (std::chrono::ceil<std::chrono::seconds>(2 * need)).count()));
   }
-  auto& sys = options.db->system();
+  auto& sys = options.db->core().system();
   if (options.cluster.tls &&
       !(sys.has_openssl_manager() && !sys.config().openssl_certificate.empty() &&
         !sys.config().openssl_key.empty() && !sys.config().openssl_cafile.empty()))
@@ -278,7 +278,7 @@ result<std::unique_ptr<node>> node::start(node_options options) {
     database* db = n->options_.db;
     std::optional<std::string> payload;
     status failure;
-    asker->request(db->shard_handle(i), n->options_.request_timeout, promise_atom::value)
+    asker->request(db->core().shard_handle(i), n->options_.request_timeout, promise_atom::value)
         .receive([&](bool has, const std::string& p) { if (has) payload = p; },
                  [&](caf::error& e) { failure = to_status(e); });
     MAGNETITE_TRY(failure);
@@ -287,8 +287,8 @@ result<std::unique_ptr<node>> node::start(node_options options) {
     replica_config c;
     c.node = n->options_.id;
     c.cluster_size = n->options_.cluster.nodes.size();
-    c.shard = [db, i] { return db->shard_handle(i); };
-    c.slot = db->slot_of(i);
+    c.shard = [db, i] { return db->core().shard_handle(i); };
+    c.slot = db->core().slot_of(i);
     c.initial = *initial;
     c.request_timeout = n->options_.request_timeout;
     c.tombstone_retention = std::chrono::seconds(n->options_.cluster.tombstone_retention_s);
@@ -315,7 +315,7 @@ result<std::unique_ptr<node>> node::start(node_options options) {
 }
 
 std::vector<std::uint32_t> node::connect_peers() {
-  auto& sys = options_.db->system();
+  auto& sys = options_.db->core().system();
   if (options_.cluster.tls) clear_network_thread_errors(sys);
   errors_.clear();
   std::vector<std::pair<std::uint32_t, caf::actor_addr>> gone;

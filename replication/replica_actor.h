@@ -81,7 +81,7 @@ struct replica_config {
   // This node's shard actor now: its handle changes when the database
   // restarts the shard, and the replica follows (its promise state is the
   // shard's durable one either way).
-  std::function<shard_actor()> shard;
+  std::function<shard_engine_actor()> shard;
   std::shared_ptr<shard_slot> slot;    // its published views (reads, node fetches)
   promise_state initial;               // the shard's promise state (from_log of its `(promise)`)
   std::chrono::milliseconds request_timeout{2000};

@@ -1,4 +1,4 @@
-#include "state/item.h"
+#include "state/item_codec.h"
 
 #include <fmt/format.h>
 

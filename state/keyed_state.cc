@@ -1,14 +1,16 @@
-#include "state/keyed_state.h"
+#include "magnetite/state/keyed_state.h"
 
 #include <algorithm>
 #include <map>
 
 #include <fmt/format.h>
 
+#include "actors/database_core.h"
 #include "actors/keyspace.h"
 #include "core/coding.h"
 #include "core/limits.h"
 #include "state/errors.h"
+#include "state/item_codec.h"
 #include "state/layout.h"
 #include "state/state_reader.h"
 
@@ -170,8 +172,8 @@ class collection {
     return status::ok();
   }
 
-  result<std::shared_ptr<const read_view>> view() const { return owner_->db->view_of(owner_->shard); }
-  std::uint64_t now() const { return owner_->db->now_ns(); }
+  result<std::shared_ptr<const read_view>> view() const { return owner_->db->core().view_of(owner_->shard); }
+  std::uint64_t now() const { return owner_->db->core().now_ns(); }
 
   result<std::optional<item>> read(const read_view& v, const std::string& key) const {
     // describe() is formatted only for an error: reads are a hot path.
@@ -421,7 +423,7 @@ status commit_all(owner_state::core& owner, const std::vector<std::shared_ptr<co
   if (writes.size() > limits::max_batch_mutations)
     return mistake(fmt::format("{}: a commit of {} writes exceeds the batch limit of {}", owner.describe(),
                                writes.size(), limits::max_batch_mutations));
-  auto out = owner.db->apply(owner.shard, std::move(checks), std::move(writes), d);
+  auto out = owner.db->core().apply(owner.shard, std::move(checks), std::move(writes), d);
   if (!out) return after_handoff(out.error());
   if (out->failed_check) {
     const collection* c = check_owner.at(*out->failed_check);

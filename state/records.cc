@@ -1,10 +1,12 @@
-#include "state/records.h"
+#include "magnetite/state/records.h"
 
 #include <fmt/format.h>
 
+#include "actors/database_core.h"
 #include "actors/keyspace.h"
 #include "core/limits.h"
 #include "state/errors.h"
+#include "state/item_codec.h"
 #include "state/layout.h"
 #include "state/state_reader.h"
 
@@ -24,10 +26,10 @@ result<std::string> checked_record_key(std::string_view ns, std::string_view key
 
 result<std::optional<record>> load_from(const database& db, std::size_t shard, const std::string& k,
                                         std::string_view ns, std::string_view key) {
-  auto view = db.view_of(shard);
+  auto view = db.core().view_of(shard);
   if (!view) return view.error();
   // The record's name is formatted only for an error: loads are a hot path.
-  auto found = read_item(**view, k, db.now_ns(), "stored value");
+  auto found = read_item(**view, k, db.core().now_ns(), "stored value");
   if (!found) return status::make(found.error().code(), found.error().category(),
                                   fmt::format("{}: {}", describe(ns, key), found.error().message()));
   if (!*found) return std::optional<record>();
@@ -55,10 +57,10 @@ result<page> records::list(std::string_view ns, std::string_view prefix, std::op
     std::string after = record_key(ns, *start_after) + '\0';
     if (after > first) first = std::move(after);
   }
-  auto view = db_->view_of(shard_of(ns));
+  auto view = db_->core().view_of(shard_of(ns));
   if (!view) return view.error();
   page out;
-  std::uint64_t now = db_->now_ns();
+  std::uint64_t now = db_->core().now_ns();
   status failure;
   // One more than the page, to know whether a next page exists.
   status s = (*view)->scan(keyspace::data_key(first), keyspace::data_key(end),
@@ -170,7 +172,7 @@ result<std::uint64_t> transaction::commit(std::optional<deadline> d) {
   writes.reserve(writes_.size());
   for (auto& [k, w] : writes_)
     writes.push_back({k, w.value ? std::optional<std::string>(std::move(w.stored)) : std::nullopt, std::nullopt});
-  auto out = db_->apply(*shard_, std::move(checks), std::move(writes), d);
+  auto out = db_->core().apply(*shard_, std::move(checks), std::move(writes), d);
   if (!out) return after_handoff(out.error());
   if (out->failed_check) {
     const read& r = *read_of.at(*out->failed_check);

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "actors/read_view.h"
-#include "state/item.h"
+#include "magnetite/state/item.h"
 
 namespace magnetite::state {
 

@@ -1,10 +1,12 @@
-#include "state/streams.h"
+#include "magnetite/state/streams.h"
 
 #include <fmt/format.h>
 
+#include "actors/database_core.h"
 #include "actors/keyspace.h"
 #include "core/limits.h"
 #include "state/errors.h"
+#include "state/item_codec.h"
 #include "state/layout.h"
 #include "state/state_reader.h"
 
@@ -26,10 +28,10 @@ status check_name(std::string_view stream) {
 std::size_t streams::shard_of(std::string_view stream) const { return db_->shard_of(stream_routing(stream)); }
 
 result<std::pair<std::uint64_t, std::uint64_t>> streams::meta(std::string_view stream) const {
-  auto view = db_->view_of(shard_of(stream));
+  auto view = db_->core().view_of(shard_of(stream));
   if (!view) return view.error();
   std::string what = describe(stream);
-  auto found = read_state(**view, stream_meta_key(stream), db_->now_ns(), what);
+  auto found = read_state(**view, stream_meta_key(stream), db_->core().now_ns(), what);
   if (!found) return found.error();
   if (!*found) return std::pair<std::uint64_t, std::uint64_t>{0, 0};
   auto next = decode_stream_meta((*found)->body, what);
@@ -75,7 +77,7 @@ result<std::uint64_t> streams::append(std::string_view stream, std::span<const i
   // The meta still at the revision read above proves next_seq is still
   // expected_seq: only appends write it, and each moves it forward.
   std::vector<state_check> checks{{stream_meta_key(stream), meta_revision}};
-  auto out = db_->apply(shard_of(stream), std::move(checks), std::move(writes), d);
+  auto out = db_->core().apply(shard_of(stream), std::move(checks), std::move(writes), d);
   if (!out) return after_handoff(out.error());
   if (out->failed_check) {
     // The refusal is answered after the group that beat it is published.
@@ -90,11 +92,11 @@ result<std::vector<stream_entry>> streams::read(std::string_view stream, std::ui
   MAGNETITE_TRY(check_name(stream));
   if (limit < 1 || limit > max_read_limit)
     return mistake(fmt::format("read limit of {}: must be 1..{}", limit, max_read_limit));
-  auto view = db_->view_of(shard_of(stream));
+  auto view = db_->core().view_of(shard_of(stream));
   if (!view) return view.error();
   std::string prefix = stream_entries_prefix(stream);
   std::vector<stream_entry> out;
-  std::uint64_t now = db_->now_ns();
+  std::uint64_t now = db_->core().now_ns();
   std::string what = fmt::format("{} entry", describe(stream));
   status failure;
   status s = (*view)->scan(keyspace::data_key(stream_entry_key(stream, from_seq)),

@@ -26,7 +26,7 @@
 #include <set>
 #include <thread>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "core/hash128.h"
 #include "core/limits.h"
 #include "tests/support/database_fixture.h"
@@ -680,7 +680,9 @@ TEST_CASE("bad input: invalid options are refused by open, naming the option, be
     for (const auto& c : cases) {
       CAPTURE(dir);
       CAPTURE(c.named);
-      auto o = options_for(dir, 3);
+      database_options o;  // what a host passes, through the public open
+      o.dir = dir;
+      o.shards = 3;
       c.set(o);
       check_error(o.validate(), status_code::invalid_argument, {c.named});
       auto opened = database::open(o);
@@ -729,7 +731,7 @@ TEST_CASE("bad input: a data directory that is a regular file, or inside one, is
   auto before = snapshot(file);
   for (const auto& dir : {file, file + "/db"}) {
     CAPTURE(dir);
-    auto opened = database::open(options_for(dir, 3));
+    auto opened = open_database(options_for(dir, 3));
     REQUIRE_FALSE(opened.is_ok());
     check_error(opened.error(), status_code::invalid_argument, {file, "not a directory"});
     auto recorded = database::recorded_shards(dir);
@@ -746,7 +748,7 @@ TEST_CASE("bad input: a data directory that is a regular file, or inside one, is
   fs::rename(shard1, d.path() + "/shard-001.moved");
   write_bytes(shard1, "in the way\n");
   auto db_before = snapshot(db_dir);
-  auto opened = database::open(options_for(db_dir, 3));
+  auto opened = open_database(options_for(db_dir, 3));
   REQUIRE_FALSE(opened.is_ok());
   check_error(opened.error(), status_code::invalid_argument, {shard1, "not a directory"});
   CHECK_UNCHANGED(db_before, db_dir);
@@ -769,7 +771,7 @@ TEST_CASE("bad input: a MANIFEST of a newer format version is not_supported; ano
   SUBCASE("newer version") {
     write_bytes(manifest, "magnetite-manifest 2\nshards 3\n");
     auto before = snapshot(dir);
-    auto opened = database::open(options_for(dir, 3));
+    auto opened = open_database(options_for(dir, 3));
     REQUIRE_FALSE(opened.is_ok());
     check_error(opened.error(), status_code::not_supported, {manifest, "format version 2", "reads version 1"});
     auto recorded = database::recorded_shards(dir);
@@ -780,7 +782,7 @@ TEST_CASE("bad input: a MANIFEST of a newer format version is not_supported; ano
   SUBCASE("garbage") {
     write_bytes(manifest, "magnetite-manifest one\nshards 3\n");
     auto before = snapshot(dir);
-    check_error(database::open(options_for(dir, 3)).error(), status_code::corruption,
+    check_error(open_database(options_for(dir, 3)).error(), status_code::corruption,
                 {manifest, "not a magnetite manifest"});
     CHECK_UNCHANGED(before, dir);
   }
@@ -788,7 +790,7 @@ TEST_CASE("bad input: a MANIFEST of a newer format version is not_supported; ano
     auto before = snapshot(dir);
     for (std::size_t n : {1, 2, 4, 8}) {
       CAPTURE(n);
-      check_error(database::open(options_for(dir, n)).error(), status_code::invalid_argument,
+      check_error(open_database(options_for(dir, n)).error(), status_code::invalid_argument,
                   {dir, "created with 3 shards", fmt::format("opening it with {}", n)});
     }
     CHECK_UNCHANGED(before, dir);
@@ -796,14 +798,14 @@ TEST_CASE("bad input: a MANIFEST of a newer format version is not_supported; ano
   SUBCASE("a MANIFEST that records fewer shards than the directory holds") {
     write_bytes(manifest, "magnetite-manifest 1\nshards 2\n");
     auto before = snapshot(dir);
-    check_error(database::open(options_for(dir, 2)).error(), status_code::corruption,
+    check_error(open_database(options_for(dir, 2)).error(), status_code::corruption,
                 {manifest, "records 2 shards", dir + "/shard-002"});
     CHECK_UNCHANGED(before, dir);
   }
   SUBCASE("shard directories without a MANIFEST") {
     fs::remove(manifest);
     auto before = snapshot(dir);
-    check_error(database::open(options_for(dir, 3)).error(), status_code::corruption,
+    check_error(open_database(options_for(dir, 3)).error(), status_code::corruption,
                 {dir + "/shard-000", "no MANIFEST"});
     CHECK(database::recorded_shards(dir).value() == std::nullopt);  // no database: the tool's read commands say so
     CHECK_UNCHANGED(before, dir);
@@ -861,7 +863,7 @@ TEST_CASE("bad input: a WAL segment, a frame, a pack, an index or a node-store m
   }
   std::string original_bytes = read_bytes(victim);
   auto before = snapshot(dir);
-  auto opened = database::open(options_for(dir, 3));
+  auto opened = open_database(options_for(dir, 3));
   REQUIRE_FALSE(opened.is_ok());
   const status s = opened.error();
   CHECK_MESSAGE(s.code() == status_code::not_supported, s.to_string());
@@ -870,7 +872,7 @@ TEST_CASE("bad input: a WAL segment, a frame, a pack, an index or a node-store m
   for (auto p : named) CHECK_MESSAGE(contains(s.message(), p), s.message());
   CHECK_UNCHANGED(before, dir);
   // A second attempt finds the same and still changes nothing.
-  CHECK(database::open(options_for(dir, 3)).error().code() == status_code::not_supported);
+  CHECK(open_database(options_for(dir, 3)).error().code() == status_code::not_supported);
   CHECK_UNCHANGED(before, dir);
   (void)original_bytes;
 }
@@ -929,7 +931,7 @@ TEST_CASE("bad input: a read-only data directory is refused with the path and th
                       ::geteuid() == 0 ? ", opened by a child that dropped to nobody (root ignores permission bits)"
                                        : ""));
   std::string answer = as_unprivileged_child([&] {
-    auto opened = database::open(options_for(dir, 3));
+    auto opened = open_database(options_for(dir, 3));
     if (opened) return std::string("opened");
     return opened.error().to_string();
   });

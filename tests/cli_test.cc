@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "tests/support/temp_dir.h"
 #include "tools/cli_text.h"
 

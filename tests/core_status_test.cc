@@ -5,6 +5,7 @@
 #include "core/hash128.h"
 #include "core/limits.h"
 #include "core/status.h"
+#include "magnetite/version.h"
 
 using namespace magnetite;
 
@@ -87,4 +88,9 @@ TEST_CASE("limits: keys and values at the limit pass, one byte more is refused")
   CHECK(s.code() == status_code::invalid_argument);
   CHECK(s.category() == status_category::permanent);
   CHECK(s.message().find("exceeds") != std::string::npos);
+}
+
+TEST_CASE("version: the library's version() is the version of the headers it was built with") {
+  std::string expected = fmt::format("{}.{}.{}", MAGNETITE_VERSION_MAJOR, MAGNETITE_VERSION_MINOR, MAGNETITE_VERSION_PATCH);
+  CHECK(std::string(magnetite::version()) == expected);
 }

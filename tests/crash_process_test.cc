@@ -18,7 +18,7 @@
 #include <random>
 #include <thread>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "tests/support/temp_dir.h"
 
 using namespace magnetite;

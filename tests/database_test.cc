@@ -10,7 +10,7 @@
 #include <set>
 #include <thread>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "tests/support/database_fixture.h"
 #include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
@@ -67,16 +67,18 @@ TEST_CASE("database: a held data directory is busy; another shard count or a bad
   testing::temp_dir d("db");
   {
     auto db = must_open(options_for(d.path(), 4));
-    auto second = database::open(options_for(d.path(), 4));
+    auto second = open_database(options_for(d.path(), 4));
     REQUIRE_FALSE(second.is_ok());
     CHECK(second.error().code() == status_code::busy);
     CHECK(second.error().message().find("in use") != std::string::npos);
   }
-  auto other = database::open(options_for(d.path(), 8));
+  auto other = open_database(options_for(d.path(), 8));
   REQUIRE_FALSE(other.is_ok());
   CHECK(other.error().code() == status_code::invalid_argument);
   CHECK(other.error().message().find("4 shards") != std::string::npos);
-  auto bad = options_for(d.path(), 0);
+  database_options bad;
+  bad.dir = d.path();
+  bad.shards = 0;
   CHECK(database::open(bad).error().code() == status_code::invalid_argument);
 }
 

@@ -1,9 +1,13 @@
 // The examples/ programs and the installed library, checked as a user meets them:
 // the README's embedding example is examples/readme_example.cc byte for byte
 // and runs; examples/host_program runs its own actor system and checks itself;
-// `meson install` into a scratch DESTDIR holds the library, every header, the
-// tool and magnetite.pc (and no test or benchmark), and a program outside the
-// tree builds against it with `pkg-config --cflags --libs magnetite` and runs.
+// `meson install` into a scratch DESTDIR holds the library, the public headers
+// (include/magnetite/, and none of the engine's), the tool and the .pc files
+// (and no test or benchmark); a program outside the tree builds against it
+// with `pkg-config --cflags --libs magnetite` and runs, pulls in no CAF header
+// through <magnetite/database.h> and <magnetite/state.h>, and is stopped with
+// a clear error below C++20; a host that includes <magnetite/caf.h> builds with
+// magnetite-caf; the library exports its API and hides the engine.
 //
 // Paths come from meson at configure time (tests/meson.build). In a sanitized
 // build the installed library needs the sanitizer's runtime, so the program
@@ -100,12 +104,13 @@ std::string readme_embedding_block(const std::string& readme) {
   return readme.substr(begin, close + 1 - begin);
 }
 
-// Every header of the layers `meson install` installs, as "layer/name.h".
-std::vector<std::string> source_headers() {
+// Every public header, as "magnetite/name.h": what a host includes and what
+// `meson install` installs, all of include/magnetite/.
+std::vector<std::string> public_headers() {
   std::vector<std::string> out;
-  for (const char* layer : {"core", "wal", "tree", "ttl", "actors", "state", "replication"})
-    for (auto& e : fs::directory_iterator(fs::path(source_root) / layer))
-      if (e.path().extension() == ".h") out.push_back(std::string(layer) + "/" + e.path().filename().string());
+  fs::path include = fs::path(source_root) / "include";
+  for (auto& e : fs::recursive_directory_iterator(include / "magnetite"))
+    if (e.path().extension() == ".h") out.push_back(fs::relative(e.path(), include).string());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -122,16 +127,23 @@ struct installed_tree {
   fs::path libdir() const { return at(MAGNETITE_INSTALL_LIBDIR); }
   fs::path includedir() const { return at(MAGNETITE_INSTALL_INCLUDEDIR); }
   fs::path bindir() const { return at(MAGNETITE_INSTALL_BINDIR); }
-  // `pkg-config ARGS magnetite` against the installed .pc, its prefix moved into DESTDIR.
-  run_result pkg_config(const std::string& args) const {
-    return run("PKG_CONFIG_PATH=" + quote((libdir() / "pkgconfig").string()) + " pkg-config --define-variable=prefix=" +
-               quote(at(MAGNETITE_INSTALL_PREFIX).string()) + " " + args + " magnetite");
+  // `pkg-config ARGS module` against the installed .pc files, as they are:
+  // they locate the tree from where they are (relocatable), so a DESTDIR
+  // needs no --define-prefix or --define-variable.
+  run_result pkg_config(const std::string& args, const std::string& module = "magnetite") const {
+    return run("PKG_CONFIG_PATH=" + quote((libdir() / "pkgconfig").string()) + " pkg-config " + args + " " + module);
+  }
+  // The first line of `pkg-config --cflags --libs module`.
+  std::string flags(const std::string& module = "magnetite") const {
+    auto r = pkg_config("--cflags --libs", module);
+    REQUIRE_MESSAGE(r.exit_code == 0, "pkg-config " << module << ": " << r.out << r.err);
+    return r.out.substr(0, r.out.find('\n'));
   }
   // Is `p` one of the files a host needs: the library, a header, the .pc, the tool?
   bool expected(const fs::path& p) const {
     if (p.parent_path() == bindir()) return p.filename() == "magnetite";
     if (p.parent_path() == libdir()) return p.filename().string().starts_with("libmagnetite.so");
-    if (p == libdir() / "pkgconfig" / "magnetite.pc") return true;
+    if (p == libdir() / "pkgconfig" / "magnetite.pc" || p == libdir() / "pkgconfig" / "magnetite-caf.pc") return true;
     return p.string().starts_with((includedir() / "magnetite").string() + "/") && p.extension() == ".h";
   }
 };
@@ -204,18 +216,24 @@ TEST_CASE("host program: its own actor system, typed messages and the C++ API ag
   }
 }
 
-TEST_CASE("install: the library, every header, magnetite.pc and the tool, and no test or benchmark") {
+TEST_CASE("install: the library, the public headers and none of the engine's, the .pc files and the tool") {
   const auto& t = installed();
   REQUIRE_MESSAGE(t.install.exit_code == 0, "meson install:\n" << t.install.out << t.install.err);
 
   CHECK(fs::exists(t.libdir() / "libmagnetite.so"));
+  CHECK(fs::exists(t.libdir() / "libmagnetite.so.0"));  // the SONAME's link
   CHECK(fs::exists(t.libdir() / "pkgconfig" / "magnetite.pc"));
+  CHECK(fs::exists(t.libdir() / "pkgconfig" / "magnetite-caf.pc"));
   CHECK(fs::exists(t.bindir() / "magnetite"));
-  for (const auto& h : source_headers())
-    CHECK_MESSAGE(fs::exists(t.includedir() / "magnetite" / h), "not installed: " << h
-                                                                 << " (add it to install_headers in meson.build)");
+  auto headers = public_headers();
+  REQUIRE(std::find(headers.begin(), headers.end(), "magnetite/database.h") != headers.end());
+  std::vector<std::string> installed_headers;
+  for (auto& e : fs::recursive_directory_iterator(t.includedir()))
+    if (!e.is_directory()) installed_headers.push_back(fs::relative(e.path(), t.includedir()).string());
+  std::sort(installed_headers.begin(), installed_headers.end());
+  CHECK_MESSAGE(installed_headers == headers, "installed: " << joined(installed_headers) << "\npublic: " << joined(headers));
 
-  // Nothing but the library, headers, the .pc and the tool.
+  // Nothing but the library, headers, the .pc files and the tool.
   std::vector<std::string> unexpected;
   for (auto& e : fs::recursive_directory_iterator(t.destdir))
     if (!e.is_directory() && !t.expected(e.path())) unexpected.push_back(e.path().string().substr(t.destdir.size()));
@@ -226,13 +244,22 @@ TEST_CASE("install: a program outside the tree builds with `pkg-config --cflags 
   const auto& t = installed();
   REQUIRE_MESSAGE(t.install.exit_code == 0, "meson install:\n" << t.install.out << t.install.err);
 
-  auto flags = t.pkg_config("--cflags --libs");
-  INFO("pkg-config: " << flags.out << flags.err);
-  REQUIRE(flags.exit_code == 0);
-  std::string pc = flags.out.substr(0, flags.out.find('\n'));
+  std::string pc = t.flags();
+  INFO("pkg-config: " << pc);
   CHECK(pc.find("-lmagnetite") != std::string::npos);
-  CHECK(pc.find("-lcaf_core") != std::string::npos);
-  CHECK(pc.find("-I" + (t.includedir() / "magnetite").string()) != std::string::npos);
+  CHECK(pc.find("-std=c++20") != std::string::npos);
+  // The -I names the installed include directory (written relative to the
+  // .pc file's own place, so compare the directories, not the spellings).
+  bool include_dir_found = false;
+  std::istringstream words(pc);
+  for (std::string w; words >> w;)
+    if (w.starts_with("-I") && fs::exists(w.substr(2)) && fs::equivalent(w.substr(2), t.includedir()))
+      include_dir_found = true;
+  CHECK(include_dir_found);
+  // The engine's libraries are the shared library's own: a dynamic link
+  // names none of them (Libs.private has them for a static one).
+  CHECK(pc.find("-lcaf_core") == std::string::npos);
+  CHECK(pc.find("-lzstd") == std::string::npos);
   // Only the installed tree: nothing of the source or the build directory.
   CHECK(pc.find(source_root + "/") == std::string::npos);
   CHECK(pc.find(build_root + "/") == std::string::npos);
@@ -243,18 +270,81 @@ TEST_CASE("install: a program outside the tree builds with `pkg-config --cflags 
   fs::copy_file(fs::path(source_root) / "examples" / "readme_example.cc", work / "app.cc");
   {
     std::ofstream all(work / "all_headers.cc");
-    for (const auto& h : source_headers()) all << "#include \"" << h << "\"\n";
+    for (const auto& h : public_headers()) all << "#include <" << h << ">\n";
   }
-  std::string cxx = compiler() + " -std=c++20";
-  auto syntax = run("cd " + quote(work.path()) + " && " + cxx + " -fsyntax-only all_headers.cc " + pc);
+  auto syntax = run("cd " + quote(work.path()) + " && " + compiler() + " -fsyntax-only all_headers.cc " + pc);
   INFO("all headers: " << syntax.err);
   CHECK(syntax.exit_code == 0);
 
-  auto build = run("cd " + quote(work.path()) + " && " + cxx + " -O0 app.cc -o app " + pc + " -Wl,-rpath," +
+  // The compiler is told nothing but what pkg-config says (C++20 included).
+  auto build = run("cd " + quote(work.path()) + " && " + compiler() + " -O0 app.cc -o app " + pc + " -Wl,-rpath," +
                    quote(t.libdir().string()));
   INFO("compiler: " << build.out << build.err);
   REQUIRE(build.exit_code == 0);
   auto linked = run("ldd " + quote(work / "app"));
-  CHECK(linked.out.find((t.libdir() / "libmagnetite.so").string()) != std::string::npos);
+  CHECK(linked.out.find((t.libdir() / "libmagnetite.so.0").string()) != std::string::npos);
   check_readme_output(run(quote(work / "app") + " " + quote(work / "db")));
+}
+
+TEST_CASE("install: <magnetite/database.h> and <magnetite/state.h> pull in no CAF header; <magnetite/caf.h> does") {
+  const auto& t = installed();
+  REQUIRE_MESSAGE(t.install.exit_code == 0, "meson install:\n" << t.install.out << t.install.err);
+  magnetite::testing::temp_dir work("examples-includes");
+  auto dependencies = [&](const std::string& includes) {
+    { std::ofstream(work / "host.cc") << includes; }
+    auto r = run("cd " + quote(work.path()) + " && " + compiler() + " -M host.cc " + t.flags());
+    INFO("compiler: " << r.err);
+    REQUIRE(r.exit_code == 0);
+    return r.out;
+  };
+  auto plain = dependencies("#include <magnetite/database.h>\n#include <magnetite/state.h>\n");
+  CHECK(plain.find("magnetite/database.h") != std::string::npos);
+  CHECK_MESSAGE(plain.find("/caf/") == std::string::npos, "CAF headers reached:\n" << plain);
+  // The same check sees CAF where it is.
+  CHECK(dependencies("#include <magnetite/caf.h>\n").find("/caf/") != std::string::npos);
+}
+
+TEST_CASE("install: below C++20 a public header stops with an error that says C++20 is needed") {
+  const auto& t = installed();
+  REQUIRE_MESSAGE(t.install.exit_code == 0, "meson install:\n" << t.install.out << t.install.err);
+  magnetite::testing::temp_dir work("examples-cxx17");
+  { std::ofstream(work / "old.cc") << "#include <magnetite/database.h>\nint main() {}\n"; }
+  // -std=c++17 after pkg-config's -std=c++20: the last one counts.
+  auto r = run("cd " + quote(work.path()) + " && " + compiler() + " -fsyntax-only old.cc " + t.flags() + " -std=c++17");
+  CHECK(r.exit_code != 0);
+  CHECK_MESSAGE(r.err.find("magnetite needs C++20") != std::string::npos, r.err);
+}
+
+TEST_CASE("install: a host with its own actor system builds host_program with magnetite-caf, and it runs") {
+  const auto& t = installed();
+  REQUIRE_MESSAGE(t.install.exit_code == 0, "meson install:\n" << t.install.out << t.install.err);
+  std::string pc = t.flags("magnetite-caf");
+  INFO("pkg-config: " << pc);
+  CHECK(pc.find("-lcaf_core") != std::string::npos);
+  CHECK(pc.find("-lmagnetite") != std::string::npos);
+  magnetite::testing::temp_dir work("examples-caf");
+  fs::copy_file(fs::path(source_root) / "examples" / "host_program.cc", work / "host.cc");
+  auto build = run("cd " + quote(work.path()) + " && " + compiler() + " -O0 host.cc -o host " + pc + " -Wl,-rpath," +
+                   quote(t.libdir().string()));
+  INFO("compiler: " << build.out << build.err);
+  REQUIRE(build.exit_code == 0);
+  auto r = run(quote(work / "host") + " " + quote(work / "db"));
+  INFO("stdout:\n" << r.out << "stderr:\n" << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(lines_of(r.out).back() == "host_program: ok");
+}
+
+TEST_CASE("install: the library exports the public API and hides the engine") {
+  const auto& t = installed();
+  REQUIRE_MESSAGE(t.install.exit_code == 0, "meson install:\n" << t.install.out << t.install.err);
+  auto soname = run("objdump -p " + quote((t.libdir() / "libmagnetite.so").string()));
+  CHECK(soname.out.find("SONAME               libmagnetite.so.0") != std::string::npos);
+  auto symbols = run("nm -D --defined-only -C " + quote((t.libdir() / "libmagnetite.so").string()));
+  REQUIRE(symbols.exit_code == 0);
+  for (const char* api : {"magnetite::database::open(", "magnetite::version()", "magnetite::state::records::begin(",
+                          "magnetite::open_database(caf::actor_system&"})
+    CHECK_MESSAGE(symbols.out.find(api) != std::string::npos, "not exported: " << api);
+  for (const char* engine : {"magnetite::database_core::", "magnetite::shard::", "magnetite::tree::", "magnetite::wal::",
+                             "magnetite::replication::", "magnetite::layer::", "magnetite::read_view::"})
+    CHECK_MESSAGE(symbols.out.find(engine) == std::string::npos, "exported: " << engine);
 }

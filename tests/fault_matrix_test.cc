@@ -41,7 +41,7 @@
 #include <set>
 #include <thread>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "core/coding.h"
 #include "core/fault_env.h"
 #include "tests/support/crashable_env.h"

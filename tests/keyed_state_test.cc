@@ -8,7 +8,7 @@
 #include <random>
 
 #include "core/coding.h"
-#include "state/keyed_state.h"
+#include "magnetite/state/keyed_state.h"
 #include "state/layout.h"
 #include "tests/support/database_fixture.h"
 #include "tests/support/temp_dir.h"
@@ -67,7 +67,7 @@ struct manual_clock {
   void advance(std::chrono::nanoseconds d) { *now += static_cast<std::uint64_t>(d.count()); }
 };
 
-database_options clocked(const std::string& dir, const manual_clock& c, std::size_t shards = 2) {
+core_options clocked(const std::string& dir, const manual_clock& c, std::size_t shards = 2) {
   auto o = options_for(dir, shards);
   o.shard.clock = [n = c.now] { return n->load(); };
   return o;
@@ -354,7 +354,7 @@ TEST_CASE("keyed state: a cursor's first error closes it and stays; close is ide
   ok(m.commit());
   // Damage one entry as only a host bypassing state/ could: a type byte of 7.
   std::string bad = map_entries_prefix(owner_prefix("n", "o"), "m") + key_encoder().bytes("k3").str();
-  auto out = must(db->apply(0, {}, std::vector<batch_write>{{bad, std::string("\x07junk"), std::nullopt}}));
+  auto out = must(db->core().apply(0, {}, std::vector<batch_write>{{bad, std::string("\x07junk"), std::nullopt}}));
   REQUIRE(out.swapped);
   auto c = must(m.scan());
   CHECK(must(c.next_chunk(2)).size() == 2);

@@ -28,7 +28,7 @@ struct node_under_test {
   std::uint32_t id = 0;
   std::unique_ptr<fault_env> fs = std::make_unique<fault_env>();
   std::shared_ptr<shard_slot> slot = std::make_shared<shard_slot>();
-  shard_actor shard;
+  shard_engine_actor shard;
   replica_actor replica;
   bool up = false;
 };

@@ -79,7 +79,7 @@ TEST_CASE("network: three nodes over loopback elect an owner, replicate writes a
   for (auto& p : nodes) {
     bool holds = testing::poll_until(
         [&] {
-          auto v = p->db->slot_of(0)->view.load()->get("k19", system_now_ns());
+          auto v = p->db->core().slot_of(0)->view.load()->get("k19", system_now_ns());
           return v.is_ok() && *v == std::optional<std::string>("v19");
         },
         std::chrono::seconds(10));
@@ -114,7 +114,7 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   cfg.load<caf::io::middleman>();
   add_message_types(cfg);
   caf::actor_system sys{cfg};
-  auto db = must(database::open(database_options_for(cluster, dir / "node9", sys)));
+  auto db = must(open_database(database_options_for(cluster, dir / "node9", sys)));
   node_options no;
   no.id = 9;
   no.cluster = cluster;
@@ -258,7 +258,7 @@ TEST_CASE("network: with heartbeats an owner emerges unasked; when its node dies
       std::chrono::seconds(60));
   CHECK(converged);
   MESSAGE("converged at " << since());
-  auto late = nodes[dead]->db->slot_of(0)->view.load()->get("late", system_now_ns());
+  auto late = nodes[dead]->db->core().slot_of(0)->view.load()->get("late", system_now_ns());
   REQUIRE(late.is_ok());
   CHECK(*late == std::optional<std::string>("x"));
 }

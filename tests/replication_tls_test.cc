@@ -118,7 +118,7 @@ TEST_CASE("tls: a node of a `tls on` cluster does not start without its certific
   cfg.load<caf::io::middleman>();
   add_message_types(cfg);
   caf::actor_system sys{cfg};
-  auto db = must(database::open(database_options_for(cluster, dir / "node1", sys)));
+  auto db = must(open_database(database_options_for(cluster, dir / "node1", sys)));
   node_options no;
   no.id = 1;
   no.cluster = cluster;
@@ -157,7 +157,7 @@ TEST_CASE("tls: three nodes over TLS on loopback elect, write and read; a client
   // acknowledged each; the third may still be applying the last).
   for (auto& p : nodes) {
     auto holds = [&] {
-      auto v = p->db->slot_of(0)->view.load()->get("k9", system_now_ns());
+      auto v = p->db->core().slot_of(0)->view.load()->get("k9", system_now_ns());
       return v.is_ok() && *v == std::optional<std::string>("v9");
     };
     auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);

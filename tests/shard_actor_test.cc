@@ -24,7 +24,7 @@ namespace {
 // Whether the shard still answers a request (a dead actor's requests fail
 // instead of hanging).
 template <class Client>
-bool answers(Client& client, const shard_actor& shard) {
+bool answers(Client& client, const shard_engine_actor& shard) {
   bool ok = false;
   client->request(shard, caf::infinite, stats_atom::value)
       .receive([&](const shard_stats&) { ok = true; }, [&](caf::error&) {});
@@ -55,9 +55,9 @@ struct fixture {
     return c;
   }
 
-  std::vector<shard_actor> spawned;
+  std::vector<shard_engine_actor> spawned;
 
-  shard_actor spawn(shard_actor_config c) {
+  shard_engine_actor spawn(shard_actor_config c) {
     auto h = spawn_shard(*sys, std::move(c));
     spawned.push_back(h);
     sched->run();
@@ -77,7 +77,7 @@ struct fixture {
     sched->run();
   }
 
-  shard_stats stats(caf::scoped_actor& client, const shard_actor& shard) {
+  shard_stats stats(caf::scoped_actor& client, const shard_engine_actor& shard) {
     client->send(shard, stats_atom::value);
     sched->run();
     shard_stats s;
@@ -86,7 +86,7 @@ struct fixture {
     return s;
   }
 
-  shard_usage usage(caf::scoped_actor& client, const shard_actor& shard) {
+  shard_usage usage(caf::scoped_actor& client, const shard_engine_actor& shard) {
     client->send(shard, usage_atom::value);
     sched->run();
     shard_usage u;
@@ -94,7 +94,7 @@ struct fixture {
     return u;
   }
 
-  void put(caf::scoped_actor& client, const shard_actor& shard, std::string key, std::string value) {
+  void put(caf::scoped_actor& client, const shard_engine_actor& shard, std::string key, std::string value) {
     client->send(shard, put_atom::value, std::move(key), std::move(value), std::int64_t{0});
     sched->run();
     client->receive([](ok_atom) {}, [](caf::error& e) { FAIL(caf::to_string(e)); },
@@ -370,7 +370,7 @@ TEST_CASE("shard actor: a storage failure while staging ends the actor, so the s
   REQUIRE(pack);
   // Damage one leaf in the middle of the pack, one that boot does not read.
   bool booted = false;
-  shard_actor shard;
+  shard_engine_actor shard;
   for (std::uint64_t off = pack->size() / 2; !booted && off < pack->size(); off += 997) {
     REQUIRE(f.fe.flip_bit(pack_path, off, 3));
     f.slot->view.store(nullptr);

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "actors/keyspace.h"
-#include "actors/range_cursor.h"
+#include "actors/merged_cursor.h"
 #include "actors/shard.h"
 #include "core/fault_env.h"
 #include "tests/support/manual_clock.h"

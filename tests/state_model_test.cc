@@ -10,8 +10,8 @@
 #include <set>
 #include <thread>
 
-#include "state/records.h"
-#include "state/streams.h"
+#include "magnetite/state/records.h"
+#include "magnetite/state/streams.h"
 #include "tests/support/database_fixture.h"
 #include "tests/support/temp_dir.h"
 

@@ -13,9 +13,10 @@
 #include "core/coding.h"
 #include "core/fault_env.h"
 #include "core/limits.h"
+#include "magnetite/state/records.h"
+#include "magnetite/state/streams.h"
+#include "state/item_codec.h"
 #include "state/layout.h"
-#include "state/records.h"
-#include "state/streams.h"
 #include "tests/support/crashable_env.h"
 #include "tests/support/database_fixture.h"
 #include "tests/support/temp_dir.h"
@@ -281,25 +282,25 @@ TEST_CASE("database: state keys are refused by the plain calls and hidden from i
   CHECK(all[1].first == std::string("\xff\xfe", 2));
   CHECK(db->range(std::string(limits::state_prefix), "", 100).value().empty());
   // apply refuses plain keys and bad shard numbers before sending anything.
-  CHECK(db->apply(0, {}, std::vector<batch_write>{{"plain", std::string("x"), {}}}).error().code() ==
+  CHECK(db->core().apply(0, {}, std::vector<batch_write>{{"plain", std::string("x"), {}}}).error().code() ==
         status_code::invalid_argument);
-  CHECK(db->apply(9, {}, {}).error().code() == status_code::invalid_argument);
+  CHECK(db->core().apply(9, {}, {}).error().code() == status_code::invalid_argument);
 }
 
 TEST_CASE("database: an actor host sends (apply) to a shard and gets the revision") {
   testing::temp_dir d("state");
   auto db = must_open(options_for(d.path(), 1));
-  caf::scoped_actor self{db->system()};
+  caf::scoped_actor self{db->core().system()};
   std::vector<batch_op> ops{{state_key("x"), true, std::string(1, '\0') + "raw", 0}};
   std::uint64_t first = 0;
-  self->request(db->shard_handle(0), 10s, apply_atom::value, std::vector<state_check>{}, ops)
+  self->request(db->core().shard_handle(0), 10s, apply_atom::value, std::vector<state_check>{}, ops)
       .receive([&](bool applied, std::uint64_t revision, std::uint32_t, std::uint64_t) {
                  CHECK(applied);
                  first = revision;
                },
                [](caf::error& e) { FAIL(caf::to_string(e)); });
   REQUIRE(first > 0);
-  self->request(db->shard_handle(0), 10s, apply_atom::value, std::vector<state_check>{{state_key("x"), first - 1}}, ops)
+  self->request(db->core().shard_handle(0), 10s, apply_atom::value, std::vector<state_check>{{state_key("x"), first - 1}}, ops)
       .receive([&](bool applied, std::uint64_t, std::uint32_t failed, std::uint64_t found) {
                  CHECK_FALSE(applied);
                  CHECK(failed == 0);

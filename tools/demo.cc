@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "tools/cli_text.h"
 #include "tools/load_run.h"
 #include "tools/progress_bar.h"
@@ -112,7 +112,7 @@ result<int> run_demo(const std::string& dir, std::size_t shards) {
   if (!before) return before.error();
   o.seed = seed2;
   o.event_at = phase_keys / 2;
-  o.event = [&] { caf::anon_send_exit(db.shard_handle(victim), caf::exit_reason::kill); };
+  o.event = [&] { caf::anon_send_exit(db.core().shard_handle(victim), caf::exit_reason::kill); };
   auto second = load_with_bar(db, o);
   if (!second) return second.error();
   auto st = db.stats();

@@ -29,7 +29,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 
 namespace magnetite {
 

@@ -27,7 +27,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "core/limits.h"
 #include "tools/bench_command.h"
 #include "tools/cli_text.h"

@@ -2,7 +2,7 @@
 
 #include <xxhash.h>
 
-namespace magnetite::tree {
+namespace magnetite {
 
 status chunk_policy::validate() const {
   if (min == 0 || min >= target || target > max)
@@ -10,6 +10,10 @@ status chunk_policy::validate() const {
         fmt::format("chunk policy needs 0 < min < target <= max (min {}, target {}, max {})", min, target, max));
   return status::ok();
 }
+
+}  // namespace magnetite
+
+namespace magnetite::tree {
 
 bool chunker::add(std::string_view key, std::size_t bytes) noexcept {
   size_ += bytes;

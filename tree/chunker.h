@@ -24,17 +24,11 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "magnetite/options.h"
 
 namespace magnetite::tree {
 
-struct chunk_policy {
-  std::size_t target = 4096;
-  std::size_t min = 1024;
-  std::size_t max = 16384;
-
-  // min < target <= max, and min > 0.
-  status validate() const;
-};
+using magnetite::chunk_policy;  // <magnetite/options.h>
 
 class chunker {
  public:

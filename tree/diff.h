@@ -18,17 +18,12 @@
 #include <optional>
 #include <string>
 
+#include "magnetite/history.h"
 #include "tree/node_source.h"
 
 namespace magnetite::tree {
 
-struct diff_entry {
-  enum class kind { added, removed, changed };
-  kind what = kind::added;
-  std::string key;
-  std::optional<std::string> old_value;  // removed, changed
-  std::optional<std::string> new_value;  // added, changed
-};
+using diff_entry = magnetite::key_change;  // <magnetite/history.h>
 
 // fn returns false to stop early.
 status diff(node_source& src, const hash128& a, const hash128& b,

@@ -106,6 +106,7 @@
 #include <vector>
 
 #include "core/env.h"
+#include "magnetite/stats.h"
 #include "tree/node_source.h"
 
 namespace magnetite::tree {
@@ -167,14 +168,7 @@ struct open_report {
   std::uint64_t bytes_scanned = 0;        // pack bytes read to rebuild index entries
 };
 
-struct gc_result {
-  std::uint64_t position = 0;         // record this in the next commit marker
-  std::uint64_t nodes_kept = 0;
-  std::uint64_t bytes_kept = 0;       // size of the new packs
-  std::uint64_t bytes_removed = 0;    // size of the old packs removed
-  std::uint64_t bytes_reclaimed = 0;  // bytes_removed - bytes_kept, or 0
-  std::uint64_t packs_removed = 0;
-};
+using magnetite::gc_result;  // <magnetite/stats.h>
 
 // The state of incremental reclamation, for `stats`.
 struct reclaim_stats {

@@ -48,11 +48,12 @@
 #include <string>
 
 #include "core/env.h"
+#include "magnetite/options.h"
 #include "wal/recovery.h"
 
 namespace magnetite::wal {
 
-enum class fsync_policy { always, commit_only, interval };
+using magnetite::fsync_policy;  // <magnetite/options.h>
 
 struct writer_options {
   fsync_policy policy = fsync_policy::always;

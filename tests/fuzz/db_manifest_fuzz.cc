@@ -8,7 +8,7 @@
 // what it accepts is exactly the text the database writes for that count.
 #include <fmt/format.h>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "core/fault_env.h"
 #include "tests/fuzz/fuzz_target.h"
 
@@ -20,7 +20,7 @@ MAGNETITE_FUZZ_TARGET(db_manifest) {
   fault_env e;
   FUZZ_CHECK(e.create_dir("/db").is_ok());
   put_file(e, "/db/MANIFEST", in);
-  auto r = database::recorded_shards("/db", &e);
+  auto r = database_core::recorded_shards("/db", &e);
   if (!r) {
     // not_supported: a manifest of a newer format version, refused as such.
     auto code = r.error().code();

@@ -7,7 +7,7 @@
 // stream meta re-encodes to exactly the input body; a deque meta never has
 // head past tail; key decoders either refuse or give back a component whose
 // encoding rebuilds the key.
-#include "state/item.h"
+#include "state/item_codec.h"
 #include "state/layout.h"
 #include "tests/fuzz/fuzz_target.h"
 

@@ -8,21 +8,21 @@
 #include <memory>
 #include <string>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "tests/support/crashable_env.h"
 
 namespace magnetite::testing {
 
-inline database_options options_for(const std::string& dir, std::size_t shards = 4) {
-  database_options o;
+inline core_options options_for(const std::string& dir, std::size_t shards = 4) {
+  core_options o;
   o.dir = dir;
   o.shards = shards;
   o.shard.chunking = {256, 64, 1024};
   return o;
 }
 
-inline std::unique_ptr<database> must_open(database_options o) {
-  auto db = database::open(std::move(o));
+inline std::unique_ptr<database> must_open(core_options o) {
+  auto db = open_database(std::move(o));
   REQUIRE_MESSAGE(db.is_ok(), db.error().to_string());
   return std::move(*db);
 }
@@ -58,7 +58,7 @@ class power_cut_database {
   database& db() { return *db_; }
 
  private:
-  database_options options_;
+  core_options options_;
   fault_env fe_;
   std::unique_ptr<crashable_env> fs_;
   std::unique_ptr<database> db_;

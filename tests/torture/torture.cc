@@ -82,13 +82,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "actors/database.h"
+#include "actors/database_core.h"
 #include "actors/keyspace.h"
 #include "core/limits.h"
-#include "state/keyed_state.h"
+#include "magnetite/state/keyed_state.h"
 #include "state/layout.h"
-#include "state/records.h"
-#include "state/streams.h"
+#include "magnetite/state/records.h"
+#include "magnetite/state/streams.h"
 
 using namespace magnetite;
 using namespace std::chrono_literals;
@@ -520,9 +520,9 @@ void run_keyed(keyed_handles& h, int t, std::mt19937_64& rng, std::atomic<std::u
 
 [[noreturn]] void run_worker(const std::string& dir, std::size_t shards, int threads, int keys, std::uint64_t first_seq,
                              std::uint64_t seed, mix m) {
-  database_options o = torture_options(dir, shards);
+  core_options o = torture_options(dir, shards);
   o.reclaim_began = [](std::size_t) { report("B reclaim"); };
-  auto opened = database::open(o);
+  auto opened = open_database(o);
   if (!opened) fail("open", opened.error());
   database& db = **opened;
   report("R");
@@ -1288,7 +1288,7 @@ class driver {
     }
     bool ok = true;
     for (std::size_t shard = 0; shard < shards_; ++shard) {
-      auto view = db.view_of(shard);
+      auto view = db.core().view_of(shard);
       if (!view) return violation(fmt::format("view of shard {}: {}", shard, view.error().to_string()));
       status s = (*view)->scan(keyspace::data_key(limits::state_prefix), keyspace::data_end(),
                                [&](std::string_view tree_key, std::string_view) {

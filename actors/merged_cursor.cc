@@ -1,4 +1,4 @@
-#include "actors/range_cursor.h"
+#include "actors/merged_cursor.h"
 
 #include "actors/keyspace.h"
 #include "ttl/envelope.h"
@@ -29,13 +29,13 @@ result<range_chunk> read_range_chunk(const read_view& view, std::string_view fro
   return out;
 }
 
-range_cursor::range_cursor(std::vector<std::shared_ptr<const read_view>> views, std::string from, std::string to,
+merged_cursor::merged_cursor(std::vector<std::shared_ptr<const read_view>> views, std::string from, std::string to,
                            std::uint64_t now_ns, std::size_t chunk)
     : to_(std::move(to)), now_ns_(now_ns), chunk_(std::max<std::size_t>(chunk, 1)) {
   for (auto& v : views) sources_.push_back({std::move(v), {}, from, false});
 }
 
-status range_cursor::refill(source& s) {
+status merged_cursor::refill(source& s) {
   auto c = read_range_chunk(*s.view, s.resume, to_, chunk_, now_ns_);
   if (!c) return c.error();
   for (auto& e : c->entries) s.buffered.push_back(std::move(e));
@@ -46,7 +46,7 @@ status range_cursor::refill(source& s) {
   return status::ok();
 }
 
-result<bool> range_cursor::next() {
+result<bool> merged_cursor::next() {
   source* best = nullptr;
   for (auto& s : sources_) {
     if (s.buffered.empty() && !s.exhausted) MAGNETITE_TRY(refill(s));

@@ -11,7 +11,7 @@
 // - One stream lives on one shard (its routing key is its name).
 // - With a TTL, each entry expires on its own; read skips expired entries and
 //   next_seq never goes back.
-// - Errors as in records.h (state/errors.h).
+// - Errors as in records.h.
 // Thread-safe.
 #pragma once
 
@@ -22,9 +22,9 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/database.h"
-#include "state/item.h"
-#include "state/records.h"
+#include "magnetite/database.h"
+#include "magnetite/state/item.h"
+#include "magnetite/state/records.h"
 
 namespace magnetite::state {
 
@@ -35,7 +35,7 @@ struct stream_entry {
 
 inline constexpr std::size_t max_read_limit = 1000;
 
-class streams {
+class MAGNETITE_API streams {
  public:
   explicit streams(database& db) : db_(&db) {}
 

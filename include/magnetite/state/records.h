@@ -33,8 +33,8 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/database.h"
-#include "state/item.h"
+#include "magnetite/database.h"
+#include "magnetite/state/item.h"
 
 namespace magnetite::state {
 
@@ -54,7 +54,7 @@ inline constexpr std::size_t max_list_limit = 1000;
 
 class transaction;
 
-class records {
+class MAGNETITE_API records {
  public:
   explicit records(database& db) : db_(&db) {}
 
@@ -70,7 +70,7 @@ class records {
   database* db_;
 };
 
-class transaction {
+class MAGNETITE_API transaction {
  public:
   explicit transaction(database& db) : db_(&db) {}
 

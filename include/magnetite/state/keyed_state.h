@@ -52,9 +52,9 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/database.h"
-#include "state/item.h"
-#include "state/records.h"
+#include "magnetite/database.h"
+#include "magnetite/state/item.h"
+#include "magnetite/state/records.h"
 
 namespace magnetite::state {
 
@@ -82,7 +82,7 @@ struct map_entry {
 namespace detail {
 class collection;
 template <class T>
-class cursor_source {
+class MAGNETITE_API cursor_source {
  public:
   virtual ~cursor_source() = default;
   virtual result<std::vector<T>> next(std::size_t max) = 0;
@@ -91,7 +91,7 @@ class cursor_source {
 
 // A scan's results, pulled in chunks.
 template <class T>
-class cursor {
+class MAGNETITE_API cursor {
  public:
   explicit cursor(std::unique_ptr<detail::cursor_source<T>> src) : src_(std::move(src)) {}
   // Up to `max` (>= 1) more items; empty: exhausted, and so is every later
@@ -120,7 +120,7 @@ class value_handle;
 class map_handle;
 class deque_handle;
 
-class owner_state {
+class MAGNETITE_API owner_state {
  public:
   owner_state(database& db, std::string ns, std::string owner);
   ~owner_state();
@@ -143,7 +143,7 @@ class owner_state {
   std::shared_ptr<core> core_;
 };
 
-class value_handle {
+class MAGNETITE_API value_handle {
  public:
   result<std::optional<item>> get() const;
   status set(item v);
@@ -158,7 +158,7 @@ class value_handle {
   std::shared_ptr<detail::collection> c_;
 };
 
-class map_handle {
+class MAGNETITE_API map_handle {
  public:
   result<std::optional<item>> get(std::string_view key) const;
   // Aligned with `keys`: all of them from one view, or an error.
@@ -181,7 +181,7 @@ class map_handle {
   std::shared_ptr<detail::collection> c_;
 };
 
-class deque_handle {
+class MAGNETITE_API deque_handle {
  public:
   result<std::uint64_t> len() const;  // an upper bound under TTL
   result<bool> is_empty() const;

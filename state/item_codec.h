@@ -1,12 +1,11 @@
-// item: what state/ stores for the host, a JSON document or raw bytes, and its
-// stored form (docs/formats/state.md): a type byte, then the body.
+// item_codec: the stored form of an item (docs/formats/state.md): a type
+// byte, then the body.
 //
 //   00 | bytes        raw: the host's bytes as given
 //   01 | UTF-8 text   json: nlohmann::json::dump() (no indentation; object
 //                     keys sorted, so one document has one stored form)
 //
-// A JSON null is not storable: absence means "no value", and deleting is its
-// own verb. Encoding refuses it (and text that is not UTF-8) with
+// Encoding refuses a JSON null (and text that is not UTF-8) with
 // invalid_argument; decoding refuses any other type byte or text that does not
 // parse with corruption. decode(encode(x)) == x for every storable x.
 #pragma once
@@ -14,23 +13,11 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <variant>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "magnetite/state/item.h"
 
 namespace magnetite::state {
-
-using json = nlohmann::json;
-
-// Raw bytes: stored as given, never parsed (a JSON string is a json item).
-struct bytes {
-  std::string data;
-  friend bool operator==(const bytes&, const bytes&) = default;
-};
-
-using item = std::variant<json, bytes>;
 
 inline constexpr std::uint8_t raw_type = 0x00;
 inline constexpr std::uint8_t json_type = 0x01;

@@ -1,4 +1,4 @@
-// range_cursor: the live entries of a user-key range [from, to) across shard
+// merged_cursor: the live entries of a user-key range [from, to) across shard
 // views, merged in key order and pulled a chunk at a time, on the calling
 // thread (no message to any actor).
 //
@@ -31,9 +31,9 @@ struct range_chunk {
 result<range_chunk> read_range_chunk(const read_view& view, std::string_view from, std::string_view to,
                                      std::size_t limit, std::uint64_t now_ns);
 
-class range_cursor {
+class merged_cursor {
  public:
-  range_cursor(std::vector<std::shared_ptr<const read_view>> views, std::string from, std::string to,
+  merged_cursor(std::vector<std::shared_ptr<const read_view>> views, std::string from, std::string to,
                std::uint64_t now_ns, std::size_t chunk = 256);
 
   // Moves to the next entry: true (key() and value() set), or false at the end.

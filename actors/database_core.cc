@@ -1,0 +1,896 @@
+#include "actors/database_core.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include <xxhash.h>
+
+#include "actors/keyspace.h"
+#include "core/limits.h"
+#include "ttl/envelope.h"
+
+namespace magnetite {
+
+using restart_atom = caf::atom_constant<caf::atom("restart")>;
+
+// What the supervisor and the host share: the current handle of each shard.
+struct database_core::supervision {
+  std::mutex mu;
+  std::vector<shard_engine_actor> handles;
+  std::vector<std::uint64_t> restarts;
+};
+
+status database_options::validate() const {
+  if (dir.empty()) return status::invalid_argument("database option dir is empty");
+  if (shards == 0 || shards > 4096)
+    return status::invalid_argument(fmt::format("database option shards = {}: must be 1..4096", shards));
+  if (memory_budget && *memory_budget < shards * (std::size_t{1} << 20))
+    return status::invalid_argument(fmt::format(
+        "database option memory_budget = {} bytes: must be at least 1 MiB a shard ({} bytes for {} shards)",
+        *memory_budget, shards * (std::size_t{1} << 20), shards));
+  if (retained_checkpoints == 0 || retained_checkpoints > 1024)
+    return status::invalid_argument(
+        fmt::format("database option retained_checkpoints = {}: must be 1..1024", retained_checkpoints));
+  if (restart_backoff.count() <= 0) return status::invalid_argument("database option restart_backoff must be > 0");
+  if (restart_window.count() <= 0) return status::invalid_argument("database option restart_window must be > 0");
+  return shard.validate();
+}
+
+namespace {
+
+std::string shard_dir(const std::string& dir, std::size_t i) { return fmt::format("{}/shard-{:03}", dir, i); }
+
+std::string manifest_text(std::size_t shards) { return fmt::format("magnetite-manifest 1\nshards {}\n", shards); }
+
+// A data directory is a directory, or does not exist yet: a regular file
+// there (or in place of one of its parents) is refused by name.
+status check_data_directory(env& fs, const std::string& dir) {
+  for (std::string p = dir; !p.empty();) {
+    auto exists = fs.exists(p);
+    if (exists && !*exists) return status::ok();  // made by open
+    if (exists) {
+      auto is_dir = fs.is_directory(p);
+      if (!is_dir) return is_dir.error();
+      if (*is_dir) return status::ok();
+      return status::invalid_argument(p == dir ? fmt::format("data directory {} is not a directory", dir)
+                                               : fmt::format("data directory {}: {} is not a directory", dir, p));
+    }
+    // stat failed (ENOTDIR: a parent is a file): look at the parent.
+    auto slash = p.find_last_of('/');
+    if (slash == std::string::npos || slash == 0) return exists.error();
+    p.resize(slash);
+  }
+  return status::ok();
+}
+
+// The shard count an existing manifest records; nullopt if there is none.
+// The caller has checked that `dir` is a directory (check_data_directory).
+result<std::optional<std::size_t>> read_manifest(env& fs, const std::string& dir) {
+  std::string path = dir + "/MANIFEST";
+  auto exists = fs.exists(path);
+  if (!exists) return exists.error();
+  if (!*exists) return std::optional<std::size_t>();
+  auto text = read_whole_file(fs, path);
+  if (!text) return text.error();
+  std::size_t found = 0;
+  if (std::sscanf(text->c_str(), "magnetite-manifest 1\nshards %zu\n", &found) != 1 || *text != manifest_text(found)) {
+    // A newer magnetite's manifest is refused as such, never guessed at.
+    unsigned version = 0;
+    int used = 0;
+    if (std::sscanf(text->c_str(), "magnetite-manifest %u%n", &version, &used) == 1 && version > 1 &&
+        (static_cast<std::size_t>(used) == text->size() || (*text)[static_cast<std::size_t>(used)] == '\n'))
+      return status::make(status_code::not_supported, status_category::permanent,
+                          fmt::format("{}: format version {} (this build reads version 1): written by a newer "
+                                      "magnetite",
+                                      path, version));
+    return status::corruption(fmt::format("{}: not a magnetite manifest (format version 1)", path));
+  }
+  return std::optional<std::size_t>(found);
+}
+
+// The shard directories (shard-NNN) in `dir`, by number.
+result<std::vector<std::size_t>> shard_directories(env& fs, const std::string& dir) {
+  auto names = fs.list(dir);
+  if (!names) return names.error();
+  std::vector<std::size_t> out;
+  for (const auto& n : *names) {
+    std::size_t i = 0;
+    int used = 0;
+    if (n.starts_with("shard-") && std::sscanf(n.c_str(), "shard-%zu%n", &i, &used) == 1 &&
+        static_cast<std::size_t>(used) == n.size())
+      out.push_back(i);
+  }
+  return out;
+}
+
+// Writes the manifest of a new database, or checks an existing one.
+status check_manifest(env& fs, const std::string& dir, std::size_t shards) {
+  std::string path = dir + "/MANIFEST";
+  auto recorded = read_manifest(fs, dir);
+  if (!recorded) return recorded.error();
+  // Shard directories the manifest does not account for: it was edited, or
+  // lost, and opening would route keys away from the shards that hold them.
+  auto shard_dirs = shard_directories(fs, dir);
+  if (!shard_dirs) return shard_dirs.error();
+  for (std::size_t i : *shard_dirs) {
+    if (!*recorded)
+      return status::corruption(fmt::format("{} holds {} but no MANIFEST: not opened, it would be taken for a new "
+                                            "database",
+                                            dir, shard_dir(dir, i)));
+    if (i >= **recorded)
+      return status::corruption(fmt::format("{} records {} shards but {} exists: the manifest does not match the "
+                                            "data directory",
+                                            path, **recorded, shard_dir(dir, i)));
+  }
+  if (*recorded) {
+    if (**recorded != shards)
+      return status::invalid_argument(fmt::format("{} was created with {} shards; opening it with {} would move keys "
+                                                  "between shards",
+                                                  dir, **recorded, shards));
+    // The MANIFEST may be one a failed open renamed into place just before its
+    // directory fsync failed: visible, not durable. Shard directories made on
+    // its word would then outlive it in a power cut, and the database could
+    // not be opened again. So it is made durable before it is trusted.
+    return fs.sync_dir(dir);
+  }
+  // A new database: the manifest appears whole (temp + rename) and durably.
+  std::string tmp = path + ".tmp";
+  auto f = fs.open(tmp, open_mode::create_truncate);
+  if (!f) return f.error();
+  MAGNETITE_TRY((*f)->append(manifest_text(shards)));
+  MAGNETITE_TRY((*f)->sync());
+  f->reset();
+  MAGNETITE_TRY(fs.rename(tmp, path));
+  return fs.sync_dir(dir);
+}
+
+struct supervisor_state {
+  std::shared_ptr<database_core::supervision> shared;
+  std::vector<shard_actor_config> configs;
+  std::vector<std::deque<std::chrono::steady_clock::time_point>> history;
+  std::vector<std::size_t> streak;  // restarts in a row, for the backoff
+  std::size_t max_restarts = 0;
+  std::chrono::milliseconds window{0};
+  std::chrono::milliseconds backoff{0};
+  static inline const char* name = "magnetite.supervisor";
+};
+
+using supervisor_ptr = caf::stateful_actor<supervisor_state>*;
+
+void spawn_one(supervisor_ptr self, std::size_t i, std::optional<status> fail_with = std::nullopt) {
+  auto cfg = self->state.configs[i];
+  cfg.supervisor = caf::actor_cast<caf::actor>(self);
+  cfg.fail_with = std::move(fail_with);
+  auto h = spawn_shard(self->system(), std::move(cfg));
+  self->monitor(h);
+  std::lock_guard lk(self->state.shared->mu);
+  self->state.shared->handles[i] = h;
+}
+
+// A shard died or could not boot: restart it after a backoff, or give up.
+void on_shard_failure(supervisor_ptr self, std::size_t i, const caf::error& reason) {
+  auto& st = self->state;
+  auto& slot = *st.configs[i].slot;
+  // Readers must let go of the dead shard's store before it is reopened.
+  slot.view.store(nullptr);
+  auto now = std::chrono::steady_clock::now();
+  auto& h = st.history[i];
+  h.push_back(now);
+  while (!h.empty() && now - h.front() > st.window) h.pop_front();
+  {
+    std::lock_guard lk(st.shared->mu);
+    ++st.shared->restarts[i];
+  }
+  status why = to_status(reason);
+  // Damaged files or a newer format do not heal: restarting would only find
+  // them again, max_restarts times, with backoff.
+  bool hopeless = why.category() == status_category::permanent &&
+                  (why.code() == status_code::corruption || why.code() == status_code::not_supported);
+  if (hopeless || h.size() > st.max_restarts) {
+    // A hopeless boot keeps its code (corruption, not_supported): it says what
+    // is wrong with the files, which `failed` would hide.
+    status failed =
+        hopeless ? status::make(why.code(), status_category::permanent,
+                                fmt::format("shard {} was stopped: its files cannot be opened: {}", i, why.message()))
+                 : status::failed(fmt::format("shard {} failed {} times within {} ms and was stopped; last error: {}",
+                                              i, h.size(), st.window.count(), why.to_string()));
+    slot.error.store(std::make_shared<const status>(failed));
+    spawn_one(self, i, failed);
+    return;
+  }
+  slot.error.store(std::make_shared<const status>(status::io_error(
+      fmt::format("shard {} is restarting after: {}", i, why.message()), status_category::transient)));
+  std::size_t shift = std::min<std::size_t>(st.streak[i]++, 10);
+  self->delayed_send(self, st.backoff * (1u << shift), restart_atom::value, i);
+}
+
+caf::behavior supervisor(supervisor_ptr self, std::shared_ptr<database_core::supervision> shared,
+                         std::vector<shard_actor_config> configs, std::size_t max_restarts,
+                         std::chrono::milliseconds window, std::chrono::milliseconds backoff) {
+  auto& st = self->state;
+  st.shared = std::move(shared);
+  st.configs = std::move(configs);
+  st.history.resize(st.configs.size());
+  st.streak.assign(st.configs.size(), 0);
+  st.max_restarts = max_restarts;
+  st.window = window;
+  st.backoff = backoff;
+  for (std::size_t i = 0; i < st.configs.size(); ++i) spawn_one(self, i);
+  // Shards are not linked to the supervisor (a shard's death must not end it):
+  // when it ends, it ends them, so nothing outlives the database.
+  self->attach_functor([shared = st.shared] {
+    std::lock_guard lk(shared->mu);
+    for (auto& h : shared->handles)
+      if (h) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
+  });
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& st = self->state;
+    std::size_t i = 0;
+    {
+      std::lock_guard lk(st.shared->mu);
+      while (i < st.shared->handles.size() && st.shared->handles[i].address() != dm.source) ++i;
+      if (i == st.shared->handles.size()) return;  // a replaced shard
+    }
+    if (!dm.reason || dm.reason == caf::exit_reason::normal) return;  // shut down on purpose
+    on_shard_failure(self, i, dm.reason);
+  });
+  return {
+      [=](boot_failed_atom, std::size_t i, const caf::error& reason) {
+        // The sentinel keeps answering until its replacement is up.
+        on_shard_failure(self, i, reason);
+      },
+      [=](restart_atom, std::size_t i) {
+        shard_engine_actor old;
+        {
+          std::lock_guard lk(self->state.shared->mu);
+          old = self->state.shared->handles[i];
+        }
+        if (old) {
+          self->demonitor(old.address());
+          self->send_exit(old, caf::exit_reason::user_shutdown);
+        }
+        spawn_one(self, i);
+      },
+      [=](get_atom) {
+        // The host waits for this answer: by then every shard was spawned.
+        return ok_atom::value;
+      },
+      [=](ok_atom, std::size_t i) {
+        // A shard reports a healthy boot: its backoff starts over.
+        self->state.streak[i] = 0;
+      },
+  };
+}
+
+}  // namespace
+
+database_core::database_core(core_options options) : options_(std::move(options)) {}
+
+result<std::unique_ptr<database_core>> database_core::open(core_options options) {
+  MAGNETITE_TRY(options.validate());
+  std::unique_ptr<database_core> db(new database_core(std::move(options)));
+  MAGNETITE_TRY(db->start());
+  return db;
+}
+
+status database_core::start() {
+  fs_ = options_.fs ? options_.fs : &env::posix();
+  MAGNETITE_TRY(check_data_directory(*fs_, options_.dir));
+  MAGNETITE_TRY(fs_->create_dir(options_.dir));
+  auto lock = fs_->lock(options_.dir + "/LOCK");
+  if (!lock) {
+    if (lock.error().code() == status_code::busy)
+      return status::busy(fmt::format("data directory {} is in use by another process", options_.dir));
+    return lock.error();
+  }
+  lock_ = std::move(*lock);
+  MAGNETITE_TRY(check_manifest(*fs_, options_.dir, options_.shards));
+  auto checkpoints = checkpoint_log::open(*fs_, options_.dir, options_.shards, options_.retained_checkpoints);
+  if (!checkpoints) return checkpoints.error();
+  checkpoints_.emplace(std::move(*checkpoints));
+
+  if (options_.system) {
+    system_ = options_.system;
+  } else {
+    own_config_ = std::make_unique<caf::actor_system_config>();
+    own_config_->set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
+    own_config_->set("work-stealing.aggressive-poll-attempts", options_.worker_spin_polls);
+    own_system_ = std::make_unique<caf::actor_system>(*own_config_);
+    system_ = own_system_.get();
+  }
+  supervision_ = std::make_shared<supervision>();
+  supervision_->handles.resize(options_.shards);
+  supervision_->restarts.assign(options_.shards, 0);
+  std::vector<shard_actor_config> configs;
+  for (std::size_t i = 0; i < options_.shards; ++i) {
+    slots_.push_back(std::make_shared<shard_slot>());
+    shard_actor_config c;
+    c.fs = fs_;
+    c.dir = shard_dir(options_.dir, i);
+    c.options = options_.shard;
+    if (options_.memory_budget) c.options.cache_bytes = *options_.memory_budget / options_.shards;
+    c.slot = slots_.back();
+    c.index = i;
+    c.before_write = options_.before_write;
+    if (options_.reclaim_began) c.reclaim_began = [hook = options_.reclaim_began, i] { hook(i); };
+    configs.push_back(std::move(c));
+  }
+  {
+    std::lock_guard lk(checkpoints_mu_);
+    publish_retained();
+  }
+  supervisor_ = system_->spawn(supervisor, supervision_, std::move(configs), options_.max_restarts,
+                               options_.restart_window, options_.restart_backoff);
+  {
+    caf::scoped_actor self{*system_};
+    bool ready = false;
+    self->request(supervisor_, caf::infinite, get_atom::value).receive([&](ok_atom) { ready = true; },
+                                                                      [&](caf::error&) {});
+    if (!ready) return status::failed("the shard supervisor did not start");
+  }
+  // Open is done when every shard has booted (or failed to): a get right after
+  // open must not see an empty slot.
+  for (std::size_t i = 0; i < options_.shards; ++i) {
+    auto r = ask<shard_stats>(i, stats_atom::value);
+    if (!r) return r.error();
+  }
+  return status::ok();
+}
+
+database_core::~database_core() {
+  if (supervisor_) {
+    caf::scoped_actor self{*system_};
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      self->request(shard_handle(i), caf::infinite, shutdown_atom::value)
+          .receive([](ok_atom) {}, [](caf::error&) {});
+    }
+    self->send_exit(supervisor_, caf::exit_reason::user_shutdown);
+    self->wait_for(supervisor_);
+  }
+  slots_.clear();
+  if (own_system_) own_system_.reset();
+}
+
+std::size_t database_core::shard_of(std::string_view routing_key) const noexcept {
+  return static_cast<std::size_t>(XXH3_64bits(routing_key.data(), routing_key.size()) % slots_.size());
+}
+
+result<std::optional<std::size_t>> database_core::recorded_shards(const std::string& dir, env* fs) {
+  env& e = fs ? *fs : env::posix();
+  MAGNETITE_TRY(check_data_directory(e, dir));
+  return read_manifest(e, dir);
+}
+
+shard_engine_actor database_core::shard_handle(std::size_t i) const {
+  std::lock_guard lk(supervision_->mu);
+  return supervision_->handles.at(i);
+}
+
+template <class... R, class... Ts>
+result<std::tuple<R...>> database_core::ask(std::size_t shard, Ts&&... xs) {
+  caf::scoped_actor self{*system_};
+  result<std::tuple<R...>> out = status::io_error("no reply", status_category::transient);
+  self->request(shard_handle(shard), caf::infinite, std::forward<Ts>(xs)...)
+      .receive([&](R&... r) { out = std::tuple<R...>(std::move(r)...); },
+               [&](caf::error& e) { out = to_status(e); });
+  return out;
+}
+
+namespace {
+// A routing key follows the rules of a key (1 to max_user_key_bytes bytes):
+// "no routing key" is nullopt, never an empty one.
+status check_routing(std::optional<std::string_view> routing) {
+  if (!routing) return status::ok();
+  if (routing->empty()) return status::invalid_argument("routing key is empty");
+  if (routing->size() > limits::max_user_key_bytes)
+    return status::invalid_argument(fmt::format("routing key of {} bytes exceeds the limit of {} bytes",
+                                                routing->size(), limits::max_user_key_bytes));
+  return status::ok();
+}
+}  // namespace
+
+result<std::optional<std::string>> database_core::get(std::string_view key, std::optional<std::string_view> routing) {
+  MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(check_routing(routing));
+  auto view = serving_view(shard_of(routing ? *routing : key));
+  if (!view) return view.error();
+  return (*view)->get(key, options_.shard.clock());
+}
+
+result<std::shared_ptr<const read_view>> database_core::serving_view(std::size_t shard) const {
+  const shard_slot& slot = *slots_[shard];
+  auto view = slot.view.load();
+  if (view) return view;
+  if (auto e = slot.error.load()) return *e;
+  return status::io_error("shard is not serving yet", status_category::transient);
+}
+
+result<cas_outcome> database_core::submit(prepared p) {
+  auto w = std::make_shared<host_wait>();
+  auto& r = p.request;
+  r->waiter = w;
+  auto handle = shard_handle(p.shard);
+  // A send to no actor would keep `r` (and its answer) in this frame: never wait on it.
+  if (!handle) return status::io_error("shard unavailable: it has no actor", status_category::transient);
+  caf::anon_send(handle, host_atom::value, std::move(r));
+  w->wait();
+  if (!w->result()) return w->result();
+  return w->outcome();
+}
+
+namespace {
+host_request_ptr make_request(host_request::kind op, std::string_view key, std::optional<std::chrono::nanoseconds> ttl) {
+  auto r = std::make_shared<host_request>();
+  r->op = op;
+  r->key = std::string(key);
+  r->ttl_ns = ttl ? static_cast<std::int64_t>(ttl->count()) : 0;
+  return r;
+}
+
+// The answer of a write whose caller wants the outcome (cas, apply).
+std::function<void(const status&, const cas_outcome&)> with_outcome(std::function<void(result<cas_outcome>)> done) {
+  return [done = std::move(done)](const status& s, const cas_outcome& o) {
+    if (s) done(o);
+    else done(s);
+  };
+}
+
+// The shard checks these too; checked here, bad input is answered on the
+// calling thread and never reaches a shard (docs/embedding.md).
+status check_ttl(std::optional<std::chrono::nanoseconds> ttl) {
+  if (ttl && ttl->count() <= 0) return status::invalid_argument(fmt::format("ttl of {} ns: must be > 0", ttl->count()));
+  return status::ok();
+}
+}  // namespace
+
+result<database_core::prepared> database_core::prepare_put(std::string_view key, std::string_view value,
+                                                 std::optional<std::chrono::nanoseconds> ttl,
+                                                 std::optional<std::string_view> routing) const {
+  MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(limits::check_user_value(value));
+  MAGNETITE_TRY(check_ttl(ttl));
+  MAGNETITE_TRY(check_routing(routing));
+  auto r = make_request(host_request::kind::put, key, ttl);
+  r->value = std::string(value);
+  return prepared{shard_of(routing ? *routing : key), std::move(r)};
+}
+
+result<database_core::prepared> database_core::prepare_del(std::string_view key, std::optional<std::string_view> routing) const {
+  MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(check_routing(routing));
+  return prepared{shard_of(routing ? *routing : key), make_request(host_request::kind::del, key, std::nullopt)};
+}
+
+result<database_core::prepared> database_core::prepare_cas(std::string_view key, std::optional<std::string_view> expected,
+                                                 std::optional<std::string_view> desired,
+                                                 std::optional<std::chrono::nanoseconds> ttl,
+                                                 std::optional<std::string_view> routing) const {
+  MAGNETITE_TRY(limits::check_user_key(key));
+  if (desired) MAGNETITE_TRY(limits::check_user_value(*desired));
+  if (!desired && ttl) return status::invalid_argument("a delete takes no ttl");
+  MAGNETITE_TRY(check_ttl(ttl));
+  MAGNETITE_TRY(check_routing(routing));
+  auto r = make_request(host_request::kind::cas, key, ttl);
+  r->has_expected = expected.has_value();
+  r->expected = std::string(expected.value_or(""));
+  r->has_desired = desired.has_value();
+  r->value = std::string(desired.value_or(""));
+  return prepared{shard_of(routing ? *routing : key), std::move(r)};
+}
+
+result<database_core::prepared> database_core::prepare_batch(std::span<const batch_write> writes,
+                                                   std::optional<std::string_view> routing) const {
+  if (writes.empty()) return status::invalid_argument("batch is empty");
+  if (writes.size() > limits::max_batch_mutations)
+    return status::invalid_argument(fmt::format("batch of {} mutations exceeds the limit of {}", writes.size(),
+                                                limits::max_batch_mutations));
+  MAGNETITE_TRY(check_routing(routing));
+  std::size_t target = shard_of(routing ? *routing : writes.front().key);
+  auto r = make_request(host_request::kind::batch, writes.front().key, std::nullopt);
+  for (const auto& w : writes) {
+    MAGNETITE_TRY(limits::check_user_key(w.key));
+    if (w.value) MAGNETITE_TRY(limits::check_user_value(*w.value));
+    else if (w.ttl) return status::invalid_argument(fmt::format("batch write {}: a delete takes no ttl", r->ops.size()));
+    MAGNETITE_TRY(check_ttl(w.ttl));
+    if (!routing && shard_of(w.key) != target)
+      return status::invalid_argument(fmt::format(
+          "batch keys route to different shards ({} and {}): pass a routing key to keep them together",
+          target, shard_of(w.key)));
+    r->ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
+  }
+  return prepared{target, std::move(r)};
+}
+
+result<database_core::prepared> database_core::prepare_apply(std::size_t shard, std::vector<state_check> checks,
+                                                   std::span<const batch_write> writes) const {
+  if (shard >= slots_.size())
+    return status::invalid_argument(fmt::format("no shard {}: the database has {}", shard, slots_.size()));
+  if (writes.size() > limits::max_batch_mutations)
+    return status::invalid_argument(fmt::format("state batch of {} writes exceeds the limit of {}", writes.size(),
+                                                limits::max_batch_mutations));
+  for (const auto& c : checks) MAGNETITE_TRY(limits::check_state_key(c.key));
+  auto r = make_request(host_request::kind::apply, {}, std::nullopt);
+  r->checks = std::move(checks);
+  r->ops.reserve(writes.size());
+  for (const auto& w : writes) {
+    MAGNETITE_TRY(limits::check_state_key(w.key));
+    if (w.value) MAGNETITE_TRY(limits::check_state_value(*w.value));
+    else if (w.ttl) return status::invalid_argument(fmt::format("state write {}: a delete takes no ttl", r->ops.size()));
+    MAGNETITE_TRY(check_ttl(w.ttl));
+    r->ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
+  }
+  return prepared{shard, std::move(r)};
+}
+
+result<cas_outcome> database_core::apply(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
+                                    std::optional<std::chrono::steady_clock::time_point> deadline) {
+  if (deadline && std::chrono::steady_clock::now() >= *deadline)
+    return status::make(status_code::timeout, status_category::transient, "deadline passed before the request was sent");
+  auto p = prepare_apply(shard, std::move(checks), writes);
+  if (!p) return p.error();
+  if (!deadline) return submit(std::move(*p));
+  // A waiter that may leave cannot sit in a group's relay tree (its children
+  // would never be woken): a timed request is answered alone, through `done`,
+  // into a state that outlives the caller's wait.
+  struct answer {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool ready = false;
+    status st;
+    cas_outcome outcome;
+  };
+  auto a = std::make_shared<answer>();
+  submit_async(std::move(*p), [a](const status& s, const cas_outcome& o) {
+    std::lock_guard lk(a->mu);
+    a->st = s;
+    a->outcome = o;
+    a->ready = true;
+    a->cv.notify_one();
+  });
+  std::unique_lock lk(a->mu);
+  if (!a->cv.wait_until(lk, *deadline, [&] { return a->ready; }))
+    return status::make(status_code::timeout, status_category::ambiguous,
+                        "deadline passed while waiting: the request may still be applied");
+  if (!a->st) return a->st;
+  return a->outcome;
+}
+
+void database_core::apply_async(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
+                           std::function<void(result<cas_outcome>)> done) {
+  submit_async(prepare_apply(shard, std::move(checks), writes), with_outcome(std::move(done)));
+}
+
+namespace {
+status without_outcome(const result<cas_outcome>& r) { return r ? status::ok() : r.error(); }
+}  // namespace
+
+status database_core::put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
+                     std::optional<std::string_view> routing) {
+  auto p = prepare_put(key, value, ttl, routing);
+  return p ? without_outcome(submit(std::move(*p))) : p.error();
+}
+
+status database_core::del(std::string_view key, std::optional<std::string_view> routing) {
+  auto p = prepare_del(key, routing);
+  return p ? without_outcome(submit(std::move(*p))) : p.error();
+}
+
+result<cas_outcome> database_core::cas(std::string_view key, std::optional<std::string_view> expected,
+                                  std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
+                                  std::optional<std::string_view> routing) {
+  auto p = prepare_cas(key, expected, desired, ttl, routing);
+  if (!p) return p.error();
+  return submit(std::move(*p));
+}
+
+status database_core::batch(std::span<const batch_write> writes, std::optional<std::string_view> routing) {
+  auto p = prepare_batch(writes, routing);
+  return p ? without_outcome(submit(std::move(*p))) : p.error();
+}
+
+status database_core::ingest(std::span<const std::pair<std::string_view, std::string_view>> sorted) {
+  MAGNETITE_TRY(shard::check_ingest(sorted));
+  // Each shard's part goes flat (shard::ingest): its keys and values back to
+  // back in one string, and their sizes. Both are reserved at their full size
+  // first: growing them by doubling (fresh pages and copies) cost more than
+  // the shards' own work.
+  std::vector<std::string> bytes(slots_.size());
+  std::vector<std::vector<std::uint32_t>> sizes(slots_.size());
+  std::vector<std::uint32_t> shard_at(sorted.size());
+  std::vector<std::size_t> total(slots_.size()), count(slots_.size());
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    std::size_t s = shard_at[i] = static_cast<std::uint32_t>(shard_of(sorted[i].first));
+    total[s] += sorted[i].first.size() + sorted[i].second.size();
+    ++count[s];
+  }
+  for (std::size_t s = 0; s < slots_.size(); ++s) {
+    bytes[s].reserve(total[s]);
+    sizes[s].reserve(2 * count[s]);
+  }
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    const auto& [k, v] = sorted[i];
+    std::size_t s = shard_at[i];
+    bytes[s].append(k);
+    bytes[s].append(v);
+    sizes[s].push_back(static_cast<std::uint32_t>(k.size()));
+    sizes[s].push_back(static_cast<std::uint32_t>(v.size()));
+  }
+  // Every request is sent before any answer is awaited: the shards work at once.
+  caf::scoped_actor self{*system_};
+  using answer = caf::response_handle<caf::blocking_actor, caf::detail::type_list<std::string>, true>;
+  std::vector<answer> asked;
+  for (std::size_t s = 0; s < slots_.size(); ++s)
+    if (!sizes[s].empty())
+      asked.push_back(self->request(shard_handle(s), caf::infinite, ingest_atom::value, std::move(bytes[s]),
+                                    std::move(sizes[s])));
+  status out;
+  for (auto& a : asked)
+    a.receive([&](std::string&) {},
+              [&](caf::error& e) {
+                if (out.is_ok()) out = to_status(e);
+              });
+  return out;
+}
+
+result<std::vector<std::pair<std::string, std::string>>> database_core::range(std::string_view from, std::string_view to,
+                                                                          std::size_t limit) {
+  auto c = scan(from, to, std::min<std::size_t>(std::max<std::size_t>(limit, 1), 256));
+  if (!c) return c.error();
+  std::vector<std::pair<std::string, std::string>> out;
+  while (out.size() < limit) {
+    auto more = c->next();
+    if (!more) return more.error();
+    if (!*more) break;
+    out.emplace_back(c->key(), c->value());
+  }
+  return out;
+}
+
+result<range_cursor> database_core::scan(std::string_view from, std::string_view to, std::size_t chunk) {
+  // Plain scans end where the state space begins (limits::state_prefix).
+  if (to.empty() || to > limits::state_prefix) to = limits::state_prefix;
+  if (!to.empty() && to <= from)
+    return range_cursor(std::make_unique<merged_cursor>(std::vector<std::shared_ptr<const read_view>>{}, std::string(from),
+                                                        std::string(to), 0, chunk));
+  std::vector<std::shared_ptr<const read_view>> views;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto v = serving_view(i);
+    if (!v) return v.error();
+    views.push_back(std::move(*v));
+  }
+  return range_cursor(
+      std::make_unique<merged_cursor>(std::move(views), std::string(from), std::string(to), options_.shard.clock(), chunk));
+}
+
+namespace {
+// Shard i's roots of the given checkpoints, as the shard messages take them.
+std::vector<std::string> roots_of_shard(const std::vector<checkpoint>& kept, std::size_t i) {
+  std::vector<std::string> out;
+  for (const auto& c : kept) out.push_back(c.roots.at(i).to_hex());
+  return out;
+}
+}  // namespace
+
+result<database_core::commit_result> database_core::commit() {
+  std::lock_guard ops(operations_mu_);
+  // No reclamation cycle starts from a shard's checkpoint here until the line
+  // naming its root is written and the root is in the shard's retained list.
+  for (auto& slot : slots_) ++slot->held;
+  struct release {
+    database_core& db;
+    ~release() {
+      // Checkpoints during the hold started no cycle: the shards look again.
+      for (std::size_t i = 0; i < db.slots_.size(); ++i) {
+        --db.slots_[i]->held;
+        caf::anon_send(db.shard_handle(i), rcheck_atom::value);
+      }
+    }
+  } release_holds{*this};
+  commit_result out;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto r = ask<std::string>(i, commit_atom::value);
+    if (!r) return r.error();
+    auto h = hash128::parse_hex(std::get<0>(*r));
+    if (!h) return status::corruption(fmt::format("shard {} answered a malformed root", i));
+    out.roots.push_back(*h);
+  }
+  out.combined = checkpoint_log::combine(out.roots);
+  std::lock_guard lk(checkpoints_mu_);
+  status appended = checkpoints_->append({out.combined, out.roots});
+  publish_retained();
+  MAGNETITE_TRY(appended);
+  return out;
+}
+
+void database_core::publish_retained() {
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto roots = std::make_shared<std::vector<hash128>>();
+    for (const auto& c : checkpoints_->entries()) roots->push_back(c.roots.at(i));
+    slots_[i]->retained.store(std::move(roots));
+  }
+}
+
+std::vector<checkpoint> database_core::checkpoints() const {
+  std::lock_guard lk(checkpoints_mu_);
+  return {checkpoints_->entries().begin(), checkpoints_->entries().end()};
+}
+
+namespace {
+
+// The changes of user keys from a to b in one store, appended to out.
+status diff_in(tree::node_store& store, const hash128& a, const hash128& b, std::vector<key_change>& out) {
+  status inner;
+  auto user_value = [&](const std::optional<std::string>& stored) -> std::optional<std::string> {
+    if (!stored) return std::nullopt;
+    auto u = ttl::unwrap(*stored);
+    if (!u) {
+      inner = u.error();
+      return std::nullopt;
+    }
+    if (u->tombstone) return std::nullopt;  // a replicated delete: absent to a reader
+    return std::string(u->value);
+  };
+  MAGNETITE_TRY(tree::diff(store, a, b, [&](const tree::diff_entry& e) {
+    if (e.key.empty() || e.key[0] != keyspace::data_tag) return true;  // expiry entries follow the values
+    key_change c;
+    c.what = e.what;
+    c.key = std::string(keyspace::user_key_of(e.key));
+    c.old_value = user_value(e.old_value);
+    c.new_value = user_value(e.new_value);
+    if (!c.old_value && !c.new_value) return inner.is_ok();  // tombstone to tombstone, or corrupt
+    if (!c.old_value) c.what = tree::diff_entry::kind::added;
+    else if (!c.new_value) c.what = tree::diff_entry::kind::removed;
+    out.push_back(std::move(c));
+    return inner.is_ok();
+  }));
+  return inner;
+}
+
+}  // namespace
+
+result<std::vector<key_change>> database_core::diff(const hash128& a, const hash128& b) {
+  std::vector<key_change> out;
+  std::optional<checkpoint> ca, cb;
+  {
+    std::lock_guard lk(checkpoints_mu_);
+    if (auto c = checkpoints_->find(a)) ca = *c;
+    if (auto c = checkpoints_->find(b)) cb = *c;
+  }
+  if (ca && cb) {
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      if (ca->roots[i] == cb->roots[i]) continue;
+      auto v = serving_view(i);
+      if (!v) return v.error();
+      MAGNETITE_TRY(diff_in(*(*v)->store(), ca->roots[i], cb->roots[i], out));
+    }
+    std::sort(out.begin(), out.end(), [](const key_change& x, const key_change& y) { return x.key < y.key; });
+    return out;
+  }
+  if (ca || cb)
+    return status::invalid_argument(fmt::format("{} is a combined checkpoint root and {} is not: diff compares two of "
+                                                "one kind",
+                                                ca ? a : b, ca ? b : a));
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto v = serving_view(i);
+    if (!v) return v.error();
+    auto& store = *(*v)->store();
+    if (!store.contains(a) || !store.contains(b)) continue;
+    MAGNETITE_TRY(diff_in(store, a, b, out));
+    return out;
+  }
+  return status::not_found(fmt::format("no shard holds both {} and {}, and they are not both retained combined "
+                                       "checkpoints",
+                                       a, b));
+}
+
+result<database_verify_report> database_core::verify() {
+  std::lock_guard ops(operations_mu_);
+  database_verify_report out;
+  std::vector<checkpoint> kept = checkpoints();
+  out.checkpoints = kept.size();
+  {
+    std::lock_guard lk(checkpoints_mu_);
+    out.problems = checkpoints_->check_file();
+  }
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    std::vector<std::string> retained = roots_of_shard(kept, i);
+    auto r = ask<shard_verify_report>(i, verify_atom::value, std::move(retained));
+    if (!r) return r.error();
+    auto& rep = std::get<0>(*r);
+    for (const auto& p : rep.problems) out.problems.push_back(fmt::format("shard {}: {}", i, p));
+    out.shards.push_back(std::move(rep));
+    // A retained checkpoint whose tree the shard no longer holds cannot be diffed.
+    auto v = serving_view(i);
+    if (!v) return v.error();
+    for (const auto& c : kept)
+      if (!(*v)->store()->contains(c.roots[i]))
+        out.problems.push_back(fmt::format("shard {}: root {} of checkpoint {} is not in its node store", i,
+                                           c.roots[i], c.combined));
+  }
+  return out;
+}
+
+result<database_gc_report> database_core::gc() {
+  std::lock_guard ops(operations_mu_);
+  database_gc_report out;
+  std::vector<checkpoint> kept = checkpoints();
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    std::vector<std::string> retained = roots_of_shard(kept, i);
+    auto r = ask<tree::gc_result>(i, gc_atom::value, std::move(retained));
+    if (!r) return r.error();
+    out.shards.push_back(std::get<0>(*r));
+  }
+  std::lock_guard lk(checkpoints_mu_);
+  if (std::size_t damaged = checkpoints_->damage().size()) {
+    MAGNETITE_TRY(checkpoints_->repair());
+    publish_retained();
+    out.damaged_checkpoints_dropped = damaged;
+  }
+  return out;
+}
+
+result<std::vector<std::uint64_t>> database_core::reclaim() {
+  std::lock_guard ops(operations_mu_);
+  std::vector<checkpoint> kept = checkpoints();
+  std::vector<std::uint64_t> out;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    std::vector<std::string> retained = roots_of_shard(kept, i);
+    auto r = ask<std::uint64_t>(i, reclaim_atom::value, std::move(retained));
+    if (!r) return r.error();
+    out.push_back(std::get<0>(*r));
+  }
+  return out;
+}
+
+result<database_stats> database_core::stats() {
+  database_stats out;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto r = ask<shard_stats>(i, stats_atom::value);
+    if (!r) return r.error();
+    out.shards.push_back(std::get<0>(*r));
+    auto u = ask<shard_usage>(i, usage_atom::value);
+    if (!u) return u.error();
+    out.usage.push_back(std::get<0>(*u));
+  }
+  std::lock_guard lk(supervision_->mu);
+  out.restarts = supervision_->restarts;
+  return out;
+}
+
+void database_core::submit_async(result<prepared> p, std::function<void(const status&, const cas_outcome&)> done) {
+  if (!p) return done(p.error(), cas_outcome{});
+  p->request->done = std::move(done);
+  auto handle = shard_handle(p->shard);
+  // A request that reaches no actor answers itself when it is destroyed.
+  caf::anon_send(handle, host_atom::value, std::move(p->request));
+}
+
+void database_core::put_async(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
+                         std::function<void(status)> done, std::optional<std::string_view> routing) {
+  submit_async(prepare_put(key, value, ttl, routing),
+               [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
+}
+
+void database_core::del_async(std::string_view key, std::function<void(status)> done,
+                         std::optional<std::string_view> routing) {
+  submit_async(prepare_del(key, routing), [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
+}
+
+void database_core::cas_async(std::string_view key, std::optional<std::string_view> expected,
+                         std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
+                         std::function<void(result<cas_outcome>)> done, std::optional<std::string_view> routing) {
+  submit_async(prepare_cas(key, expected, desired, ttl, routing),
+               with_outcome(std::move(done)));
+}
+
+void database_core::batch_async(std::span<const batch_write> writes, std::function<void(status)> done,
+                           std::optional<std::string_view> routing) {
+  submit_async(prepare_batch(writes, routing),
+               [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
+}
+
+}  // namespace magnetite

@@ -1,0 +1,109 @@
+// options: how a host configures a database (database_options) and each of
+// its shards (shard_options). Every field has a default that works; a
+// database validates them at open and refuses a wrong one with
+// invalid_argument, naming the field.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "magnetite/config.h"
+#include "magnetite/status.h"
+
+namespace magnetite {
+
+class env;  // the engine's file layer; tests replace it with a fault-injecting one
+
+// When a shard's log is fdatasynced (docs/embedding.md, "Guarantees"):
+//   always       before every acknowledgement (one fsync a group of writes)
+//   commit_only  only at checkpoints: an acknowledged write can be lost
+//   interval     at most every fsync_interval: a write is acknowledged once in
+//                the log and lost only by a crash within about that interval
+enum class fsync_policy { always, commit_only, interval };
+
+// How the prolly tree cuts its nodes (bytes of entries a node). Two trees
+// agree on their hashes only when built with the same policy.
+struct MAGNETITE_API chunk_policy {
+  std::size_t target = 4096;
+  std::size_t min = 1024;
+  std::size_t max = 16384;
+
+  // min < target <= max, and min > 0.
+  status validate() const;
+};
+
+// Nanoseconds since the Unix epoch: the clock TTL deadlines are kept in.
+using wall_clock_ns = std::function<std::uint64_t()>;
+MAGNETITE_API std::uint64_t system_now_ns();
+
+struct MAGNETITE_API shard_options {
+  fsync_policy fsync = fsync_policy::always;
+  std::chrono::milliseconds fsync_interval{100};
+  // Space the log reserves ahead of its last frame; 0: none. Reserving makes
+  // each fdatasync cheaper on ext4 (docs/benchmarks.md); a copy-on-write file
+  // system may gain nothing from it.
+  std::uint64_t wal_preallocate = std::uint64_t{4} << 20;
+  std::size_t cache_bytes = std::size_t{64} << 20;
+  // The most of cache_bytes that may hold leaves as stored (compressed)
+  // rather than decoded (docs/embedding.md, "Tuning when embedding"); 0 to 0.9.
+  double record_cache_share = 0.5;
+  // A checkpoint is due when the writes since the last one hold this many
+  // bytes (every write, hidden rewrites included), or when the oldest of
+  // them is checkpoint_interval old.
+  std::size_t checkpoint_bytes = std::size_t{32} << 20;
+  std::chrono::milliseconds checkpoint_interval{60'000};
+  chunk_policy chunking{};
+  wall_clock_ns clock = system_now_ns;
+  // How long a stamped tombstone left by an expired stamped value is kept
+  // (replicated shards; the cluster file gives every replica the same).
+  std::chrono::nanoseconds tombstone_retention = std::chrono::hours(24);
+  // Space reclamation: a cycle starts when the shard's node files hold at
+  // least reclaim_min_bytes and more than this many times the live bytes the
+  // last cycle found; 0 turns it off (gc still works). Each step does about
+  // reclaim_step_bytes of marking or copying between writes.
+  double max_space_amplification = 1.5;
+  std::uint64_t reclaim_min_bytes = std::uint64_t{8} << 20;
+  std::size_t reclaim_step_bytes = std::size_t{256} << 10;
+
+  status validate() const;
+};
+
+struct MAGNETITE_API database_options {
+  std::string dir;
+  std::size_t shards = 4;
+  shard_options shard;
+  // The memory the database may use for the data it holds, in bytes; nullopt:
+  // each shard's node cache is `shard.cache_bytes`. When set, the node caches
+  // of all shards share it evenly (each shard's shard.cache_bytes is replaced),
+  // so one number bounds the caches whatever the shard count. At least 1 MiB a
+  // shard.
+  std::optional<std::size_t> memory_budget;
+  // How many of the newest commits (CHECKPOINTS lines) keep their trees for
+  // diff(), verify and gc. Every retained commit keeps the nodes only it
+  // reaches, so space reclamation counts them as live: with 2, a database
+  // whose every key changes between commits holds up to two versions.
+  std::size_t retained_checkpoints = 2;
+  // How many times an idle worker of the database's own actor system polls
+  // its queue before it sleeps (CAF's work-stealing.aggressive-poll-attempts,
+  // 100 by default). A worker that just finished a group's fsync spins
+  // through these (well under a millisecond) and so picks up the next write
+  // at once instead of after a 50 us nap (docs/benchmarks.md). A host that
+  // runs the database in its own actor system (<magnetite/caf.h>) sets its
+  // system's value itself.
+  std::size_t worker_spin_polls = 20'000;
+  env* fs = nullptr;  // null: the operating system's files
+  // Supervision: a shard that fails is reopened after a backoff that doubles
+  // from restart_backoff; more than max_restarts within restart_window mark it
+  // failed for good.
+  std::size_t max_restarts = 5;
+  std::chrono::milliseconds restart_window{10'000};
+  std::chrono::milliseconds restart_backoff{10};
+
+  status validate() const;
+};
+
+}  // namespace magnetite
