@@ -519,6 +519,18 @@ TEST_CASE("cli: load --value-seed rewrites the keys of --seed with new values") 
   CHECK(std::count(negative.err.begin(), negative.err.end(), '\n') == 1);
 }
 
+TEST_CASE("cli: a database made without --shards gets database_options::default_shards(), one a core") {
+  testing::temp_dir d("cli-shards");
+  std::string dir = d.path() + "/db";
+  REQUIRE(run("--data " + dir + " put k v").exit_code == 0);
+  CHECK(database::recorded_shards(dir).value() == std::optional<std::size_t>(database_options::default_shards()));
+  auto commit = run("--data " + dir + " commit --json");
+  REQUIRE(commit.exit_code == 0);
+  // One root a shard, then the combined one.
+  CHECK(static_cast<std::size_t>(std::count(commit.out.begin(), commit.out.end(), ',')) ==
+        database_options::default_shards());
+}
+
 TEST_CASE("cli: --cache-mib opens the database with that memory budget, and refuses too little") {
   testing::temp_dir d("cli-cache-mib");
   std::string data = "--data " + d.path() + "/db --shards 2";
