@@ -6,9 +6,11 @@
 //                     keys sorted, so one document has one stored form)
 //
 // A JSON null is not storable: absence means "no value", and deleting is its
-// own verb. Encoding refuses it (and text that is not UTF-8) with
-// invalid_argument; decoding refuses any other type byte or text that does not
-// parse with corruption. decode(encode(x)) == x for every storable x.
+// own verb. Nor is a number that is NaN or infinite, anywhere in a document:
+// JSON has no form for it (dump() writes null). Encoding refuses these (and
+// text that is not UTF-8) with invalid_argument; decoding refuses any other
+// type byte or text that does not parse with corruption. decode(encode(x)) == x
+// for every storable x.
 #pragma once
 
 #include <cstdint>

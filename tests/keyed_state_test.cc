@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <deque>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -43,6 +44,16 @@ std::vector<T> drain(cursor<T> c, std::size_t chunk) {
 }
 
 item j(int n) { return json(n); }
+
+// Documents holding a number JSON cannot write, and what the refusal says.
+std::vector<std::pair<json, std::string>> no_json_form() {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  return {{json(nan), "value is NaN"},
+          {json(inf), "value is infinity"},
+          {json(-inf), "value is -infinity"},
+          {json::array({json{{"deep", json::array({nan})}}}), "value at /0/deep/0 is NaN"}};
+}
 
 collection_options with_ttl(std::chrono::nanoseconds t) {
   collection_options o;
@@ -115,6 +126,49 @@ TEST_CASE("keyed state: a value reads its own writes; commit makes them durable,
   CHECK(must(a.value("x").get()) == std::optional<item>(j(1)));
   CHECK(must(b.value("x").get()) == std::optional<item>(j(2)));
   CHECK_FALSE(must(a.map("x").get("")));
+}
+
+TEST_CASE("keyed state: a value with no JSON form is refused at the call; nothing is buffered or written") {
+  testing::temp_dir d("keyed");
+  auto db = must_open(options_for(d.path(), 1));
+  owner_state seed(*db, "n", "o");
+  auto sv = seed.value("v");
+  auto sm = seed.map("m");
+  auto sq = seed.deque("q");
+  ok(sv.set(j(1)));
+  ok(sm.set("k", j(1)));
+  ok(sq.push_back(j(1)));
+  ok(seed.commit());
+  for (const auto& [x, what] : no_json_form()) {
+    CAPTURE(what);
+    auto refused = [&](const status& s) {
+      CHECK(s.code() == status_code::invalid_argument);
+      CHECK(s.category() == status_category::transient);
+      CHECK_MESSAGE(s.message().find(what) != std::string::npos, s.message());
+    };
+    owner_state o(*db, "n", "o");
+    auto v = o.value("v");
+    auto m = o.map("m");
+    auto q = o.deque("q");
+    refused(v.set(x));
+    refused(m.set("k", x));
+    refused(m.set("new", x));
+    refused(q.push_back(x));
+    refused(q.push_front(x));
+    // Nothing was buffered: the handles read the stored state, and the
+    // commit writes nothing.
+    CHECK(must(v.get()) == std::optional<item>(j(1)));
+    CHECK(must(m.get("k")) == std::optional<item>(j(1)));
+    CHECK_FALSE(must(m.contains("new")));
+    CHECK(must(q.len()) == 1);
+    auto before = must(db->stats()).shards[o.shard()].groups;
+    ok(o.commit());
+    CHECK(must(db->stats()).shards[o.shard()].groups == before);
+    owner_state reader(*db, "n", "o");
+    CHECK(must(reader.value("v").get()) == std::optional<item>(j(1)));
+    CHECK(drain(must(reader.map("m").keys()), 10) == std::vector<std::string>{"k"});
+    CHECK(drain(must(reader.deque("q").scan()), 10) == std::vector<item>{j(1)});
+  }
 }
 
 TEST_CASE("keyed state: map calls, get_many aligned, scans and keys in both directions with bounds and pages") {
