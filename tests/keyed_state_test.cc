@@ -171,6 +171,71 @@ TEST_CASE("keyed state: a value with no JSON form is refused at the call; nothin
   }
 }
 
+TEST_CASE("keyed state: writes through handles the caller did not keep belong to the owner's commit or rollback") {
+  testing::temp_dir d("keyed");
+  auto db = must_open(options_for(d.path(), 1));
+  auto groups = [&] { return must(db->stats()).shards[0].groups; };
+  {
+    owner_state s(*db, "n", "o");
+    ok(s.value("v").set(j(1)));
+    ok(s.map("m").set("k", j(2)));
+    ok(s.deque("q").push_back(j(3)));
+    // A new handle of a name shares the buffer: it reads the write back.
+    CHECK(must(s.value("v").get()) == std::optional<item>(j(1)));
+    CHECK(must(s.deque("q").len()) == 1);
+    auto before = groups();
+    ok(s.commit());
+    CHECK(groups() == before + 1);  // one frame for all three
+  }
+  owner_state reader(*db, "n", "o");
+  auto stored = [&] {
+    CHECK(must(reader.value("v").get()) == std::optional<item>(j(1)));
+    CHECK(must(reader.map("m").get("k")) == std::optional<item>(j(2)));
+    CHECK(drain(must(reader.deque("q").scan()), 10) == std::vector<item>{j(3)});
+  };
+  stored();
+
+  // A rollback discards them, and the next commit sends nothing.
+  {
+    owner_state s(*db, "n", "o");
+    ok(s.value("v").set(j(10)));
+    ok(s.map("m").remove("k"));
+    ok(s.deque("q").push_front(j(30)));
+    CHECK(must(s.deque("q").pop_back()) == std::optional<item>(j(3)));
+    s.rollback();
+    CHECK(must(s.value("v").get()) == std::optional<item>(j(1)));
+    CHECK(must(s.deque("q").len()) == 1);
+    auto before = groups();
+    ok(s.commit());
+    CHECK(groups() == before);
+  }
+  stored();
+
+  // An owner_state that goes without a commit writes nothing; a handle kept
+  // past it still commits its own buffer, and only that.
+  std::optional<value_handle> kept;
+  {
+    owner_state s(*db, "n", "o");
+    kept = s.value("v");
+    ok(kept->set(j(5)));
+    ok(s.map("m").set("k", j(50)));
+  }
+  stored();
+  ok(kept->commit());
+  CHECK(must(reader.value("v").get()) == std::optional<item>(j(5)));
+  CHECK(must(reader.map("m").get("k")) == std::optional<item>(j(2)));
+  ok(kept->set(j(6)));
+  ok(kept->commit());
+  CHECK(must(reader.value("v").get()) == std::optional<item>(j(6)));
+
+  // Moved, the owner_state keeps what was buffered through it.
+  owner_state first(*db, "n", "o");
+  ok(first.map("m").set("moved", j(7)));
+  owner_state second = std::move(first);
+  ok(second.commit());
+  CHECK(must(reader.map("m").get("moved")) == std::optional<item>(j(7)));
+}
+
 TEST_CASE("keyed state: map calls, get_many aligned, scans and keys in both directions with bounds and pages") {
   testing::temp_dir d("keyed");
   auto db = must_open(options_for(d.path()));
