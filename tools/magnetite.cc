@@ -16,11 +16,13 @@
 //   magnetite bench [--workload writes|gets|restart|load|overwrite|reclaim|all] [--seconds S]
 //                   [--keys N] [--rounds R] [--json]
 //
-// Global: --data DIR, --shards N (used when the directory is created, by
+// Global, before or after the command (`magnetite put --data DIR K V`):
+// --data DIR, --shards N (used when the directory is created, by
 // default one a core: database_options::default_shards(); an existing
 // database keeps its own count), --cache-mib M (the node caches of
 // all shards share M MiB: database_options::memory_budget; bench gives both
-// engines M MiB). Every error is one line on stderr and a non-zero exit.
+// engines M MiB). --version prints meson's project version. Every error is one
+// line on stderr and a non-zero exit; an unknown command is named.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -125,6 +127,11 @@ struct command_line {
 
 void declare(CLI::App& app, command_line& c) {
   app.require_subcommand(1);
+  // A command hands the options it does not know up to the app, so each
+  // global option is defined once, here, and is accepted before or after the
+  // command. Commands made below inherit this.
+  app.fallthrough();
+  app.set_version_flag("--version", "magnetite " MAGNETITE_VERSION);
   app.add_option("--data", c.dir, "data directory")->capture_default_str();
   app.add_option("--shards", c.shards,
                  fmt::format("shard count for a new database (default: one a core, at most 16; here {})",
@@ -501,7 +508,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // No command was recognised, and a word was left over: that word was
+    // meant as the command (CLI11 itself would only say one is required).
+    auto left = app.remaining();
+    if (app.get_subcommands().empty() && !left.empty() && !left.front().starts_with('-')) {
+      fmt::print(stderr, "magnetite: unknown command '{}' (magnetite --help lists them)\n", left.front());
+      return 2;
+    }
+    if (app.get_subcommands().empty() && left.empty() && dynamic_cast<const CLI::RequiredError*>(&e)) {
+      fmt::print(stderr, "magnetite: a command is required (magnetite --help lists them)\n");
+      return 2;
+    }
     fmt::print(stderr, "magnetite: {}\n", e.what());
     return 2;
   }
