@@ -24,14 +24,27 @@ struct database_core::supervision {
   std::vector<std::uint64_t> restarts;
 };
 
-status database_options::validate() const {
-  if (dir.empty()) return status::invalid_argument("database option dir is empty");
-  if (shards == 0 || shards > 4096)
-    return status::invalid_argument(fmt::format("database option shards = {}: must be 1..4096", shards));
+std::size_t database_options::default_shards() noexcept {
+  return std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 16);
+}
+
+namespace {
+// Checked once the shard count is known: for an open without one, after the
+// MANIFEST was read.
+status check_memory_budget(const std::optional<std::size_t>& memory_budget, std::size_t shards) {
   if (memory_budget && *memory_budget < shards * (std::size_t{1} << 20))
     return status::invalid_argument(fmt::format(
         "database option memory_budget = {} bytes: must be at least 1 MiB a shard ({} bytes for {} shards)",
         *memory_budget, shards * (std::size_t{1} << 20), shards));
+  return status::ok();
+}
+}  // namespace
+
+status database_options::validate() const {
+  if (dir.empty()) return status::invalid_argument("database option dir is empty");
+  if (shards && (*shards == 0 || *shards > 4096))
+    return status::invalid_argument(fmt::format("database option shards = {}: must be 1..4096", *shards));
+  if (shards) MAGNETITE_TRY(check_memory_budget(memory_budget, *shards));
   if (retained_checkpoints == 0 || retained_checkpoints > 1024)
     return status::invalid_argument(
         fmt::format("database option retained_checkpoints = {}: must be 1..1024", retained_checkpoints));
@@ -288,8 +301,15 @@ status database_core::start() {
     return lock.error();
   }
   lock_ = std::move(*lock);
-  MAGNETITE_TRY(check_manifest(*fs_, options_.dir, options_.shards));
-  auto checkpoints = checkpoint_log::open(*fs_, options_.dir, options_.shards, options_.retained_checkpoints);
+  // Read under the lock: without a count, an existing database keeps its own.
+  if (!options_.shards) {
+    auto recorded = read_manifest(*fs_, options_.dir);
+    if (!recorded) return recorded.error();
+    options_.shards = recorded->value_or(database_options::default_shards());
+    MAGNETITE_TRY(check_memory_budget(options_.memory_budget, *options_.shards));
+  }
+  MAGNETITE_TRY(check_manifest(*fs_, options_.dir, *options_.shards));
+  auto checkpoints = checkpoint_log::open(*fs_, options_.dir, *options_.shards, options_.retained_checkpoints);
   if (!checkpoints) return checkpoints.error();
   checkpoints_.emplace(std::move(*checkpoints));
 
@@ -303,16 +323,16 @@ status database_core::start() {
     system_ = own_system_.get();
   }
   supervision_ = std::make_shared<supervision>();
-  supervision_->handles.resize(options_.shards);
-  supervision_->restarts.assign(options_.shards, 0);
+  supervision_->handles.resize(*options_.shards);
+  supervision_->restarts.assign(*options_.shards, 0);
   std::vector<shard_actor_config> configs;
-  for (std::size_t i = 0; i < options_.shards; ++i) {
+  for (std::size_t i = 0; i < *options_.shards; ++i) {
     slots_.push_back(std::make_shared<shard_slot>());
     shard_actor_config c;
     c.fs = fs_;
     c.dir = shard_dir(options_.dir, i);
     c.options = options_.shard;
-    if (options_.memory_budget) c.options.cache_bytes = *options_.memory_budget / options_.shards;
+    if (options_.memory_budget) c.options.cache_bytes = *options_.memory_budget / *options_.shards;
     c.slot = slots_.back();
     c.index = i;
     c.before_write = options_.before_write;
@@ -334,7 +354,7 @@ status database_core::start() {
   }
   // Open is done when every shard has booted (or failed to): a get right after
   // open must not see an empty slot.
-  for (std::size_t i = 0; i < options_.shards; ++i) {
+  for (std::size_t i = 0; i < *options_.shards; ++i) {
     auto r = ask<shard_stats>(i, stats_atom::value);
     if (!r) return r.error();
   }

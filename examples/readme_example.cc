@@ -8,7 +8,7 @@
 int main(int argc, char** argv) {
   using namespace std::chrono_literals;
   magnetite::database_options options;
-  options.dir = argc > 1 ? argv[1] : "example-data";  // created if missing; 4 shards
+  options.dir = argc > 1 ? argv[1] : "example-data";  // created if missing; one shard a core
   auto opened = magnetite::database::open(options);
   if (!opened) return std::fprintf(stderr, "%s\n", opened.error().to_string().c_str()), 1;
   magnetite::database& db = **opened;

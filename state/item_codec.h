@@ -5,9 +5,11 @@
 //   01 | UTF-8 text   json: nlohmann::json::dump() (no indentation; object
 //                     keys sorted, so one document has one stored form)
 //
-// Encoding refuses a JSON null (and text that is not UTF-8) with
-// invalid_argument; decoding refuses any other type byte or text that does not
-// parse with corruption. decode(encode(x)) == x for every storable x.
+// Encoding refuses a JSON null, a number that is NaN or infinite anywhere in
+// a document (JSON has no form for it: dump() writes null), and text that is
+// not UTF-8, with invalid_argument; decoding refuses any other type byte or
+// text that does not parse with corruption. decode(encode(x)) == x for every
+// storable x.
 #pragma once
 
 #include <cstdint>

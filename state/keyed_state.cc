@@ -21,6 +21,14 @@ struct owner_state::core {
   std::string ns, owner, prefix;
   std::size_t shard = 0;
   std::vector<std::weak_ptr<detail::collection>> handles;
+  // The collections that hold buffered writes. Those writes belong to the
+  // owner's next commit or rollback whether or not the caller kept a handle
+  // (`s.value("v").set(x); s.commit();`), so the owner keeps the collection
+  // alive until then. A collection points back here: the owner_state empties
+  // this when it goes (detached), and a handle that outlives it keeps its own
+  // buffer for its own commit.
+  std::vector<std::shared_ptr<detail::collection>> buffered;
+  bool detached = false;
   bool closed = false;
 
   std::string describe() const { return fmt::format("owner ({:?}, {:?})", ns, owner); }
@@ -118,7 +126,7 @@ class merged_range {
   std::string what_;
 };
 
-class collection {
+class collection : public std::enable_shared_from_this<collection> {
  public:
   collection(std::shared_ptr<owner_state::core> owner, kind k, std::string name, collection_options o)
       : owner_(std::move(owner)), kind_(k), name_(std::move(name)), opts_(o) {
@@ -196,6 +204,7 @@ class collection {
     MAGNETITE_TRY(usable());
     if (v) MAGNETITE_TRY(check_item(*v, "clear()"));
     pending_[key_] = std::move(v);
+    keep_buffer();
     return status::ok();
   }
 
@@ -231,12 +240,14 @@ class collection {
     MAGNETITE_TRY(check_key_size(key.size()));
     if (v) MAGNETITE_TRY(check_item(*v, "remove(key)"));
     pending_[std::move(key)] = std::move(v);
+    keep_buffer();
     return status::ok();
   }
   status map_clear() {
     MAGNETITE_TRY(usable());
     pending_.clear();
     cleared_ = true;
+    keep_buffer();
     return status::ok();
   }
   result<std::unique_ptr<merged_range>> map_range(const scan_options& o) const {
@@ -309,6 +320,7 @@ class collection {
     std::uint64_t at = back ? now_meta_.tail++ : --now_meta_.head;
     pending_[slot_key(at)] = std::move(v);
     dirty_ = true;
+    keep_buffer();
     return status::ok();
   }
   result<std::optional<item>> pop(bool back) {
@@ -321,6 +333,7 @@ class collection {
     pending_[slot_key(at)] = std::nullopt;
     back ? --now_meta_.tail : ++now_meta_.head;
     dirty_ = true;
+    keep_buffer();
     return v;
   }
   status deque_clear() {
@@ -332,6 +345,7 @@ class collection {
     for (std::uint64_t i = now_meta_.head; i < now_meta_.tail; ++i) pending_[slot_key(i)] = std::nullopt;
     now_meta_.head = now_meta_.tail;
     dirty_ = true;
+    keep_buffer();
     return status::ok();
   }
   result<std::unique_ptr<merged_range>> deque_range(direction dir, std::optional<std::size_t> limit) const {
@@ -388,14 +402,29 @@ class collection {
     cleared_ = false;
     dirty_ = false;
     meta_.reset();
+    if (!kept_) return;
+    kept_ = false;
+    auto& kept = owner_->buffered;
+    auto it = std::find_if(kept.begin(), kept.end(), [this](const auto& c) { return c.get() == this; });
+    if (it == kept.end()) return;  // detached
+    // The owner's reference may be the last one: it goes when this returns.
+    std::shared_ptr<collection> last = std::move(*it);
+    kept.erase(it);
   }
   void close() noexcept {
-    reset();
     closed_ = true;
+    reset();
   }
   owner_state::core& owner() const { return *owner_; }
 
  private:
+  // Every call that buffers a write ends here: see owner_state::core::buffered.
+  void keep_buffer() {
+    if (kept_ || owner_->detached) return;
+    owner_->buffered.push_back(shared_from_this());
+    kept_ = true;
+  }
+
   std::shared_ptr<owner_state::core> owner_;
   kind kind_;
   std::string name_;
@@ -407,6 +436,7 @@ class collection {
   overlay pending_;
   bool cleared_ = false;  // map: a clear is buffered
   bool dirty_ = false;    // deque: the meta must be written
+  bool kept_ = false;     // in owner_->buffered
   mutable std::optional<deque_read> meta_;  // deque: as read from the view
   mutable deque_meta now_meta_;             // deque: after the buffered operations
 };
@@ -471,9 +501,26 @@ owner_state::owner_state(database& db, std::string ns, std::string owner) : core
   core_->ns = std::move(ns);
   core_->owner = std::move(owner);
 }
-owner_state::~owner_state() = default;
+namespace {
+// The owner_state goes: writes buffered through handles it no longer has die
+// with it (never committed), and collections stop pointing back at a core
+// that would keep them alive.
+void detach(const std::shared_ptr<owner_state::core>& core) noexcept {
+  if (!core) return;  // moved from
+  core->detached = true;
+  core->buffered.clear();
+}
+}  // namespace
+
+owner_state::~owner_state() { detach(core_); }
 owner_state::owner_state(owner_state&&) noexcept = default;
-owner_state& owner_state::operator=(owner_state&&) noexcept = default;
+owner_state& owner_state::operator=(owner_state&& other) noexcept {
+  if (this != &other) {
+    detach(core_);
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
 
 std::size_t owner_state::shard() const { return core_->shard; }
 

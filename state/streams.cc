@@ -58,6 +58,16 @@ result<std::uint64_t> streams::append(std::string_view stream, std::span<const i
   if (expected_seq > UINT64_MAX - entries.size())
     return mistake(fmt::format("{}: sequence numbers past 2^64 - 1", describe(stream)));
   if (ttl && ttl->count() <= 0) return mistake(fmt::format("ttl of {} ns: must be > 0", ttl->count()));
+  // Entries are encoded before the stream's position is read, so an entry
+  // that cannot be stored is refused as such at any expected_seq: a conflict
+  // would have the caller retry what can never succeed.
+  std::vector<batch_write> writes;
+  writes.reserve(entries.size() + 1);
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    auto stored = encode_item(entries[i], "a stream entry cannot be deleted; give it a ttl");
+    if (!stored) return stored.error();
+    writes.push_back({stream_entry_key(stream, expected_seq + i), std::move(*stored), ttl});
+  }
   auto m = meta(stream);
   if (!m) return m.error();
   auto [meta_revision, next] = *m;
@@ -66,13 +76,6 @@ result<std::uint64_t> streams::append(std::string_view stream, std::span<const i
                         fmt::format("conflict: {} is at seq {}, not {}", describe(stream), at, expected_seq));
   };
   if (next != expected_seq) return conflict(next);
-  std::vector<batch_write> writes;
-  writes.reserve(entries.size() + 1);
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    auto stored = encode_item(entries[i], "a stream entry cannot be deleted; give it a ttl");
-    if (!stored) return stored.error();
-    writes.push_back({stream_entry_key(stream, expected_seq + i), std::move(*stored), ttl});
-  }
   writes.push_back({stream_meta_key(stream), encode_stream_meta(expected_seq + entries.size()), std::nullopt});
   // The meta still at the revision read above proves next_seq is still
   // expected_seq: only appends write it, and each moves it forward.

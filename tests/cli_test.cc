@@ -347,8 +347,11 @@ TEST_CASE("cli: the demo runs its whole tour, and its own checks pass") {
   CHECK(r.out.find("Its supervisor restarted it 1 time(s)") != std::string::npos);
   CHECK(r.out.find("5 keys added, 3 deleted and 2 changed") != std::string::npos);
   CHECK(r.out.find("no damage") != std::string::npos);
-  // A second run on the same directory works (its keys have their own prefix).
-  CHECK(run("--data " + d.path() + "/db demo").exit_code == 0);
+  // A second run on the same directory works (its keys have their own
+  // prefix), with --data after the command this time.
+  auto again = run("demo --data " + d.path() + "/db");
+  CHECK(again.exit_code == 0);
+  CHECK(again.out.find("shards in " + d.path() + "/db,") != std::string::npos);
 }
 
 TEST_CASE("cli: the new commands' errors are one line and a non-zero exit") {
@@ -517,6 +520,58 @@ TEST_CASE("cli: load --value-seed rewrites the keys of --seed with new values") 
   auto negative = run(data + " load --keys 3 --value-seed -1");
   CHECK(negative.exit_code == 2);
   CHECK(std::count(negative.err.begin(), negative.err.end(), '\n') == 1);
+}
+
+TEST_CASE("cli: the global options go before or after the command; an unknown command is named; --version") {
+  testing::temp_dir d("cli-order");
+  std::string dir = d.path() + "/db";
+  REQUIRE(run("put --data " + dir + " --shards 3 k v").exit_code == 0);
+  CHECK(database::recorded_shards(dir).value() == std::optional<std::size_t>(3));
+  auto after = run("get --data " + dir + " k");
+  CHECK(after.exit_code == 0);
+  CHECK(after.out == "v\n");
+  CHECK(run("get k --data=" + dir).out == "v\n");  // after the key, and in the = form
+  CHECK(run("--data " + dir + " get k").out == "v\n");
+  CHECK(run("--data " + dir + " put k2 w --shards 5").exit_code == 0);  // an existing database keeps 3
+  CHECK(database::recorded_shards(dir).value() == std::optional<std::size_t>(3));
+  CHECK(run("scan --prefix k --data " + dir).out == "k\tv\nk2\tw\n");
+  // --cache-mib after the command reaches the database: 1 MiB is too little for 3 shards.
+  auto small = run("get k --data " + dir + " --cache-mib 1");
+  CHECK(small.exit_code == 2);
+  CHECK(small.err.find("memory_budget") != std::string::npos);
+  // A command's own option is still its own.
+  CHECK(run("--data " + dir + " --prefix k scan").exit_code == 2);
+
+  for (const std::string& args : {"--data " + dir + " frob", "frob --data " + dir + " k", std::string("frob")}) {
+    auto unknown = run(args);
+    CAPTURE(args);
+    CHECK(unknown.exit_code == 2);
+    CHECK(unknown.out.empty());
+    CHECK(unknown.err == "magnetite: unknown command 'frob' (magnetite --help lists them)\n");
+  }
+  auto none = run("--data " + dir);
+  CHECK(none.exit_code == 2);
+  CHECK(none.err == "magnetite: a command is required (magnetite --help lists them)\n");
+
+  for (const std::string& args : {std::string("--version"), "--data " + dir + " --version", std::string("get --version")}) {
+    auto version = run(args);
+    CAPTURE(args);
+    CHECK(version.exit_code == 0);
+    CHECK(version.out == "magnetite " MAGNETITE_VERSION "\n");
+    CHECK(version.err.empty());
+  }
+}
+
+TEST_CASE("cli: a database made without --shards gets database_options::default_shards(), one a core") {
+  testing::temp_dir d("cli-shards");
+  std::string dir = d.path() + "/db";
+  REQUIRE(run("--data " + dir + " put k v").exit_code == 0);
+  CHECK(database::recorded_shards(dir).value() == std::optional<std::size_t>(database_options::default_shards()));
+  auto commit = run("--data " + dir + " commit --json");
+  REQUIRE(commit.exit_code == 0);
+  // One root a shard, then the combined one.
+  CHECK(static_cast<std::size_t>(std::count(commit.out.begin(), commit.out.end(), ',')) ==
+        database_options::default_shards());
 }
 
 TEST_CASE("cli: --cache-mib opens the database with that memory budget, and refuses too little") {

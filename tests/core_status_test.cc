@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <set>
+#include <type_traits>
 
 #include "core/hash128.h"
 #include "core/limits.h"
@@ -45,6 +47,32 @@ TEST_CASE("result: holds a value or an error, never an ok error") {
   result<int> bad = status::ok();
   CHECK_FALSE(bad.is_ok());
   CHECK(bad.error().code() == status_code::failed);
+}
+
+TEST_CASE("result: a temporary gives its value away; a const result gives const access") {
+  auto text = [](std::string s) -> result<std::string> { return s; };
+  CHECK(*text("temporary") == "temporary");
+  CHECK(text("arrow")->size() == 5);
+  static_assert(std::is_same_v<decltype(*text("")), std::string&&>);
+  // A move-only value can be taken out of the temporary with * alone.
+  auto owned = [] { return result<std::unique_ptr<int>>(std::make_unique<int>(7)); };
+  std::unique_ptr<int> p = *owned();
+  REQUIRE(p);
+  CHECK(*p == 7);
+
+  const result<std::string> fixed = std::string("const");
+  static_assert(std::is_same_v<decltype(*fixed), const std::string&>);
+  CHECK(*fixed == "const");
+  CHECK(fixed.value() == "const");
+  CHECK(fixed->size() == 5);
+  // A const temporary cannot give its value away: it is copied.
+  auto frozen = []() -> const result<std::string> { return std::string("frozen"); };
+  std::string copy = *frozen();
+  CHECK(copy == "frozen");
+
+  result<std::string> held = std::string("held");
+  std::string moved = *std::move(held);
+  CHECK(moved == "held");
 }
 
 TEST_CASE("hash128: hex and byte round trips, parse rejects malformed input") {

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <map>
 #include <random>
@@ -80,6 +82,49 @@ TEST_CASE("database: a held data directory is busy; another shard count or a bad
   bad.dir = d.path();
   bad.shards = 0;
   CHECK(database::open(bad).error().code() == status_code::invalid_argument);
+}
+
+TEST_CASE("database: without a shard count a new database gets one a core, an existing one keeps its count") {
+  // One a core, at least one, at most 16 (database_options::default_shards).
+  std::size_t cores = std::thread::hardware_concurrency();
+  std::size_t expected = cores == 0 ? 1 : std::min<std::size_t>(cores, 16);
+  CHECK(database_options::default_shards() == expected);
+  auto manifest = [](const std::string& dir) {
+    std::ifstream in(dir + "/MANIFEST", std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  testing::temp_dir d("db");
+  std::string fresh = d.path() + "/fresh";
+  database_options o;
+  o.dir = fresh;
+  REQUIRE_FALSE(o.shards);
+  {
+    auto db = must_open(o);
+    CHECK(db->shard_count() == expected);
+  }
+  CHECK(manifest(fresh) == fmt::format("magnetite-manifest 1\nshards {}\n", expected));
+  CHECK(database::recorded_shards(fresh).value() == std::optional<std::size_t>(expected));
+
+  // A count other than the default, recorded; reopened without a count, kept.
+  std::size_t other = expected + 3;
+  std::string given = d.path() + "/given";
+  must_open(options_for(given, other)).reset();
+  database_options reopen;
+  reopen.dir = given;
+  {
+    auto db = must_open(reopen);
+    CHECK(db->shard_count() == other);
+    REQUIRE(db->put("k", "v").is_ok());
+  }
+  CHECK(manifest(given) == fmt::format("magnetite-manifest 1\nshards {}\n", other));
+  CHECK(must_open(options_for(given, other))->get("k").value() == std::optional<std::string>("v"));
+
+  // The memory budget is checked against the count the MANIFEST gave.
+  reopen.memory_budget = (other - 1) << 20;
+  auto tight = database::open(reopen);
+  REQUIRE_FALSE(tight.is_ok());
+  CHECK(tight.error().code() == status_code::invalid_argument);
+  CHECK(tight.error().message().find(fmt::format("for {} shards", other)) != std::string::npos);
 }
 
 TEST_CASE("database: bad input is a clear error and changes nothing") {

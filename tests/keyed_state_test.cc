@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <deque>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -43,6 +44,16 @@ std::vector<T> drain(cursor<T> c, std::size_t chunk) {
 }
 
 item j(int n) { return json(n); }
+
+// Documents holding a number JSON cannot write, and what the refusal says.
+std::vector<std::pair<json, std::string>> no_json_form() {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  return {{json(nan), "value is NaN"},
+          {json(inf), "value is infinity"},
+          {json(-inf), "value is -infinity"},
+          {json::array({json{{"deep", json::array({nan})}}}), "value at /0/deep/0 is NaN"}};
+}
 
 collection_options with_ttl(std::chrono::nanoseconds t) {
   collection_options o;
@@ -115,6 +126,114 @@ TEST_CASE("keyed state: a value reads its own writes; commit makes them durable,
   CHECK(must(a.value("x").get()) == std::optional<item>(j(1)));
   CHECK(must(b.value("x").get()) == std::optional<item>(j(2)));
   CHECK_FALSE(must(a.map("x").get("")));
+}
+
+TEST_CASE("keyed state: a value with no JSON form is refused at the call; nothing is buffered or written") {
+  testing::temp_dir d("keyed");
+  auto db = must_open(options_for(d.path(), 1));
+  owner_state seed(*db, "n", "o");
+  auto sv = seed.value("v");
+  auto sm = seed.map("m");
+  auto sq = seed.deque("q");
+  ok(sv.set(j(1)));
+  ok(sm.set("k", j(1)));
+  ok(sq.push_back(j(1)));
+  ok(seed.commit());
+  for (const auto& [x, what] : no_json_form()) {
+    CAPTURE(what);
+    auto refused = [&](const status& s) {
+      CHECK(s.code() == status_code::invalid_argument);
+      CHECK(s.category() == status_category::transient);
+      CHECK_MESSAGE(s.message().find(what) != std::string::npos, s.message());
+    };
+    owner_state o(*db, "n", "o");
+    auto v = o.value("v");
+    auto m = o.map("m");
+    auto q = o.deque("q");
+    refused(v.set(x));
+    refused(m.set("k", x));
+    refused(m.set("new", x));
+    refused(q.push_back(x));
+    refused(q.push_front(x));
+    // Nothing was buffered: the handles read the stored state, and the
+    // commit writes nothing.
+    CHECK(must(v.get()) == std::optional<item>(j(1)));
+    CHECK(must(m.get("k")) == std::optional<item>(j(1)));
+    CHECK_FALSE(must(m.contains("new")));
+    CHECK(must(q.len()) == 1);
+    auto before = must(db->stats()).shards[o.shard()].groups;
+    ok(o.commit());
+    CHECK(must(db->stats()).shards[o.shard()].groups == before);
+    owner_state reader(*db, "n", "o");
+    CHECK(must(reader.value("v").get()) == std::optional<item>(j(1)));
+    CHECK(drain(must(reader.map("m").keys()), 10) == std::vector<std::string>{"k"});
+    CHECK(drain(must(reader.deque("q").scan()), 10) == std::vector<item>{j(1)});
+  }
+}
+
+TEST_CASE("keyed state: writes through handles the caller did not keep belong to the owner's commit or rollback") {
+  testing::temp_dir d("keyed");
+  auto db = must_open(options_for(d.path(), 1));
+  auto groups = [&] { return must(db->stats()).shards[0].groups; };
+  {
+    owner_state s(*db, "n", "o");
+    ok(s.value("v").set(j(1)));
+    ok(s.map("m").set("k", j(2)));
+    ok(s.deque("q").push_back(j(3)));
+    // A new handle of a name shares the buffer: it reads the write back.
+    CHECK(must(s.value("v").get()) == std::optional<item>(j(1)));
+    CHECK(must(s.deque("q").len()) == 1);
+    auto before = groups();
+    ok(s.commit());
+    CHECK(groups() == before + 1);  // one frame for all three
+  }
+  owner_state reader(*db, "n", "o");
+  auto stored = [&] {
+    CHECK(must(reader.value("v").get()) == std::optional<item>(j(1)));
+    CHECK(must(reader.map("m").get("k")) == std::optional<item>(j(2)));
+    CHECK(drain(must(reader.deque("q").scan()), 10) == std::vector<item>{j(3)});
+  };
+  stored();
+
+  // A rollback discards them, and the next commit sends nothing.
+  {
+    owner_state s(*db, "n", "o");
+    ok(s.value("v").set(j(10)));
+    ok(s.map("m").remove("k"));
+    ok(s.deque("q").push_front(j(30)));
+    CHECK(must(s.deque("q").pop_back()) == std::optional<item>(j(3)));
+    s.rollback();
+    CHECK(must(s.value("v").get()) == std::optional<item>(j(1)));
+    CHECK(must(s.deque("q").len()) == 1);
+    auto before = groups();
+    ok(s.commit());
+    CHECK(groups() == before);
+  }
+  stored();
+
+  // An owner_state that goes without a commit writes nothing; a handle kept
+  // past it still commits its own buffer, and only that.
+  std::optional<value_handle> kept;
+  {
+    owner_state s(*db, "n", "o");
+    kept = s.value("v");
+    ok(kept->set(j(5)));
+    ok(s.map("m").set("k", j(50)));
+  }
+  stored();
+  ok(kept->commit());
+  CHECK(must(reader.value("v").get()) == std::optional<item>(j(5)));
+  CHECK(must(reader.map("m").get("k")) == std::optional<item>(j(2)));
+  ok(kept->set(j(6)));
+  ok(kept->commit());
+  CHECK(must(reader.value("v").get()) == std::optional<item>(j(6)));
+
+  // Moved, the owner_state keeps what was buffered through it.
+  owner_state first(*db, "n", "o");
+  ok(first.map("m").set("moved", j(7)));
+  owner_state second = std::move(first);
+  ok(second.commit());
+  CHECK(must(reader.map("m").get("moved")) == std::optional<item>(j(7)));
 }
 
 TEST_CASE("keyed state: map calls, get_many aligned, scans and keys in both directions with bounds and pages") {

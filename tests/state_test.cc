@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <cmath>
 #include <latch>
+#include <limits>
 #include <map>
 #include <random>
 #include <set>
@@ -41,6 +43,24 @@ std::string random_bytes(std::mt19937_64& rng, std::size_t max_len) {
 }
 
 json doc(int n) { return json{{"n", n}, {"name", fmt::format("item {}", n)}}; }
+
+// Documents holding a number JSON cannot write (dump() would turn it into
+// null), at the top and nested in an array in an object; each with where
+// the refusal must say it is.
+std::vector<std::pair<json, std::string>> no_json_form() {
+  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  return {{json(nan), "value is NaN"},
+          {json(inf), "value is infinity"},
+          {json(-inf), "value is -infinity"},
+          {json{{"a", 1}, {"list", json::array({1, json{{"x/y", nan}}})}}, "value at /list/1/x~1y is NaN"}};
+}
+
+void check_refused_for_no_json_form(const status& s, const std::string& what) {
+  CHECK(s.code() == status_code::invalid_argument);
+  CHECK(s.category() == status_category::transient);
+  CHECK_MESSAGE(s.message().find(what) != std::string::npos, s.message());
+}
 
 }  // namespace
 
@@ -130,6 +150,19 @@ TEST_CASE("state layout: items round-trip; a JSON null is refused naming the del
   CHECK(split_state_value("short", "k").error().code() == status_code::corruption);
   CHECK(decode_stream_meta(encode_stream_meta(12345), "s").value() == 12345);
   CHECK_FALSE(decode_stream_meta("\x12" "1234567", "s").is_ok());
+}
+
+TEST_CASE("state layout: a number with no JSON form (NaN, +-infinity), nested too, is refused, saying where") {
+  for (const auto& [x, what] : no_json_form()) {
+    auto e = encode_item(x, "remove(key)");
+    REQUIRE_FALSE(e.is_ok());
+    check_refused_for_no_json_form(e.error(), what);
+  }
+  // Large, small and negative finite numbers keep their form.
+  for (double finite : {std::numeric_limits<double>::max(), std::numeric_limits<double>::denorm_min(), -0.5}) {
+    item x = json::array({finite});
+    CHECK(decode_item(encode_item(x, "x").value(), "k").value() == x);
+  }
 }
 
 // ---- the shard's conditional batch ---------------------------------------------------
@@ -423,6 +456,31 @@ TEST_CASE("records: a transaction reads its own writes, repeats its reads, and e
   CHECK(recs.begin().commit().value() == 0);
 }
 
+TEST_CASE("records: a value with no JSON form is refused at put; nothing of it is written; the namespace lists") {
+  testing::temp_dir d("state");
+  auto db = must_open(options_for(d.path(), 2));
+  records recs(*db);
+  auto seed = recs.begin();
+  REQUIRE(seed.put("n", "kept", json(1)).is_ok());
+  REQUIRE(seed.commit().is_ok());
+  for (const auto& [x, what] : no_json_form()) {
+    CAPTURE(what);
+    auto t = recs.begin();
+    check_refused_for_no_json_form(t.put("n", "kept", x), what);
+    check_refused_for_no_json_form(t.put("n", "bad", x), what);
+    // The transaction stays usable; its commit writes only what was accepted.
+    REQUIRE(t.put("n", "good", json(2)).is_ok());
+    REQUIRE(t.commit().is_ok());
+    CHECK(recs.load("n", "kept").value()->value == item(json(1)));
+    CHECK_FALSE(recs.load("n", "bad").value());
+    auto all = recs.list("n", "", std::nullopt, 10);
+    REQUIRE_MESSAGE(all.is_ok(), all.error().to_string());
+    REQUIRE(all->records.size() == 2);
+    CHECK(all->records[0].first == "good");
+    CHECK(all->records[1].first == "kept");
+  }
+}
+
 TEST_CASE("records: conflicts: a moved read, a miss that appeared, write skew; nothing of the loser is written") {
   testing::temp_dir d("state");
   auto db = must_open(options_for(d.path(), 1));
@@ -601,6 +659,29 @@ TEST_CASE("streams: append at next_seq, read from any seq, conflicts name the st
   CHECK(st.append("orders", std::vector<item>{json(nullptr)}, 4).error().code() == status_code::invalid_argument);
   CHECK(st.read("orders", 0, 0).error().code() == status_code::invalid_argument);
   CHECK(st.next_seq("orders").value() == 4);
+}
+
+TEST_CASE("streams: an append holding a value with no JSON form is refused whole; the stream does not move") {
+  testing::temp_dir d("state");
+  auto db = must_open(options_for(d.path(), 2));
+  streams st(*db);
+  REQUIRE(st.append("s", std::vector<item>{json("first")}, 0).is_ok());
+  for (const auto& [x, what] : no_json_form()) {
+    CAPTURE(what);
+    auto refused = st.append("s", std::vector<item>{json("before"), x}, 1);
+    REQUIRE_FALSE(refused.is_ok());
+    check_refused_for_no_json_form(refused.error(), what);
+    // Refused as bad input even at a seq that is not the stream's next.
+    auto wrong_seq = st.append("s", std::vector<item>{x}, 7);
+    REQUIRE_FALSE(wrong_seq.is_ok());
+    check_refused_for_no_json_form(wrong_seq.error(), what);
+    CHECK(st.next_seq("s").value() == 1);
+    auto all = st.read("s", 0, 10);
+    REQUIRE_MESSAGE(all.is_ok(), all.error().to_string());
+    REQUIRE(all->size() == 1);
+    CHECK((*all)[0].value == item(json("first")));
+  }
+  CHECK(st.append("s", std::vector<item>{json("second")}, 1).value() == 1);
 }
 
 TEST_CASE("streams: names of any bytes, prefixes of each other included, never share entries") {

@@ -62,13 +62,13 @@ void heading(int n, std::string_view text) { fmt::print("\n{}. {}\n", n, text); 
 
 }  // namespace
 
-result<int> run_demo(const std::string& dir, std::size_t shards) {
+result<int> run_demo(const std::string& dir, std::optional<std::size_t> shards) {
   MAGNETITE_TRY(env::posix().create_dir(dir));
   auto recorded = database::recorded_shards(dir);
   if (!recorded) return recorded.error();
   database_options opts;
   opts.dir = dir;
-  opts.shards = *recorded ? **recorded : shards;
+  opts.shards = *recorded ? *recorded : shards;
   auto opened = database::open(opts);
   if (!opened) return opened.error();
   database& db = **opened;

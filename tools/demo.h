@@ -1,5 +1,6 @@
 // demo: `magnetite demo`, the guided tour `make demo` runs. On the database in
-// `dir` (created with `shards` shards if new) it shows, through the library's
+// `dir` (created with `shards` shards if new, by default
+// database_options::default_shards()) it shows, through the library's
 // own calls and never a simulation of them: group commit under concurrent
 // durable writers, a shard actor killed mid-load and restarted by its
 // supervisor with no acknowledged write lost, TTL expiry by the shards' timers,
@@ -10,12 +11,13 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 #include "core/status.h"
 
 namespace magnetite {
 
-result<int> run_demo(const std::string& dir, std::size_t shards);
+result<int> run_demo(const std::string& dir, std::optional<std::size_t> shards);
 
 }  // namespace magnetite

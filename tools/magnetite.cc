@@ -16,10 +16,13 @@
 //   magnetite bench [--workload writes|gets|restart|load|overwrite|reclaim|all] [--seconds S]
 //                   [--keys N] [--rounds R] [--json]
 //
-// Global: --data DIR, --shards N (used when the directory is created; an
-// existing database keeps its own count), --cache-mib M (the node caches of
+// Global, before or after the command (`magnetite put --data DIR K V`):
+// --data DIR, --shards N (used when the directory is created, by
+// default one a core: database_options::default_shards(); an existing
+// database keeps its own count), --cache-mib M (the node caches of
 // all shards share M MiB: database_options::memory_budget; bench gives both
-// engines M MiB). Every error is one line on stderr and a non-zero exit.
+// engines M MiB). --version prints meson's project version. Every error is one
+// line on stderr and a non-zero exit; an unknown command is named.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -56,7 +59,7 @@ T must(result<T> r) {
 
 // Commands that only read or inspect (create = false) never make a database
 // where there is none: a mistyped --data is an error, not a new empty store.
-result<std::unique_ptr<database>> try_open_db(const std::string& dir, std::size_t shards, bool create,
+result<std::unique_ptr<database>> try_open_db(const std::string& dir, std::optional<std::size_t> shards, bool create,
                                               std::optional<std::size_t> cache_mib, shard_options so = {}) {
   auto recorded = database::recorded_shards(dir);
   if (!recorded) return recorded.error();
@@ -65,13 +68,13 @@ result<std::unique_ptr<database>> try_open_db(const std::string& dir, std::size_
   if (auto made = env::posix().create_dir(dir); !made) return made;
   database_options o;
   o.dir = dir;
-  o.shards = *recorded ? **recorded : shards;
+  o.shards = *recorded ? *recorded : shards;
   o.shard = std::move(so);
   if (cache_mib) o.memory_budget = *cache_mib << 20;
   return database::open(std::move(o));
 }
 
-std::unique_ptr<database> open_db(const std::string& dir, std::size_t shards, bool create,
+std::unique_ptr<database> open_db(const std::string& dir, std::optional<std::size_t> shards, bool create,
                                   std::optional<std::size_t> cache_mib, shard_options so = {}) {
   return must(try_open_db(dir, shards, create, cache_mib, std::move(so)));
 }
@@ -85,7 +88,7 @@ hash128 parse_root(const std::string& text) {
 // What the command line asked for, filled in by CLI11.
 struct command_line {
   std::string dir = "./magnetite-data";
-  std::size_t shards = 4;
+  std::optional<std::size_t> shards;  // nullopt: database_options::default_shards()
   std::optional<std::size_t> cache_mib;  // nullopt: each shard's default cache
   std::string key, value, ttl;
   std::optional<std::string> from, to, prefix;
@@ -124,10 +127,16 @@ struct command_line {
 
 void declare(CLI::App& app, command_line& c) {
   app.require_subcommand(1);
+  // A command hands the options it does not know up to the app, so each
+  // global option is defined once, here, and is accepted before or after the
+  // command. Commands made below inherit this.
+  app.fallthrough();
+  app.set_version_flag("--version", "magnetite " MAGNETITE_VERSION);
   app.add_option("--data", c.dir, "data directory")->capture_default_str();
-  app.add_option("--shards", c.shards, "shard count for a new database")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
+  app.add_option("--shards", c.shards,
+                 fmt::format("shard count for a new database (default: one a core, at most 16; here {})",
+                             database_options::default_shards()))
+      ->check(CLI::Range(1, 4096));
   // Up to 1 TiB; the database refuses less than 1 MiB a shard.
   app.add_option("--cache-mib", c.cache_mib, "MiB the node caches of all shards share (default: 64 MiB a shard)")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
@@ -499,7 +508,18 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // No command was recognised, and a word was left over: that word was
+    // meant as the command (CLI11 itself would only say one is required).
+    auto left = app.remaining();
+    if (app.get_subcommands().empty() && !left.empty() && !left.front().starts_with('-')) {
+      fmt::print(stderr, "magnetite: unknown command '{}' (magnetite --help lists them)\n", left.front());
+      return 2;
+    }
+    if (app.get_subcommands().empty() && left.empty() && dynamic_cast<const CLI::RequiredError*>(&e)) {
+      fmt::print(stderr, "magnetite: a command is required (magnetite --help lists them)\n");
+      return 2;
+    }
     fmt::print(stderr, "magnetite: {}\n", e.what());
     return 2;
   }

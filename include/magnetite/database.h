@@ -3,8 +3,9 @@
 //
 // Layout of the data directory:
 //   LOCK          held (flock) while open: a second process gets `busy`
-//   MANIFEST      "magnetite-manifest 1\nshards N\n": reopening with another
-//                 shard count is invalid_argument (keys would move)
+//   MANIFEST      "magnetite-manifest 1\nshards N\n": reopening without a
+//                 count keeps N; with another count is invalid_argument
+//                 (keys would move)
 //   CHECKPOINTS   the combined roots commit() made, the last 16 (docs/formats/checkpoints.md)
 //   shard-000/    one shard (wal/, nodes/), and so on
 //

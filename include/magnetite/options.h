@@ -74,7 +74,9 @@ struct MAGNETITE_API shard_options {
 
 struct MAGNETITE_API database_options {
   std::string dir;
-  std::size_t shards = 4;
+  // nullopt: a new database gets default_shards(), an existing one the count
+  // its MANIFEST records. A count given must match an existing MANIFEST.
+  std::optional<std::size_t> shards;
   shard_options shard;
   // The memory the database may use for the data it holds, in bytes; nullopt:
   // each shard's node cache is `shard.cache_bytes`. When set, the node caches
@@ -104,6 +106,18 @@ struct MAGNETITE_API database_options {
   std::chrono::milliseconds restart_backoff{10};
 
   status validate() const;
+
+  // The shard count of a new database opened without one: one shard a core
+  // (std::thread::hardware_concurrency(), 1 if unknown), at most 16. Each
+  // shard has its own log, and a group commit shares one fsync among the
+  // writers waiting on that shard: shards beyond the cores do not add CPU to
+  // use, they split the same writers into more, smaller groups, and every
+  // doubling of them doubles the fsyncs a write costs (docs/benchmarks.md).
+  // The cap because each shard also keeps its own node cache (64 MiB unless
+  // memory_budget is set), log and pack files: on a many-core machine the
+  // default would otherwise grow them without bound; 16 shards keep the
+  // default caches within 1 GiB. A host that wants more passes a count.
+  static std::size_t default_shards() noexcept;
 };
 
 }  // namespace magnetite

@@ -121,12 +121,20 @@ class [[nodiscard]] result {
   bool is_ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return is_ok(); }
 
+  // As std::optional: a const result gives const access and a temporary
+  // gives its value away, so `*db->get(k)` works on the result of a call. A
+  // reference into a temporary's value lives to the end of the full
+  // expression only: `auto v = *f()` keeps the value, `auto& v = *f()` dangles.
   T& value() & { return std::get<0>(v_); }
   const T& value() const& { return std::get<0>(v_); }
   T&& value() && { return std::get<0>(std::move(v_)); }
+  const T&& value() const&& { return std::get<0>(std::move(v_)); }
   T* operator->() { return &std::get<0>(v_); }
   const T* operator->() const { return &std::get<0>(v_); }
   T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
+  const T&& operator*() const&& { return std::move(*this).value(); }
 
   // The error; ok when a value is held.
   status error() const { return is_ok() ? status{} : std::get<1>(v_); }

@@ -1,7 +1,8 @@
 // item: what keyed state, records and streams store for the host: a JSON
 // document or raw bytes. A JSON null is not storable: absence means "no
-// value", and deleting is its own verb; a write of one is refused, as is
-// text that is not UTF-8 (docs/formats/state.md has the stored form).
+// value", and deleting is its own verb; a write of one is refused, as is a
+// NaN or infinite number anywhere in a document (JSON has no form for it)
+// and text that is not UTF-8 (docs/formats/state.md has the stored form).
 #pragma once
 
 #include <cstdint>

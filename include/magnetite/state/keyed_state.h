@@ -11,8 +11,11 @@
 //   handle pins no view, so it also sees other writers' commits).
 // - commit() makes the handle's buffered operations durable atomically: ONE
 //   conditional batch (shard::apply), one log frame. owner_state::commit()
-//   does the same for every handle it made. On failure the buffer is kept;
-//   rollback() discards it and cannot fail. An empty commit sends nothing.
+//   does the same for every handle it made, kept by the caller or not:
+//   `s.value("v").set(x); s.commit();` writes x. On failure the buffer is
+//   kept; rollback() discards it and cannot fail. An empty commit sends
+//   nothing. Writes still buffered when the owner_state goes are dropped,
+//   except those of a handle the caller still holds (its own commit).
 // - A JSON null is not storable: refused naming the deleting verb.
 // - Value and map writes carry no precondition, so they never conflict (one
 //   owner per key is the model; two writers: last commit wins per key). A
