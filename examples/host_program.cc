@@ -1,6 +1,6 @@
 // host_program: a host that runs its OWN caf::actor_system and embeds magnetite
 // in it, then talks to the shard actors with the typed messages of
-// actors/shard_interface.h as well as through the plain C++ API.
+// <magnetite/caf.h> as well as through the plain C++ API.
 //
 // What it shows, in order:
 //   1. The host configures and owns the actor system (its worker count, and the
