@@ -7,7 +7,9 @@
 // with `pkg-config --cflags --libs magnetite` and runs, pulls in no CAF header
 // through <magnetite/database.h> and <magnetite/state.h>, and is stopped with
 // a clear error below C++20; a host that includes <magnetite/caf.h> builds with
-// magnetite-caf; the library exports its API and hides the engine.
+// magnetite-caf; a CMake project (find_package) and a meson project
+// (dependency) build the README's program; the library exports its API and
+// hides the engine.
 //
 // Paths come from meson at configure time (tests/meson.build). In a sanitized
 // build the installed library needs the sanitizer's runtime, so the program
@@ -144,6 +146,9 @@ struct installed_tree {
     if (p.parent_path() == bindir()) return p.filename() == "magnetite";
     if (p.parent_path() == libdir()) return p.filename().string().starts_with("libmagnetite.so");
     if (p == libdir() / "pkgconfig" / "magnetite.pc" || p == libdir() / "pkgconfig" / "magnetite-caf.pc") return true;
+    if (p == libdir() / "cmake" / "magnetite" / "magnetiteConfig.cmake" ||
+        p == libdir() / "cmake" / "magnetite" / "magnetiteConfigVersion.cmake")
+      return true;
     return p.string().starts_with((includedir() / "magnetite").string() + "/") && p.extension() == ".h";
   }
 };
@@ -224,6 +229,7 @@ TEST_CASE("install: the library, the public headers and none of the engine's, th
   CHECK(fs::exists(t.libdir() / "libmagnetite.so.0"));  // the SONAME's link
   CHECK(fs::exists(t.libdir() / "pkgconfig" / "magnetite.pc"));
   CHECK(fs::exists(t.libdir() / "pkgconfig" / "magnetite-caf.pc"));
+  CHECK(fs::exists(t.libdir() / "cmake" / "magnetite" / "magnetiteConfig.cmake"));
   CHECK(fs::exists(t.bindir() / "magnetite"));
   auto headers = public_headers();
   REQUIRE(std::find(headers.begin(), headers.end(), "magnetite/database.h") != headers.end());
@@ -347,4 +353,66 @@ TEST_CASE("install: the library exports the public API and hides the engine") {
   for (const char* engine : {"magnetite::database_core::", "magnetite::shard::", "magnetite::tree::", "magnetite::wal::",
                              "magnetite::replication::", "magnetite::layer::", "magnetite::read_view::"})
     CHECK_MESSAGE(symbols.out.find(engine) == std::string::npos, "exported: " << engine);
+}
+
+// The compiler and the sanitizer flags alone (CMake and meson take them apart).
+// The compiler itself: the last word of this build's command (a launcher
+// such as ccache comes first).
+std::string compiler_program() {
+  std::string cxx = MAGNETITE_CXX;
+  return cxx.substr(cxx.rfind(' ') + 1);
+}
+std::string sanitizer_flags() {
+  std::string sanitize = MAGNETITE_SANITIZE;
+  return sanitize == "none" ? "" : "-fsanitize=" + sanitize + " -fno-omit-frame-pointer";
+}
+
+TEST_CASE("install: a CMake project with find_package(magnetite CONFIG) builds the examples, and they run") {
+  const auto& t = installed();
+  REQUIRE_MESSAGE(t.install.exit_code == 0, "meson install:\n" << t.install.out << t.install.err);
+  magnetite::testing::temp_dir work("examples-cmake");
+  fs::copy_file(fs::path(source_root) / "examples" / "readme_example.cc", work / "app.cc");
+  fs::copy_file(fs::path(source_root) / "examples" / "host_program.cc", work / "host.cc");
+  std::ofstream(work / "CMakeLists.txt") << "cmake_minimum_required(VERSION 3.20)\n"
+                                            "project(app CXX)\n"
+                                            "find_package(magnetite 0.1 CONFIG REQUIRED)\n"
+                                            "add_executable(app app.cc)\n"
+                                            "target_link_libraries(app PRIVATE magnetite::magnetite)\n"
+                                            "add_executable(host host.cc)\n"
+                                            "target_link_libraries(host PRIVATE magnetite::caf)\n";
+  std::string prefix = t.at(MAGNETITE_INSTALL_PREFIX).string();
+  auto configure = run("cmake -S " + quote(work.path()) + " -B " + quote(work / "build") + " -DCMAKE_PREFIX_PATH=" +
+                       quote(prefix) + " -DCMAKE_CXX_COMPILER=" + quote(compiler_program()) +
+                       " -DCMAKE_CXX_FLAGS=" + quote(sanitizer_flags()) + " -DCMAKE_EXE_LINKER_FLAGS=" +
+                       quote(sanitizer_flags()));
+  INFO("cmake: " << configure.out << configure.err);
+  REQUIRE(configure.exit_code == 0);
+  auto build = run("cmake --build " + quote(work / "build"));
+  INFO("build: " << build.out << build.err);
+  REQUIRE(build.exit_code == 0);
+  check_readme_output(run(quote((fs::path(work / "build") / "app").string()) + " " + quote(work / "db")));
+  auto host = run(quote((fs::path(work / "build") / "host").string()) + " " + quote(work / "host-db"));
+  INFO("host_program: " << host.out << host.err);
+  CHECK(host.exit_code == 0);
+  CHECK(lines_of(host.out).back() == "host_program: ok");
+}
+
+TEST_CASE("install: a meson project with dependency('magnetite') builds the README example, and it runs") {
+  const auto& t = installed();
+  REQUIRE_MESSAGE(t.install.exit_code == 0, "meson install:\n" << t.install.out << t.install.err);
+  magnetite::testing::temp_dir work("examples-meson");
+  fs::copy_file(fs::path(source_root) / "examples" / "readme_example.cc", work / "app.cc");
+  std::ofstream(work / "meson.build") << "project('app', 'cpp')\n"
+                                         "executable('app', 'app.cc', dependencies : dependency('magnetite'))\n";
+  std::string env = "PKG_CONFIG_PATH=" + quote((t.libdir() / "pkgconfig").string()) + " CXX=" +
+                    quote(compiler_program()) + " CXXFLAGS=" + quote(sanitizer_flags()) + " LDFLAGS=" +
+                    quote(sanitizer_flags());
+  auto setup = run("cd " + quote(work.path()) + " && " + env + " " + quote(MAGNETITE_MESON) + " setup build");
+  INFO("meson setup: " << setup.out << setup.err);
+  REQUIRE(setup.exit_code == 0);
+  auto build = run("cd " + quote(work.path()) + " && " + quote(MAGNETITE_MESON) + " compile -C build");
+  INFO("meson compile: " << build.out << build.err);
+  REQUIRE(build.exit_code == 0);
+  check_readme_output(run("LD_LIBRARY_PATH=" + quote(t.libdir().string()) + " " + quote((fs::path(work / "build") / "app").string()) + " " +
+                          quote(work / "db")));
 }
