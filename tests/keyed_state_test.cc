@@ -12,6 +12,7 @@
 #include "magnetite/state/keyed_state.h"
 #include "state/layout.h"
 #include "tests/support/database_fixture.h"
+#include "tests/support/json_cases.h"
 #include "tests/support/temp_dir.h"
 
 using namespace magnetite;
@@ -45,15 +46,6 @@ std::vector<T> drain(cursor<T> c, std::size_t chunk) {
 
 item j(int n) { return json(n); }
 
-// Documents holding a number JSON cannot write, and what the refusal says.
-std::vector<std::pair<json, std::string>> no_json_form() {
-  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  return {{json(nan), "value is NaN"},
-          {json(inf), "value is infinity"},
-          {json(-inf), "value is -infinity"},
-          {json::array({json{{"deep", json::array({nan})}}}), "value at /0/deep/0 is NaN"}};
-}
 
 collection_options with_ttl(std::chrono::nanoseconds t) {
   collection_options o;
@@ -139,7 +131,7 @@ TEST_CASE("keyed state: a value with no JSON form is refused at the call; nothin
   ok(sm.set("k", j(1)));
   ok(sq.push_back(j(1)));
   ok(seed.commit());
-  for (const auto& [x, what] : no_json_form()) {
+  for (const auto& [x, what] : testing::no_json_form()) {
     CAPTURE(what);
     auto refused = [&](const status& s) {
       CHECK(s.code() == status_code::invalid_argument);

@@ -21,6 +21,7 @@
 #include "state/layout.h"
 #include "tests/support/crashable_env.h"
 #include "tests/support/database_fixture.h"
+#include "tests/support/json_cases.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
 
@@ -44,17 +45,6 @@ std::string random_bytes(std::mt19937_64& rng, std::size_t max_len) {
 
 json doc(int n) { return json{{"n", n}, {"name", fmt::format("item {}", n)}}; }
 
-// Documents holding a number JSON cannot write (dump() would turn it into
-// null), at the top and nested in an array in an object; each with where
-// the refusal must say it is.
-std::vector<std::pair<json, std::string>> no_json_form() {
-  constexpr double nan = std::numeric_limits<double>::quiet_NaN();
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  return {{json(nan), "value is NaN"},
-          {json(inf), "value is infinity"},
-          {json(-inf), "value is -infinity"},
-          {json{{"a", 1}, {"list", json::array({1, json{{"x/y", nan}}})}}, "value at /list/1/x~1y is NaN"}};
-}
 
 void check_refused_for_no_json_form(const status& s, const std::string& what) {
   CHECK(s.code() == status_code::invalid_argument);
@@ -153,7 +143,7 @@ TEST_CASE("state layout: items round-trip; a JSON null is refused naming the del
 }
 
 TEST_CASE("state layout: a number with no JSON form (NaN, +-infinity), nested too, is refused, saying where") {
-  for (const auto& [x, what] : no_json_form()) {
+  for (const auto& [x, what] : testing::no_json_form()) {
     auto e = encode_item(x, "remove(key)");
     REQUIRE_FALSE(e.is_ok());
     check_refused_for_no_json_form(e.error(), what);
@@ -463,7 +453,7 @@ TEST_CASE("records: a value with no JSON form is refused at put; nothing of it i
   auto seed = recs.begin();
   REQUIRE(seed.put("n", "kept", json(1)).is_ok());
   REQUIRE(seed.commit().is_ok());
-  for (const auto& [x, what] : no_json_form()) {
+  for (const auto& [x, what] : testing::no_json_form()) {
     CAPTURE(what);
     auto t = recs.begin();
     check_refused_for_no_json_form(t.put("n", "kept", x), what);
@@ -666,7 +656,7 @@ TEST_CASE("streams: an append holding a value with no JSON form is refused whole
   auto db = must_open(options_for(d.path(), 2));
   streams st(*db);
   REQUIRE(st.append("s", std::vector<item>{json("first")}, 0).is_ok());
-  for (const auto& [x, what] : no_json_form()) {
+  for (const auto& [x, what] : testing::no_json_form()) {
     CAPTURE(what);
     auto refused = st.append("s", std::vector<item>{json("before"), x}, 1);
     REQUIRE_FALSE(refused.is_ok());
