@@ -29,10 +29,9 @@ namespace magnetite {
 
 // database_options (<magnetite/options.h>) and what only the engine's own code
 // sets: the actor system of a host that embeds the database in its own
-// (<magnetite/caf.h>), and the test hooks.
-// The base is private so that core_options never slices silently into a
-// database::open(database_options) that would drop the hooks: open_database
-// takes them.
+// (<magnetite/caf.h>), and the test hooks. The base is private so that a
+// core_options never slices silently into database::open(database_options),
+// which would drop them: open_database takes a core_options.
 struct core_options : private database_options {
   core_options() = default;
   core_options(database_options o) : database_options(std::move(o)) {}  // NOLINT: a host's options as they are

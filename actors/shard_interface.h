@@ -72,7 +72,6 @@ using import_atom = caf::atom_constant<caf::atom("import")>;
 using merge_atom = caf::atom_constant<caf::atom("merge")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 
-
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, hash128& x) {
   return f(caf::meta::type_name("hash128"), x.high, x.low);
@@ -112,7 +111,6 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, state_check& x) {
   return f(caf::meta::type_name("state_check"), x.key, x.revision);
 }
-
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_verify_report& x) {
@@ -188,7 +186,6 @@ using shard_engine_actor = shard_actor::extend<
     caf::reacts_to<reclaim_atom>,
     caf::reacts_to<rcheck_atom>,
     caf::reacts_to<host_atom, host_request_ptr>>;
-
 
 }  // namespace magnetite
 

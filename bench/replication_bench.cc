@@ -121,7 +121,7 @@ struct node_process {
     if (node_spin_polls) cfg.set("work-stealing.aggressive-poll-attempts", *node_spin_polls);
     replication::add_message_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
-    db = must(open_database(replication::database_options_for(cluster, dir, *sys)), "open a node's database");
+    db = must(open_database(replication::core_options_for(cluster, dir, *sys)), "open a node's database");
     replication::node_options no;
     no.id = id;
     no.cluster = cluster;
@@ -277,7 +277,8 @@ case_result single_case(database& db, std::uint64_t ops, std::uint64_t seed, fai
 // client mechanism of the replicated cases without the replica actor.
 case_result shard_actor_case(database& db, std::uint64_t ops, std::uint64_t seed, failures& failed) {
   return counted_case({&db}, ops, seed, failed, [&] {
-    return scoped_put(db.core().system(), [&db](const std::string& key) { return db.core().shard_handle(db.shard_of(key)); });
+    return scoped_put(db.core().system(),
+                      [&db](const std::string& key) { return db.core().shard_handle(db.shard_of(key)); });
   });
 }
 

@@ -26,7 +26,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<replica_info>("magnetite::replication::replica_info");
 }
 
-core_options database_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys) {
+core_options core_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys) {
   core_options o;
   o.dir = std::move(dir);
   o.shards = cluster.shards;

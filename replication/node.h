@@ -53,7 +53,7 @@ void add_message_types(caf::actor_system_config& cfg);
 
 // The database a node of `cluster` opens in dir: the cluster's shard count and
 // tombstone retention (every replica must purge tombstones alike).
-core_options database_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys);
+core_options core_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys);
 
 // One node's TLS credentials, PEM files: its certificate (a chain may follow
 // it in the file), its key (unencrypted: a node starts unattended), and the

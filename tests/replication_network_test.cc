@@ -114,7 +114,7 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   cfg.load<caf::io::middleman>();
   add_message_types(cfg);
   caf::actor_system sys{cfg};
-  auto db = must(open_database(database_options_for(cluster, dir / "node9", sys)));
+  auto db = must(open_database(core_options_for(cluster, dir / "node9", sys)));
   node_options no;
   no.id = 9;
   no.cluster = cluster;

@@ -118,7 +118,7 @@ TEST_CASE("tls: a node of a `tls on` cluster does not start without its certific
   cfg.load<caf::io::middleman>();
   add_message_types(cfg);
   caf::actor_system sys{cfg};
-  auto db = must(open_database(database_options_for(cluster, dir / "node1", sys)));
+  auto db = must(open_database(core_options_for(cluster, dir / "node1", sys)));
   node_options no;
   no.id = 1;
   no.cluster = cluster;

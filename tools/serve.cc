@@ -56,7 +56,7 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
     }
   }
   caf::actor_system sys{cfg};
-  auto db = open_database(replication::database_options_for(*cluster, data_dir, sys));
+  auto db = open_database(replication::core_options_for(*cluster, data_dir, sys));
   if (!db) {
     fmt::print(stderr, "magnetite serve: {}\n", db.error().to_string());
     return 2;

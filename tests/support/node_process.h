@@ -40,7 +40,7 @@ struct node_process {
     replication::add_message_types(cfg);
     if (o.tls) REQUIRE(replication::configure_tls(cfg, *o.tls).is_ok());
     sys = std::make_unique<caf::actor_system>(cfg);
-    db = must(open_database(replication::database_options_for(cluster, dir, *sys)));
+    db = must(open_database(replication::core_options_for(cluster, dir, *sys)));
     replication::node_options no;
     no.id = id;
     no.cluster = cluster;
