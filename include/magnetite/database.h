@@ -1,27 +1,31 @@
-// database: what a host program opens (this header pulls in no CAF). A data directory of N shards, each a
-// supervised shard actor; blocking and asynchronous calls, all thread-safe.
+// database: what a host program opens (this header pulls in no CAF). A data
+// directory of N shards, each a supervised shard actor; blocking and
+// asynchronous calls, all thread-safe.
 //
 // Layout of the data directory:
 //   LOCK          held (flock) while open: a second process gets `busy`
 //   MANIFEST      "magnetite-manifest 1\nshards N\n": reopening without a
 //                 count keeps N; with another count is invalid_argument
 //                 (keys would move)
-//   CHECKPOINTS   the combined roots commit() made, the last 16 (docs/formats/checkpoints.md)
+//   CHECKPOINTS   the combined roots commit() made, the last 16
+//                 (docs/formats/checkpoints.md)
 //   shard-000/    one shard (wal/, nodes/), and so on
 //
 // Routing: shard = XXH3-64(routing key) mod shards; the routing key is the key
 // unless the caller passes one to keep related keys on one shard.
 //
-// Keys that begin with the byte 0xFF belong to keyed state (<magnetite/state.h>):
-// the plain calls refuse them and scans end before them.
+// Keys that begin with the bytes FF FF belong to keyed state, records and
+// streams (<magnetite/state.h>): the plain calls refuse them and scans end
+// before them.
 //
 // Reads: get(), range() and scan() do not message the actors. They read the
 // shards' latest published views on the calling thread (a get: a few
 // microseconds when warm; a scan merges the shards' views in key order). A get
 // sees every write acknowledged before it started (read-your-writes across
 // threads that hand each other acknowledgements) and, under the `always` fsync
-// policy, never a write that is not durable. Views are per shard: two gets on two shards are not one snapshot.
-// While a shard restarts its reads fail with a transient error.
+// policy, never a write that is not durable. Views are per shard: two gets on
+// two shards are not one snapshot. While a shard restarts its reads fail with
+// a transient error.
 //
 // Writes go to the shard actor as messages and return when durable. The
 // calling thread needs no actor of its own: it sleeps until its group's fsync
@@ -107,8 +111,8 @@ class MAGNETITE_API database {
   using commit_result = magnetite::commit_result;
   result<commit_result> commit();
   result<database_stats> stats();
-  // The checkpoints commit() made that are still retained,
-  // oldest first: the combined roots diff() accepts.
+  // The checkpoints commit() made that are still retained, oldest first: the
+  // combined roots diff() accepts.
   std::vector<checkpoint> checkpoints() const;
   // Keys added, removed and changed from root a to root b, in key order: two
   // combined roots of retained checkpoints, or two roots one shard holds.
@@ -125,8 +129,9 @@ class MAGNETITE_API database {
   // Runs a space reclamation cycle on every shard now, to its end, whether or
   // not one is due and whatever max_space_amplification says (even 0): every
   // pack holding garbage is a victim (the cycle aims at 1.01x). The shards
-  // also start cycles by themselves after checkpoints. The bytes each gave
-  // back. A shard's writes wait while its cycle runs. For operators and tests; gc() does the same job by copying every live node.
+  // also start cycles by themselves after checkpoints. Returns the bytes each
+  // gave back. A shard's writes wait while its cycle runs. For operators and
+  // tests; gc() does the same job by copying every live node.
   result<std::vector<std::uint64_t>> reclaim();
 
   // Asynchronous forms: `done` runs on an actor thread when the write is durable
