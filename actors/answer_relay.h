@@ -23,8 +23,8 @@
 #include <memory>
 #include <vector>
 
-#include "actors/shard.h"
 #include "core/status.h"
+#include "magnetite/write.h"  // cas_outcome: the answer to every write
 
 namespace magnetite {
 

@@ -9,277 +9,13 @@
 
 #include <xxhash.h>
 
-#include "actors/keyspace.h"
+#include "engine/data_directory.h"
+#include "engine/database_options.h"
+#include "engine/keyspace.h"
 #include "core/limits.h"
 #include "ttl/envelope.h"
 
 namespace magnetite {
-
-using restart_atom = caf::atom_constant<caf::atom("restart")>;
-
-// What the supervisor and the host share: the current handle of each shard.
-struct database_core::supervision {
-  std::mutex mu;
-  std::vector<shard_engine_actor> handles;
-  std::vector<std::uint64_t> restarts;
-};
-
-std::size_t database_options::default_shards() noexcept {
-  return std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 16);
-}
-
-namespace {
-// Checked once the shard count is known: for an open without one, after the
-// MANIFEST was read.
-status check_memory_budget(const std::optional<std::size_t>& memory_budget, std::size_t shards) {
-  if (memory_budget && *memory_budget < shards * (std::size_t{1} << 20))
-    return status::invalid_argument(fmt::format(
-        "database option memory_budget = {} bytes: must be at least 1 MiB a shard ({} bytes for {} shards)",
-        *memory_budget, shards * (std::size_t{1} << 20), shards));
-  return status::ok();
-}
-}  // namespace
-
-status database_options::validate() const {
-  if (dir.empty()) return status::invalid_argument("database option dir is empty");
-  if (shards && (*shards == 0 || *shards > 4096))
-    return status::invalid_argument(fmt::format("database option shards = {}: must be 1..4096", *shards));
-  if (shards) MAGNETITE_TRY(check_memory_budget(memory_budget, *shards));
-  if (retained_checkpoints == 0 || retained_checkpoints > 1024)
-    return status::invalid_argument(
-        fmt::format("database option retained_checkpoints = {}: must be 1..1024", retained_checkpoints));
-  if (restart_backoff.count() <= 0) return status::invalid_argument("database option restart_backoff must be > 0");
-  if (restart_window.count() <= 0) return status::invalid_argument("database option restart_window must be > 0");
-  return shard.validate();
-}
-
-namespace {
-
-std::string shard_dir(const std::string& dir, std::size_t i) { return fmt::format("{}/shard-{:03}", dir, i); }
-
-std::string manifest_text(std::size_t shards) { return fmt::format("magnetite-manifest 1\nshards {}\n", shards); }
-
-// A data directory is a directory, or does not exist yet: a regular file
-// there (or in place of one of its parents) is refused by name.
-status check_data_directory(env& fs, const std::string& dir) {
-  for (std::string p = dir; !p.empty();) {
-    auto exists = fs.exists(p);
-    if (exists && !*exists) return status::ok();  // made by open
-    if (exists) {
-      auto is_dir = fs.is_directory(p);
-      if (!is_dir) return is_dir.error();
-      if (*is_dir) return status::ok();
-      return status::invalid_argument(p == dir ? fmt::format("data directory {} is not a directory", dir)
-                                               : fmt::format("data directory {}: {} is not a directory", dir, p));
-    }
-    // stat failed (ENOTDIR: a parent is a file): look at the parent.
-    auto slash = p.find_last_of('/');
-    if (slash == std::string::npos || slash == 0) return exists.error();
-    p.resize(slash);
-  }
-  return status::ok();
-}
-
-// The shard count an existing manifest records; nullopt if there is none.
-// The caller has checked that `dir` is a directory (check_data_directory).
-result<std::optional<std::size_t>> read_manifest(env& fs, const std::string& dir) {
-  std::string path = dir + "/MANIFEST";
-  auto exists = fs.exists(path);
-  if (!exists) return exists.error();
-  if (!*exists) return std::optional<std::size_t>();
-  auto text = read_whole_file(fs, path);
-  if (!text) return text.error();
-  std::size_t found = 0;
-  if (std::sscanf(text->c_str(), "magnetite-manifest 1\nshards %zu\n", &found) != 1 || *text != manifest_text(found)) {
-    // A newer magnetite's manifest is refused as such, never guessed at.
-    unsigned version = 0;
-    int used = 0;
-    if (std::sscanf(text->c_str(), "magnetite-manifest %u%n", &version, &used) == 1 && version > 1 &&
-        (static_cast<std::size_t>(used) == text->size() || (*text)[static_cast<std::size_t>(used)] == '\n'))
-      return status::make(status_code::not_supported, status_category::permanent,
-                          fmt::format("{}: format version {} (this build reads version 1): written by a newer "
-                                      "magnetite",
-                                      path, version));
-    return status::corruption(fmt::format("{}: not a magnetite manifest (format version 1)", path));
-  }
-  return std::optional<std::size_t>(found);
-}
-
-// The shard directories (shard-NNN) in `dir`, by number.
-result<std::vector<std::size_t>> shard_directories(env& fs, const std::string& dir) {
-  auto names = fs.list(dir);
-  if (!names) return names.error();
-  std::vector<std::size_t> out;
-  for (const auto& n : *names) {
-    std::size_t i = 0;
-    int used = 0;
-    if (n.starts_with("shard-") && std::sscanf(n.c_str(), "shard-%zu%n", &i, &used) == 1 &&
-        static_cast<std::size_t>(used) == n.size())
-      out.push_back(i);
-  }
-  return out;
-}
-
-// Writes the manifest of a new database, or checks an existing one.
-status check_manifest(env& fs, const std::string& dir, std::size_t shards) {
-  std::string path = dir + "/MANIFEST";
-  auto recorded = read_manifest(fs, dir);
-  if (!recorded) return recorded.error();
-  // Shard directories the manifest does not account for: it was edited, or
-  // lost, and opening would route keys away from the shards that hold them.
-  auto shard_dirs = shard_directories(fs, dir);
-  if (!shard_dirs) return shard_dirs.error();
-  for (std::size_t i : *shard_dirs) {
-    if (!*recorded)
-      return status::corruption(fmt::format("{} holds {} but no MANIFEST: not opened, it would be taken for a new "
-                                            "database",
-                                            dir, shard_dir(dir, i)));
-    if (i >= **recorded)
-      return status::corruption(fmt::format("{} records {} shards but {} exists: the manifest does not match the "
-                                            "data directory",
-                                            path, **recorded, shard_dir(dir, i)));
-  }
-  if (*recorded) {
-    if (**recorded != shards)
-      return status::invalid_argument(fmt::format("{} was created with {} shards; opening it with {} would move keys "
-                                                  "between shards",
-                                                  dir, **recorded, shards));
-    // The MANIFEST may be one a failed open renamed into place just before its
-    // directory fsync failed: visible, not durable. Shard directories made on
-    // its word would then outlive it in a power cut, and the database could
-    // not be opened again. So it is made durable before it is trusted.
-    return fs.sync_dir(dir);
-  }
-  // A new database: the manifest appears whole (temp + rename) and durably.
-  std::string tmp = path + ".tmp";
-  auto f = fs.open(tmp, open_mode::create_truncate);
-  if (!f) return f.error();
-  MAGNETITE_TRY((*f)->append(manifest_text(shards)));
-  MAGNETITE_TRY((*f)->sync());
-  f->reset();
-  MAGNETITE_TRY(fs.rename(tmp, path));
-  return fs.sync_dir(dir);
-}
-
-struct supervisor_state {
-  std::shared_ptr<database_core::supervision> shared;
-  std::vector<shard_actor_config> configs;
-  std::vector<std::deque<std::chrono::steady_clock::time_point>> history;
-  std::vector<std::size_t> streak;  // restarts in a row, for the backoff
-  std::size_t max_restarts = 0;
-  std::chrono::milliseconds window{0};
-  std::chrono::milliseconds backoff{0};
-  static inline const char* name = "magnetite.supervisor";
-};
-
-using supervisor_ptr = caf::stateful_actor<supervisor_state>*;
-
-void spawn_one(supervisor_ptr self, std::size_t i, std::optional<status> fail_with = std::nullopt) {
-  auto cfg = self->state.configs[i];
-  cfg.supervisor = caf::actor_cast<caf::actor>(self);
-  cfg.fail_with = std::move(fail_with);
-  auto h = spawn_shard(self->system(), std::move(cfg));
-  self->monitor(h);
-  std::lock_guard lk(self->state.shared->mu);
-  self->state.shared->handles[i] = h;
-}
-
-// A shard died or could not boot: restart it after a backoff, or give up.
-void on_shard_failure(supervisor_ptr self, std::size_t i, const caf::error& reason) {
-  auto& st = self->state;
-  auto& slot = *st.configs[i].slot;
-  // Readers must let go of the dead shard's store before it is reopened.
-  slot.view.store(nullptr);
-  auto now = std::chrono::steady_clock::now();
-  auto& h = st.history[i];
-  h.push_back(now);
-  while (!h.empty() && now - h.front() > st.window) h.pop_front();
-  {
-    std::lock_guard lk(st.shared->mu);
-    ++st.shared->restarts[i];
-  }
-  status why = to_status(reason);
-  // Damaged files or a newer format do not heal: restarting would only find
-  // them again, max_restarts times, with backoff.
-  bool hopeless = why.category() == status_category::permanent &&
-                  (why.code() == status_code::corruption || why.code() == status_code::not_supported);
-  if (hopeless || h.size() > st.max_restarts) {
-    // A hopeless boot keeps its code (corruption, not_supported): it says what
-    // is wrong with the files, which `failed` would hide.
-    status failed =
-        hopeless ? status::make(why.code(), status_category::permanent,
-                                fmt::format("shard {} was stopped: its files cannot be opened: {}", i, why.message()))
-                 : status::failed(fmt::format("shard {} failed {} times within {} ms and was stopped; last error: {}",
-                                              i, h.size(), st.window.count(), why.to_string()));
-    slot.error.store(std::make_shared<const status>(failed));
-    spawn_one(self, i, failed);
-    return;
-  }
-  slot.error.store(std::make_shared<const status>(status::io_error(
-      fmt::format("shard {} is restarting after: {}", i, why.message()), status_category::transient)));
-  std::size_t shift = std::min<std::size_t>(st.streak[i]++, 10);
-  self->delayed_send(self, st.backoff * (1u << shift), restart_atom::value, i);
-}
-
-caf::behavior supervisor(supervisor_ptr self, std::shared_ptr<database_core::supervision> shared,
-                         std::vector<shard_actor_config> configs, std::size_t max_restarts,
-                         std::chrono::milliseconds window, std::chrono::milliseconds backoff) {
-  auto& st = self->state;
-  st.shared = std::move(shared);
-  st.configs = std::move(configs);
-  st.history.resize(st.configs.size());
-  st.streak.assign(st.configs.size(), 0);
-  st.max_restarts = max_restarts;
-  st.window = window;
-  st.backoff = backoff;
-  for (std::size_t i = 0; i < st.configs.size(); ++i) spawn_one(self, i);
-  // Shards are not linked to the supervisor (a shard's death must not end it):
-  // when it ends, it ends them, so nothing outlives the database.
-  self->attach_functor([shared = st.shared] {
-    std::lock_guard lk(shared->mu);
-    for (auto& h : shared->handles)
-      if (h) caf::anon_send_exit(h, caf::exit_reason::user_shutdown);
-  });
-  self->set_down_handler([self](caf::down_msg& dm) {
-    auto& st = self->state;
-    std::size_t i = 0;
-    {
-      std::lock_guard lk(st.shared->mu);
-      while (i < st.shared->handles.size() && st.shared->handles[i].address() != dm.source) ++i;
-      if (i == st.shared->handles.size()) return;  // a replaced shard
-    }
-    if (!dm.reason || dm.reason == caf::exit_reason::normal) return;  // shut down on purpose
-    on_shard_failure(self, i, dm.reason);
-  });
-  return {
-      [=](boot_failed_atom, std::size_t i, const caf::error& reason) {
-        // The sentinel keeps answering until its replacement is up.
-        on_shard_failure(self, i, reason);
-      },
-      [=](restart_atom, std::size_t i) {
-        shard_engine_actor old;
-        {
-          std::lock_guard lk(self->state.shared->mu);
-          old = self->state.shared->handles[i];
-        }
-        if (old) {
-          self->demonitor(old.address());
-          self->send_exit(old, caf::exit_reason::user_shutdown);
-        }
-        spawn_one(self, i);
-      },
-      [=](get_atom) {
-        // The host waits for this answer: by then every shard was spawned.
-        return ok_atom::value;
-      },
-      [=](ok_atom, std::size_t i) {
-        // A shard reports a healthy boot: its backoff starts over.
-        self->state.streak[i] = 0;
-      },
-  };
-}
-
-}  // namespace
 
 database_core::database_core(core_options options) : options_(std::move(options)) {}
 
@@ -294,12 +30,8 @@ status database_core::start() {
   fs_ = options_.fs ? options_.fs : &env::posix();
   MAGNETITE_TRY(check_data_directory(*fs_, options_.dir));
   MAGNETITE_TRY(fs_->create_dir(options_.dir));
-  auto lock = fs_->lock(options_.dir + "/LOCK");
-  if (!lock) {
-    if (lock.error().code() == status_code::busy)
-      return status::busy(fmt::format("data directory {} is in use by another process", options_.dir));
-    return lock.error();
-  }
+  auto lock = lock_data_directory(*fs_, options_.dir);
+  if (!lock) return lock.error();
   lock_ = std::move(*lock);
   // Read under the lock: without a count, an existing database keeps its own.
   if (!options_.shards) {
@@ -322,7 +54,7 @@ status database_core::start() {
     own_system_ = std::make_unique<caf::actor_system>(*own_config_);
     system_ = own_system_.get();
   }
-  supervision_ = std::make_shared<supervision>();
+  supervision_ = std::make_shared<shard_supervision>();
   supervision_->handles.resize(*options_.shards);
   supervision_->restarts.assign(*options_.shards, 0);
   std::vector<shard_actor_config> configs;
@@ -343,8 +75,8 @@ status database_core::start() {
     std::lock_guard lk(checkpoints_mu_);
     publish_retained();
   }
-  supervisor_ = system_->spawn(supervisor, supervision_, std::move(configs), options_.max_restarts,
-                               options_.restart_window, options_.restart_backoff);
+  supervisor_ = spawn_shard_supervisor(*system_, supervision_, std::move(configs), options_.max_restarts,
+                                      options_.restart_window, options_.restart_backoff);
   {
     caf::scoped_actor self{*system_};
     bool ready = false;
@@ -641,7 +373,7 @@ status database_core::ingest(std::span<const std::pair<std::string_view, std::st
   }
   // Every request is sent before any answer is awaited: the shards work at once.
   caf::scoped_actor self{*system_};
-  using answer = caf::response_handle<caf::blocking_actor, caf::detail::type_list<std::string>, true>;
+  using answer = caf::response_handle<caf::blocking_actor, caf::detail::type_list<hash128>, true>;
   std::vector<answer> asked;
   for (std::size_t s = 0; s < slots_.size(); ++s)
     if (!sizes[s].empty())
@@ -649,7 +381,7 @@ status database_core::ingest(std::span<const std::pair<std::string_view, std::st
                                     std::move(sizes[s])));
   status out;
   for (auto& a : asked)
-    a.receive([&](std::string&) {},
+    a.receive([&](hash128&) {},
               [&](caf::error& e) {
                 if (out.is_ok()) out = to_status(e);
               });
@@ -687,10 +419,10 @@ result<range_cursor> database_core::scan(std::string_view from, std::string_view
 }
 
 namespace {
-// Shard i's roots of the given checkpoints, as the shard messages take them.
-std::vector<std::string> roots_of_shard(const std::vector<checkpoint>& kept, std::size_t i) {
-  std::vector<std::string> out;
-  for (const auto& c : kept) out.push_back(c.roots.at(i).to_hex());
+// Shard i's roots of the given checkpoints.
+std::vector<hash128> roots_of_shard(const std::vector<checkpoint>& kept, std::size_t i) {
+  std::vector<hash128> out;
+  for (const auto& c : kept) out.push_back(c.roots.at(i));
   return out;
 }
 }  // namespace
@@ -712,11 +444,9 @@ result<database_core::commit_result> database_core::commit() {
   } release_holds{*this};
   commit_result out;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
-    auto r = ask<std::string>(i, commit_atom::value);
+    auto r = ask<hash128>(i, checkpoint_atom::value);
     if (!r) return r.error();
-    auto h = hash128::parse_hex(std::get<0>(*r));
-    if (!h) return status::corruption(fmt::format("shard {} answered a malformed root", i));
-    out.roots.push_back(*h);
+    out.roots.push_back(std::get<0>(*r));
   }
   out.combined = checkpoint_log::combine(out.roots);
   std::lock_guard lk(checkpoints_mu_);
@@ -817,7 +547,7 @@ result<database_verify_report> database_core::verify() {
     out.problems = checkpoints_->check_file();
   }
   for (std::size_t i = 0; i < slots_.size(); ++i) {
-    std::vector<std::string> retained = roots_of_shard(kept, i);
+    std::vector<hash128> retained = roots_of_shard(kept, i);
     auto r = ask<shard_verify_report>(i, verify_atom::value, std::move(retained));
     if (!r) return r.error();
     auto& rep = std::get<0>(*r);
@@ -839,7 +569,7 @@ result<database_gc_report> database_core::gc() {
   database_gc_report out;
   std::vector<checkpoint> kept = checkpoints();
   for (std::size_t i = 0; i < slots_.size(); ++i) {
-    std::vector<std::string> retained = roots_of_shard(kept, i);
+    std::vector<hash128> retained = roots_of_shard(kept, i);
     auto r = ask<tree::gc_result>(i, gc_atom::value, std::move(retained));
     if (!r) return r.error();
     out.shards.push_back(std::get<0>(*r));
@@ -858,7 +588,7 @@ result<std::vector<std::uint64_t>> database_core::reclaim() {
   std::vector<checkpoint> kept = checkpoints();
   std::vector<std::uint64_t> out;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
-    std::vector<std::string> retained = roots_of_shard(kept, i);
+    std::vector<hash128> retained = roots_of_shard(kept, i);
     auto r = ask<std::uint64_t>(i, reclaim_atom::value, std::move(retained));
     if (!r) return r.error();
     out.push_back(std::get<0>(*r));

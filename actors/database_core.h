@@ -1,8 +1,9 @@
 // database_core: the engine behind <magnetite/database.h>, which states the
-// contract of every call: the data directory, the supervisor of the shard
-// actors, the calls. Beyond the public calls it gives the engine's own layers
-// what hosts do not get: the shards' typed handles and published views, the
-// actor system, the conditional batches of state/.
+// contract of every call. It opens the data directory (engine/data_directory.h),
+// starts the shard supervisor (shard_supervisor.h) and carries the calls to the
+// shards. Beyond the public calls it gives the engine's own layers what hosts
+// do not get: the shards' typed handles and published views, the actor system,
+// the conditional batches of state/.
 //
 // Host writes: a host thread hands a host_request to the shard actor and
 // sleeps on its own futex word until the group's fsync is done; the actor
@@ -19,9 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/checkpoint_log.h"
-#include "actors/merged_cursor.h"
+#include "engine/checkpoint_log.h"
+#include "engine/merged_cursor.h"
 #include "actors/shard_actor.h"
+#include "actors/shard_supervisor.h"
 #include "magnetite/database.h"
 #include "tree/diff.h"
 
@@ -124,8 +126,6 @@ class database_core {
   void apply_async(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
                    std::function<void(result<cas_outcome>)> done);
 
-  struct supervision;  // shared with the supervisor actor
-
  private:
   explicit database_core(core_options options);
   status start();
@@ -161,7 +161,7 @@ class database_core {
   std::unique_ptr<caf::actor_system> own_system_;
   caf::actor_system* system_ = nullptr;
   std::vector<std::shared_ptr<shard_slot>> slots_;
-  std::shared_ptr<supervision> supervision_;
+  std::shared_ptr<shard_supervision> supervision_;
   // commit, verify and gc run one at a time: a gc between a commit's shard
   // checkpoints and its CHECKPOINTS line could drop a root the line then names.
   std::mutex operations_mu_;

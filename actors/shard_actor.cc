@@ -1,7 +1,7 @@
 #include "actors/shard_actor.h"
 
-#include "actors/keyspace.h"
-#include "actors/merged_cursor.h"
+#include "engine/keyspace.h"
+#include "engine/merged_cursor.h"
 #include "ttl/envelope.h"
 
 namespace magnetite {
@@ -23,7 +23,7 @@ status to_status(const caf::error& e) {
 namespace {
 
 struct shard_state {
-  std::unique_ptr<shard> db;
+  std::unique_ptr<shard> engine;  // the shard itself (engine/shard.h); null until it boots
   status boot_error;
   shard_actor_config config;
   // Answers owed to the writes of the group being gathered.
@@ -34,8 +34,10 @@ struct shard_state {
   bool syncing = false;  // the fsync_interval timer is armed
   bool reclaim_scheduled = false;  // a (reclaim) step is in the mailbox
   bool reclaim_yielded = false;    // that step already let a group go first
-  std::uint64_t generation = 0;
-  std::optional<std::uint64_t> armed;
+  // The expiry timer: the deadline it is armed for, and a count that makes
+  // an (expire) message from an earlier arming stale.
+  std::uint64_t expiry_generation = 0;
+  std::optional<std::uint64_t> expiry_armed;
 
   ~shard_state() {
     // The actor is going away with writes whose group never synced: they may
@@ -54,35 +56,35 @@ using self_ptr = shard_engine_actor::stateful_pointer<shard_state>;
 void publish(self_ptr self) {
   auto& st = self->state;
   if (!st.config.slot) return;
-  st.config.slot->view.store(st.db->view());
+  st.config.slot->view.store(st.engine->view());
   st.config.slot->error.store(nullptr);
 }
 
-void arm_timer(self_ptr self) {
+void arm_expiry_timer(self_ptr self) {
   auto& st = self->state;
-  auto next = st.db->next_deadline();
+  auto next = st.engine->next_deadline();
   if (!next) {
-    st.armed.reset();
+    st.expiry_armed.reset();
     return;
   }
-  if (st.armed && *st.armed == *next) return;
-  st.armed = next;
-  ++st.generation;
-  std::uint64_t now = st.db->now_ns();
+  if (st.expiry_armed && *st.expiry_armed == *next) return;
+  st.expiry_armed = next;
+  ++st.expiry_generation;
+  std::uint64_t now = st.engine->now_ns();
   // A far deadline is reached in steps: CAF adds the delay to its clock, and a
   // delay near the type's maximum would overflow into "due now" and spin. A
   // step that finds nothing due just arms the next one.
   constexpr std::uint64_t max_step_ns = 3'600'000'000'000;  // one hour
   std::uint64_t wait = *next > now ? *next - now : 0;
   auto delay = std::chrono::nanoseconds(std::min(wait, max_step_ns));
-  self->delayed_send(self, delay, expire_atom::value, st.generation);
+  self->delayed_send(self, delay, expire_atom::value, st.expiry_generation);
 }
 
 // Writes never wait in the layers (and the log) longer than about
 // checkpoint_interval: the first group after a checkpoint arms one timer.
 void arm_checkpoint_timer(self_ptr self) {
   auto& st = self->state;
-  if (st.aging || st.db->view()->layers().empty()) return;
+  if (st.aging || st.engine->view()->layers().empty()) return;
   st.aging = true;
   self->delayed_send(self, st.config.options.checkpoint_interval, aged_atom::value);
 }
@@ -92,7 +94,7 @@ void arm_checkpoint_timer(self_ptr self) {
 // bounds the window in which a crash loses acknowledged writes.
 void arm_durable_timer(self_ptr self) {
   auto& st = self->state;
-  if (st.syncing || st.config.options.fsync != wal::fsync_policy::interval || !st.db->log_pending_durability())
+  if (st.syncing || st.config.options.fsync != wal::fsync_policy::interval || !st.engine->log_pending_durability())
     return;
   st.syncing = true;
   self->delayed_send(self, st.config.options.fsync_interval, durable_atom::value);
@@ -106,13 +108,13 @@ void stop_if_failed(self_ptr self);
 // says it is due, and never while the database is committing or collecting.
 void maybe_reclaim(self_ptr self) {
   auto& st = self->state;
-  if (!st.db || st.reclaim_scheduled || !st.db->reclaim_due()) return;
+  if (!st.engine || st.reclaim_scheduled || !st.engine->reclaim_due()) return;
   std::vector<hash128> retained;
   if (st.config.slot) {
     if (st.config.slot->held.load() > 0) return;
     if (auto r = st.config.slot->retained.load()) retained = *r;
   }
-  if (!st.db->begin_reclaim(retained)) {
+  if (!st.engine->begin_reclaim(retained)) {
     stop_if_failed(self);
     return;
   }
@@ -132,7 +134,7 @@ void schedule_group(self_ptr self) {
 bool finish_group(self_ptr self) {
   auto& st = self->state;
   st.group_scheduled = false;
-  status s = st.db->commit_group();
+  status s = st.engine->commit_group();
   if (s) publish(self);  // before any answer: an acknowledged write is visible
   st.blocked.release(s);
   auto waiting = std::move(st.waiting);
@@ -142,8 +144,8 @@ bool finish_group(self_ptr self) {
     self->quit(to_error(s));
     return false;
   }
-  if (st.db->checkpoint_due()) {
-    auto root = st.db->checkpoint();
+  if (st.engine->checkpoint_due()) {
+    auto root = st.engine->checkpoint();
     if (!root) {
       self->quit(to_error(root.error()));
       return false;
@@ -151,7 +153,7 @@ bool finish_group(self_ptr self) {
     publish(self);
     maybe_reclaim(self);
   }
-  arm_timer(self);
+  arm_expiry_timer(self);
   arm_checkpoint_timer(self);
   arm_durable_timer(self);
   return true;
@@ -161,8 +163,8 @@ bool finish_group(self_ptr self) {
 // either ends the actor (fail-stop) and is returned.
 result<hash128> checkpoint_now(self_ptr self) {
   auto& st = self->state;
-  if (!finish_group(self)) return st.db->failure();
-  auto root = st.db->checkpoint();
+  if (!finish_group(self)) return st.engine->failure();
+  auto root = st.engine->checkpoint();
   if (!root) {
     self->quit(to_error(root.error()));
     return root.error();
@@ -186,18 +188,8 @@ auto wait_for_group(self_ptr self, caf::typed_response_promise<Ts...> rp, std::f
 // while staging), the actor ends so that the supervisor reopens and replays it.
 // Input errors leave the shard usable and the actor running.
 void stop_if_failed(self_ptr self) {
-  auto& db = self->state.db;
-  if (db && !db->failure().is_ok()) self->quit(to_error(db->failure()));
-}
-
-result<std::vector<hash128>> parse_roots(const std::vector<std::string>& hex) {
-  std::vector<hash128> out;
-  for (const auto& h : hex) {
-    auto r = hash128::parse_hex(h);
-    if (!r) return status::invalid_argument(fmt::format("not a root (32 hex digits): {:?}", h));
-    out.push_back(*r);
-  }
-  return out;
+  auto& engine = self->state.engine;
+  if (engine && !engine->failure().is_ok()) self->quit(to_error(engine->failure()));
 }
 
 caf::typed_response_promise<ok_atom> ack_after_group(self_ptr self, status staged) {
@@ -212,8 +204,8 @@ caf::typed_response_promise<ok_atom> ack_after_group(self_ptr self, status stage
 
 // A foreign tree merged into ours (or adopted), answered after the group.
 caf::result<merge_report> merge_then_reply(self_ptr self, const hash128& root, bool adopt) {
-  if (!finish_group(self)) return to_error(self->state.db->failure());
-  auto out = adopt ? self->state.db->adopt_stamped(root) : self->state.db->merge_stamped(root);
+  if (!finish_group(self)) return to_error(self->state.engine->failure());
+  auto out = adopt ? self->state.engine->adopt_stamped(root) : self->state.engine->merge_stamped(root);
   if (!out) {
     stop_if_failed(self);
     return to_error(out.error());
@@ -263,9 +255,9 @@ shard_engine_actor::behavior_type shard_behavior(self_ptr self, shard_actor_conf
   }
   auto opened = shard::open(*st.config.fs, st.config.dir, st.config.options);
   if (opened) {
-    st.db = std::move(*opened);
+    st.engine = std::move(*opened);
     publish(self);
-    arm_timer(self);
+    arm_expiry_timer(self);
     arm_checkpoint_timer(self);  // replayed writes sit in layers too
     maybe_reclaim(self);  // a store reopened with garbage in it
     if (st.config.supervisor) caf::anon_send(st.config.supervisor, ok_atom::value, st.config.index);
@@ -281,7 +273,7 @@ shard_engine_actor::behavior_type shard_behavior(self_ptr self, shard_actor_conf
 shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
   // Every handler starts here: a sentinel answers with the startup error.
   auto down = [self]() -> std::optional<caf::error> {
-    if (self->state.db) return std::nullopt;
+    if (self->state.engine) return std::nullopt;
     return to_error(self->state.boot_error);
   };
   auto hook = [self](const std::string& key) {
@@ -290,7 +282,7 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
   return {
       [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
         if (auto e = down()) return *e;
-        auto v = self->state.db->get(key);
+        auto v = self->state.engine->get(key);
         if (!v) return to_error(v.error());
         if (!*v) return {false, std::string()};
         return {true, std::move(**v)};
@@ -299,18 +291,18 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
           std::int64_t ttl_ns) -> caf::result<ok_atom> {
         if (auto e = down()) return *e;
         hook(key);
-        return ack_after_group(self, self->state.db->put(key, value, ttl_of(ttl_ns)));
+        return ack_after_group(self, self->state.engine->put(key, value, ttl_of(ttl_ns)));
       },
       [=](del_atom, const std::string& key) -> caf::result<ok_atom> {
         if (auto e = down()) return *e;
         hook(key);
-        return ack_after_group(self, self->state.db->del(key));
+        return ack_after_group(self, self->state.engine->del(key));
       },
       [=](cas_atom, const std::string& key, bool has_expected, const std::string& expected, bool has_desired,
           const std::string& desired, std::int64_t ttl_ns) -> caf::result<bool, bool, std::string> {
         if (auto e = down()) return *e;
         hook(key);
-        auto out = self->state.db->cas(key, has_expected ? std::optional<std::string_view>(expected) : std::nullopt,
+        auto out = self->state.engine->cas(key, has_expected ? std::optional<std::string_view>(expected) : std::nullopt,
                                        has_desired ? std::optional<std::string_view>(desired) : std::nullopt,
                                        ttl_of(ttl_ns));
         if (!out) {
@@ -325,12 +317,12 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       },
       [=](batch_atom, const std::vector<batch_op>& ops) -> caf::result<ok_atom> {
         if (auto e = down()) return *e;
-        return ack_after_group(self, self->state.db->batch(writes_of(ops, hook)));
+        return ack_after_group(self, self->state.engine->batch(writes_of(ops, hook)));
       },
       [=](apply_atom, const std::vector<state_check>& checks,
           const std::vector<batch_op>& ops) -> caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> {
         if (auto e = down()) return *e;
-        auto out = self->state.db->apply(checks, writes_of(ops, hook));
+        auto out = self->state.engine->apply(checks, writes_of(ops, hook));
         if (!out) {
           stop_if_failed(self);
           return to_error(out.error());
@@ -345,7 +337,7 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       },
       [=](stamped_atom, const std::vector<stamped_op>& ops) -> caf::result<std::vector<bool>> {
         if (auto e = down()) return *e;
-        auto out = self->state.db->apply_stamped(writes_of(ops, hook));
+        auto out = self->state.engine->apply_stamped(writes_of(ops, hook));
         if (!out) {
           stop_if_failed(self);
           return to_error(out.error());
@@ -357,7 +349,7 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       },
       [=](promise_atom, const std::string& payload) -> caf::result<ok_atom> {
         if (auto e = down()) return *e;
-        return ack_after_group(self, self->state.db->record_replication_state(payload));
+        return ack_after_group(self, self->state.engine->record_replication_state(payload));
       },
       [=](promise_atom) -> caf::result<bool, std::string> {
         if (auto e = down()) return *e;
@@ -365,7 +357,7 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         // never read back as if it were.
         auto rp = self->make_response_promise<bool, std::string>();
         return wait_for_group<bool, std::string>(self, rp, [self](auto& p) {
-          const auto& state = self->state.db->replication_state();
+          const auto& state = self->state.engine->replication_state();
           p.deliver(state.has_value(), state.value_or(std::string()));
         });
       },
@@ -376,7 +368,7 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
           return to_error(status::invalid_argument(
               fmt::format("import of {} hashes with {} encodings", hashes.size(), encodings.size())));
         for (std::size_t i = 0; i < hashes.size(); ++i) {
-          status st = self->state.db->import_node(hashes[i], encodings[i]);
+          status st = self->state.engine->import_node(hashes[i], encodings[i]);
           if (!st) {
             stop_if_failed(self);
             return to_error(st);
@@ -395,7 +387,7 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       [=](range_atom, const std::string& from, const std::string& to,
           std::uint32_t limit) -> caf::result<std::vector<std::string>, std::vector<std::string>, bool> {
         if (auto e = down()) return *e;
-        auto chunk = read_range_chunk(*self->state.db->view(), from, to, limit, self->state.db->now_ns());
+        auto chunk = read_range_chunk(*self->state.engine->view(), from, to, limit, self->state.engine->now_ns());
         if (!chunk) return to_error(chunk.error());
         std::vector<std::string> keys, values;
         keys.reserve(chunk->entries.size());
@@ -406,69 +398,70 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         }
         return {std::move(keys), std::move(values), chunk->more};
       },
+      [=](checkpoint_atom) -> caf::result<hash128> {
+        if (auto e = down()) return *e;
+        auto root = checkpoint_now(self);
+        if (!root) return to_error(root.error());
+        return *root;
+      },
       [=](commit_atom) -> caf::result<std::string> {
+        // A host's commit: the root as text (<magnetite/caf.h>).
         if (auto e = down()) return *e;
         auto root = checkpoint_now(self);
         if (!root) return to_error(root.error());
         return root->to_hex();
       },
-      [=](ingest_atom, const std::string& bytes, const std::vector<std::uint32_t>& sizes) -> caf::result<std::string> {
+      [=](ingest_atom, const std::string& bytes, const std::vector<std::uint32_t>& sizes) -> caf::result<hash128> {
         if (auto e = down()) return *e;
-        if (!finish_group(self)) return to_error(self->state.db->failure());
-        auto root = self->state.db->ingest(bytes, sizes);
+        if (!finish_group(self)) return to_error(self->state.engine->failure());
+        auto root = self->state.engine->ingest(bytes, sizes);
         stop_if_failed(self);
         if (!root) return to_error(root.error());
         publish(self);
         maybe_reclaim(self);
-        return root->to_hex();
+        return *root;
       },
       [=](stats_atom) -> caf::result<shard_stats> {
         if (auto e = down()) return *e;
-        return self->state.db->stats();
+        return self->state.engine->stats();
       },
       [=](usage_atom) -> caf::result<shard_usage> {
         if (auto e = down()) return *e;
         std::vector<hash128> retained;
         if (auto& slot = self->state.config.slot)
           if (auto r = slot->retained.load()) retained = *r;
-        auto u = self->state.db->usage(retained);
+        auto u = self->state.engine->usage(retained);
         if (!u) return to_error(u.error());
         return std::move(*u);
       },
-      [=](verify_atom, const std::vector<std::string>& retained) -> caf::result<shard_verify_report> {
+      [=](verify_atom, const std::vector<hash128>& roots) -> caf::result<shard_verify_report> {
         if (auto e = down()) return *e;
-        auto roots = parse_roots(retained);
-        if (!roots) return to_error(roots.error());
-        if (!finish_group(self)) return to_error(self->state.db->failure());
-        auto r = self->state.db->verify(*roots);
+        if (!finish_group(self)) return to_error(self->state.engine->failure());
+        auto r = self->state.engine->verify(roots);
         if (!r) return to_error(r.error());
         return std::move(*r);
       },
-      [=](gc_atom, const std::vector<std::string>& retained) -> caf::result<tree::gc_result> {
+      [=](gc_atom, const std::vector<hash128>& roots) -> caf::result<tree::gc_result> {
         if (auto e = down()) return *e;
-        auto roots = parse_roots(retained);
-        if (!roots) return to_error(roots.error());
-        if (!finish_group(self)) return to_error(self->state.db->failure());
-        auto r = self->state.db->gc(*roots);
+        if (!finish_group(self)) return to_error(self->state.engine->failure());
+        auto r = self->state.engine->gc(roots);
         if (!r) {
           stop_if_failed(self);
           return to_error(r.error());
         }
         return *r;
       },
-      [=](reclaim_atom, const std::vector<std::string>& retained) -> caf::result<std::uint64_t> {
+      [=](reclaim_atom, const std::vector<hash128>& roots) -> caf::result<std::uint64_t> {
         if (auto e = down()) return *e;
-        auto roots = parse_roots(retained);
-        if (!roots) return to_error(roots.error());
-        auto& db = self->state.db;
-        if (!finish_group(self)) return to_error(db->failure());
-        std::uint64_t before = db->reclaimed_bytes();
+        auto& engine = self->state.engine;
+        if (!finish_group(self)) return to_error(engine->failure());
+        std::uint64_t before = engine->reclaimed_bytes();
         auto run = [&]() -> status {
           // Asked for: give back what can be given, whatever the policy (or
           // with the policy off).
-          MAGNETITE_TRY(db->begin_reclaim(*roots, 1.01));
+          MAGNETITE_TRY(engine->begin_reclaim(roots, 1.01));
           for (;;) {
-            auto done = db->reclaim_step();
+            auto done = engine->reclaim_step();
             if (!done) return done.error();
             if (*done) return status::ok();
           }
@@ -477,10 +470,10 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
           stop_if_failed(self);
           return to_error(s);
         }
-        return db->reclaimed_bytes() - before;
+        return engine->reclaimed_bytes() - before;
       },
       [=](shutdown_atom) -> caf::result<ok_atom> {
-        if (self->state.db) {
+        if (self->state.engine) {
           auto root = checkpoint_now(self);
           if (!root) return to_error(root.error());
         }
@@ -489,7 +482,7 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       },
       [=](host_atom, const host_request_ptr& r) {
         if (auto e = down()) return r->finish(to_status(*e));
-        auto& db = *self->state.db;
+        auto& engine = *self->state.engine;
         auto refuse = [self, r](const status& st) {
           r->finish(st);
           stop_if_failed(self);
@@ -503,44 +496,44 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
           case host_request::kind::put:
           case host_request::kind::del: {
             hook(r->key);
-            status st = r->op == host_request::kind::put ? db.put(r->key, r->value, ttl_of(r->ttl_ns)) : db.del(r->key);
+            status st = r->op == host_request::kind::put ? engine.put(r->key, r->value, ttl_of(r->ttl_ns)) : engine.del(r->key);
             if (!st) return refuse(st);
             return after_group(cas_outcome::applied());
           }
           case host_request::kind::cas: {
             hook(r->key);
-            auto out = db.cas(r->key, r->has_expected ? std::optional<std::string_view>(r->expected) : std::nullopt,
+            auto out = engine.cas(r->key, r->has_expected ? std::optional<std::string_view>(r->expected) : std::nullopt,
                               r->has_desired ? std::optional<std::string_view>(r->value) : std::nullopt,
                               ttl_of(r->ttl_ns));
             if (!out) return refuse(out.error());
             return after_group(std::move(*out));
           }
           case host_request::kind::batch: {
-            status st = db.batch(writes_of(r->ops, hook));
+            status st = engine.batch(writes_of(r->ops, hook));
             if (!st) return refuse(st);
             return after_group(cas_outcome::applied());
           }
           case host_request::kind::apply: {
-            auto out = db.apply(r->checks, writes_of(r->ops, hook));
+            auto out = engine.apply(r->checks, writes_of(r->ops, hook));
             if (!out) return refuse(out.error());
             return after_group(std::move(*out));
           }
         }
       },
       [=](group_atom) {
-        if (self->state.db) finish_group(self);
+        if (self->state.engine) finish_group(self);
       },
       [=](aged_atom) {
         auto& s = self->state;
         s.aging = false;
-        if (!s.db || s.db->view()->layers().empty()) return;
+        if (!s.engine || s.engine->view()->layers().empty()) return;
         (void)checkpoint_now(self);  // a failure ends the actor
       },
       [=](rcheck_atom) { maybe_reclaim(self); },
       [=](reclaim_atom) {
         auto& s = self->state;
         s.reclaim_scheduled = false;
-        if (!s.db) return;
+        if (!s.engine) return;
         // Writes staged while the previous step ran wait for their group,
         // which is queued behind this step: let it go first, once, so a write
         // waits for at most the step that was running when it arrived.
@@ -551,7 +544,7 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
           return;
         }
         s.reclaim_yielded = false;
-        auto done = s.db->reclaim_step();
+        auto done = s.engine->reclaim_step();
         if (!done) {
           // Damage the cycle met is left to verify to report; a failed write
           // or sync ends the actor (fail-stop) like any other.
@@ -565,23 +558,23 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
       [=](durable_atom) {
         auto& s = self->state;
         s.syncing = false;
-        if (!s.db) return;
+        if (!s.engine) return;
         // Everything written is durable afterwards: nothing to re-arm until a
         // later group leaves writes pending again.
-        status st = s.db->sync_durable();
+        status st = s.engine->sync_durable();
         if (!st) self->quit(to_error(st));
       },
       [=](expire_atom, std::uint64_t generation) {
         auto& s = self->state;
-        if (!s.db || generation != s.generation) return;  // stale: a later arm replaced it
-        s.armed.reset();
-        auto n = s.db->stage_expired(s.config.expire_batch);
+        if (!s.engine || generation != s.expiry_generation) return;  // stale: a later arm replaced it
+        s.expiry_armed.reset();
+        auto n = s.engine->stage_expired(s.config.expire_batch);
         if (!n) {
           self->quit(to_error(n.error()));
           return;
         }
         if (*n > 0) schedule_group(self);
-        else arm_timer(self);
+        else arm_expiry_timer(self);
       },
   };
 }

@@ -49,13 +49,16 @@
 #include <caf/all.hpp>
 
 #include "actors/answer_relay.h"
-#include "actors/shard.h"
+#include "engine/shard.h"
 #include "core/status.h"
 #include "magnetite/caf.h"
 
 namespace magnetite {
 
 using ingest_atom = caf::atom_constant<caf::atom("ingest")>;
+// Checkpoints now and answers the root: commit for the engine's own actors,
+// which take roots as hash128, never as text (hosts' commit answers hex).
+using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using verify_atom = caf::atom_constant<caf::atom("verify")>;
 using gc_atom = caf::atom_constant<caf::atom("gc")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
@@ -174,10 +177,11 @@ using shard_engine_actor = shard_actor::extend<
     caf::replies_to<import_atom, std::vector<hash128>, std::vector<std::string>>::with<ok_atom>,
     caf::replies_to<merge_atom, hash128>::with<merge_report>,
     caf::replies_to<adopt_atom, hash128>::with<merge_report>,
-    caf::replies_to<ingest_atom, std::string, std::vector<std::uint32_t>>::with<std::string>,
-    caf::replies_to<verify_atom, std::vector<std::string>>::with<shard_verify_report>,
-    caf::replies_to<gc_atom, std::vector<std::string>>::with<tree::gc_result>,
-    caf::replies_to<reclaim_atom, std::vector<std::string>>::with<std::uint64_t>,
+    caf::replies_to<checkpoint_atom>::with<hash128>,
+    caf::replies_to<ingest_atom, std::string, std::vector<std::uint32_t>>::with<hash128>,
+    caf::replies_to<verify_atom, std::vector<hash128>>::with<shard_verify_report>,
+    caf::replies_to<gc_atom, std::vector<hash128>>::with<tree::gc_result>,
+    caf::replies_to<reclaim_atom, std::vector<hash128>>::with<std::uint64_t>,
     caf::replies_to<shutdown_atom>::with<ok_atom>,
     caf::reacts_to<group_atom>,
     caf::reacts_to<expire_atom, std::uint64_t>,

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <random>
 
-#include "actors/shard.h"
+#include "engine/shard.h"
 #include "bench/bench_support.h"
 #include "replication/tree_puller.h"
 

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "actors/database_core.h"
-#include "actors/keyspace.h"
+#include "engine/keyspace.h"
 #include "core/coding.h"
 #include "core/limits.h"
 #include "state/errors.h"

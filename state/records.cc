@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "actors/database_core.h"
-#include "actors/keyspace.h"
+#include "engine/keyspace.h"
 #include "core/limits.h"
 #include "state/errors.h"
 #include "state/item_codec.h"

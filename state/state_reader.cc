@@ -1,6 +1,6 @@
 #include "state/state_reader.h"
 
-#include "actors/keyspace.h"
+#include "engine/keyspace.h"
 #include "state/item_codec.h"
 #include "state/layout.h"
 #include "ttl/envelope.h"

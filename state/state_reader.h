@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "actors/read_view.h"
+#include "engine/read_view.h"
 #include "magnetite/state/item.h"
 
 namespace magnetite::state {

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "actors/checkpoint_log.h"
+#include "engine/checkpoint_log.h"
 #include "core/fault_env.h"
 
 using namespace magnetite;

@@ -13,21 +13,17 @@
 #include "state/layout.h"
 #include "tests/support/database_fixture.h"
 #include "tests/support/json_cases.h"
+#include "tests/support/must.h"
 #include "tests/support/temp_dir.h"
 
 using namespace magnetite;
 using namespace magnetite::state;
 using namespace std::chrono_literals;
+using magnetite::testing::must;
 using magnetite::testing::must_open;
 using magnetite::testing::options_for;
 
 namespace {
-
-template <class T>
-T must(result<T> r) {
-  REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
-  return std::move(*r);
-}
 
 void ok(const status& s) { REQUIRE_MESSAGE(s.is_ok(), s.to_string()); }
 

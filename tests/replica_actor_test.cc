@@ -11,7 +11,7 @@
 
 #include <random>
 
-#include "actors/keyspace.h"
+#include "engine/keyspace.h"
 #include "core/fault_env.h"
 #include "replication/replica_actor.h"
 #include "tests/support/register_checker.h"

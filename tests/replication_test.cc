@@ -8,8 +8,8 @@
 #include <map>
 #include <random>
 
-#include "actors/keyspace.h"
-#include "actors/shard.h"
+#include "engine/keyspace.h"
+#include "engine/shard.h"
 #include "core/fault_env.h"
 #include "replication/cluster_file.h"
 #include "replication/promise_state.h"

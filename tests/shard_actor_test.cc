@@ -9,7 +9,7 @@
 #include <map>
 #include <random>
 
-#include "actors/keyspace.h"
+#include "engine/keyspace.h"
 #include "actors/shard_actor.h"
 #include "core/fault_env.h"
 #include "core/limits.h"
@@ -636,7 +636,7 @@ TEST_CASE("shard actor: space is reclaimed by itself, in steps, keeping retained
   for (const auto& [k, v] : latest) REQUIRE(f.read(k) == v);
   // The retained root is still whole: verify walks it (a root the store no
   // longer held would be skipped, and counted out of `roots`).
-  client->send(shard, verify_atom::value, std::vector<std::string>{first.to_hex()});
+  client->send(shard, verify_atom::value, std::vector<hash128>{first});
   f.sched->run();
   client->receive(
       [&](const shard_verify_report& r) {

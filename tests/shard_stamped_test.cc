@@ -8,9 +8,9 @@
 #include <map>
 #include <random>
 
-#include "actors/keyspace.h"
-#include "actors/merged_cursor.h"
-#include "actors/shard.h"
+#include "engine/keyspace.h"
+#include "engine/merged_cursor.h"
+#include "engine/shard.h"
 #include "core/fault_env.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/stored_entries.h"

@@ -6,8 +6,8 @@
 #include <map>
 #include <random>
 
-#include "actors/keyspace.h"
-#include "actors/shard.h"
+#include "engine/keyspace.h"
+#include "engine/shard.h"
 #include "core/fault_env.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/tree_model.h"

@@ -11,7 +11,7 @@
 #include <set>
 #include <thread>
 
-#include "actors/shard.h"
+#include "engine/shard.h"
 #include "core/coding.h"
 #include "core/fault_env.h"
 #include "core/limits.h"

@@ -23,9 +23,12 @@ bool chunker::add(std::string_view key, std::size_t bytes) noexcept {
   if (size_ < p_.min) return false;
   // Boundary with probability bytes / (target - min): byte-weighted, so the mean
   // node size does not depend on how big entries are.
+  // The comparison needs 128 bits; __int128 is a GCC and clang extension,
+  // which -Wpedantic would flag without __extension__.
+  __extension__ using u128 = unsigned __int128;
   std::uint64_t draw = XXH3_64bits_withSeed(key.data(), key.size(), level_);
-  unsigned __int128 lhs = static_cast<unsigned __int128>(draw) * (p_.target - p_.min);
-  unsigned __int128 rhs = static_cast<unsigned __int128>(bytes) << 64;
+  u128 lhs = static_cast<u128>(draw) * (p_.target - p_.min);
+  u128 rhs = static_cast<u128>(bytes) << 64;
   return lhs < rhs;
 }
 

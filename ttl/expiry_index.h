@@ -3,7 +3,7 @@
 // A shard arms ONE timer for earliest() and, when it fires, deletes what
 // take_expired() returns (through the WAL, in one group) and re-arms for the
 // new earliest(). The index is rebuilt on recovery from the durable copy the
-// shard keeps in its tree (see actors/keyspace.h) and the log's replayed writes.
+// shard keeps in its tree (see engine/keyspace.h) and the log's replayed writes.
 //
 // Invariants: each key has at most one deadline (set() replaces it); earliest()
 // is the smallest deadline held; take_expired(now) removes and returns exactly

@@ -1,5 +1,5 @@
 // checkpoints: checkpoint_log::open on a CHECKPOINTS file made of the input
-// (actors/checkpoint_log.cc, docs/formats/checkpoints.md), in an in-memory env,
+// (engine/checkpoint_log.cc, docs/formats/checkpoints.md), in an in-memory env,
 // then an append, a repair and reopens.
 //
 // Input: u8 s (the database has 1 + s % 8 shards) | the file's bytes.
@@ -9,7 +9,7 @@
 // finds the same; an append is found after them; a repair drops the damage.
 #include <vector>
 
-#include "actors/checkpoint_log.h"
+#include "engine/checkpoint_log.h"
 #include "core/fault_env.h"
 #include "tests/fuzz/fuzz_target.h"
 

@@ -1,5 +1,5 @@
 // db_manifest: the database's MANIFEST ("magnetite-manifest 1\nshards N\n"),
-// read by database::recorded_shards (read_manifest in actors/database.cc) from
+// read by database::recorded_shards (read_manifest in engine/data_directory.cc) from
 // an in-memory env.
 //
 // Input: the MANIFEST file's bytes.

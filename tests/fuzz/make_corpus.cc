@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/checkpoint_log.h"
+#include "engine/checkpoint_log.h"
 #include "core/coding.h"
 #include "core/fault_env.h"
 #include "tree/node.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "actors/shard.h"
+#include "engine/shard.h"
 
 namespace magnetite::testing {
 

@@ -7,8 +7,8 @@
 
 #include <doctest/doctest.h>
 
-#include "actors/keyspace.h"
-#include "actors/shard.h"
+#include "engine/keyspace.h"
+#include "engine/shard.h"
 
 namespace magnetite::testing {
 

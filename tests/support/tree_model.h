@@ -1,5 +1,5 @@
 // Shared by the tree tests: a std::map model of a tree's content, random edits
-// applied to both, and a `must` that fails the test on an error.
+// applied to both, and `must` (must.h).
 #pragma once
 
 #include <doctest/doctest.h>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/must.h"
 #include "tree/prolly_tree.h"
 
 namespace magnetite::testing {
@@ -18,12 +19,6 @@ using tree_model = std::map<std::string, std::string>;
 
 // Small nodes, so a few thousand entries make trees several levels deep.
 inline const tree::chunk_policy small_nodes{256, 64, 1024};
-
-template <class T>
-T must(result<T> r) {
-  REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
-  return std::move(r.value());
-}
 
 inline std::vector<tree::entry> entries_of(const tree_model& m) {
   std::vector<tree::entry> out;

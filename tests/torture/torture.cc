@@ -83,7 +83,7 @@
 #include <fmt/ranges.h>
 
 #include "actors/database_core.h"
-#include "actors/keyspace.h"
+#include "engine/keyspace.h"
 #include "core/limits.h"
 #include "magnetite/state/keyed_state.h"
 #include "state/layout.h"

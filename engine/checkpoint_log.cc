@@ -1,4 +1,4 @@
-#include "actors/checkpoint_log.h"
+#include "engine/checkpoint_log.h"
 
 #include <fmt/format.h>
 

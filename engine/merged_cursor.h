@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/read_view.h"
+#include "engine/read_view.h"
 #include "core/status.h"
 
 namespace magnetite {

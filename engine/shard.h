@@ -38,6 +38,10 @@
 // layer's promise state is an opaque payload made durable through the log
 // (record_replication_state) and recovered at open.
 //
+// Files: shard.cc holds the write path, recovery and checkpoints;
+// shard_stamped.cc what replicated shards add; shard_maintenance.cc the
+// operator checks (usage, verify) and space upkeep (gc, reclamation).
+//
 // Fail-stop: after any failed log or node-store operation every call returns
 // the `failed` error; the owner must drop the shard and open it again (which
 // replays). A failed sync is never retried as if it could succeed. Bad input
@@ -56,7 +60,7 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/read_view.h"
+#include "engine/read_view.h"
 #include "core/env.h"
 #include "core/stamp.h"
 #include "magnetite/options.h"

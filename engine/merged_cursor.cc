@@ -1,6 +1,6 @@
-#include "actors/merged_cursor.h"
+#include "engine/merged_cursor.h"
 
-#include "actors/keyspace.h"
+#include "engine/keyspace.h"
 #include "ttl/envelope.h"
 
 namespace magnetite {

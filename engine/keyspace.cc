@@ -1,4 +1,4 @@
-#include "actors/keyspace.h"
+#include "engine/keyspace.h"
 
 #include "core/coding.h"
 

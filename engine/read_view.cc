@@ -1,8 +1,8 @@
-#include "actors/read_view.h"
+#include "engine/read_view.h"
 
 #include <algorithm>
 
-#include "actors/keyspace.h"
+#include "engine/keyspace.h"
 #include "tree/prolly_tree.h"
 #include "ttl/envelope.h"
 
