@@ -46,7 +46,7 @@
 #include <string>
 #include <vector>
 
-#include <caf/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include "actors/answer_relay.h"
 #include "engine/shard.h"

@@ -65,8 +65,7 @@
 #include <random>
 #include <thread>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include "bench/bench_support.h"
 #include "replication/node.h"

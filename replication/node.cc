@@ -2,7 +2,8 @@
 
 #include <mutex>
 
-#include <caf/io/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
+
 #include <caf/openssl/all.hpp>
 #include <openssl/err.h>
 #include <openssl/ssl.h>

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include <caf/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include "actors/shard_interface.h"
 

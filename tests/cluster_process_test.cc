@@ -19,8 +19,7 @@
 #include <random>
 #include <thread>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include "core/env.h"
 #include "replication/node.h"

@@ -53,8 +53,7 @@
 #include <sstream>
 #include <thread>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include "core/env.h"
 #include "replication/node.h"

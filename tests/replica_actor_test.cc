@@ -7,7 +7,7 @@
 // (relay actors between every pair of replicas) drop its traffic both ways.
 #include <doctest/doctest.h>
 
-#include <caf/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include <random>
 

@@ -9,8 +9,7 @@
 #include <map>
 #include <thread>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include "replication/node.h"
 #include "tests/support/node_process.h"

@@ -13,8 +13,7 @@
 
 #include <thread>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include "replication/node.h"
 #include "tests/support/node_process.h"

@@ -3,7 +3,7 @@
 // `interval` fsync policy's durability timer.
 #include <doctest/doctest.h>
 
-#include <caf/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include <limits>
 #include <map>

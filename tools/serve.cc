@@ -6,7 +6,7 @@
 #include <set>
 #include <thread>
 
-#include <caf/io/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 #include <fmt/format.h>
 
 #include "core/env.h"

@@ -7,7 +7,7 @@
 // bytes that decode to a value serializing to the same bytes again.
 // Not covered: actor handles (the hello reply), whose decoding needs a
 // middleman; they are CAF's own type.
-#include <caf/all.hpp>
+#include "actors/caf_headers.h"
 
 #include "replication/replica_interface.h"
 #include "tests/fuzz/fuzz_target.h"

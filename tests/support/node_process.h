@@ -12,8 +12,7 @@
 
 #include <doctest/doctest.h>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include "replication/node.h"
 #include "tests/support/tree_model.h"

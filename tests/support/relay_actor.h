@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include <caf/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 namespace magnetite::testing {
 
