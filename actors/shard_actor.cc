@@ -1,5 +1,7 @@
 #include "actors/shard_actor.h"
 
+#include <tuple>
+
 #include "engine/keyspace.h"
 #include "engine/merged_cursor.h"
 #include "ttl/envelope.h"
@@ -270,41 +272,93 @@ shard_engine_actor::behavior_type shard_behavior(self_ptr self, shard_actor_conf
   return shard_behavior_after_boot(self);
 }
 
-shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
-  // Every handler starts here: a sentinel answers with the startup error.
-  auto down = [self]() -> std::optional<caf::error> {
+// Every handler of a booted (or sentinel) shard starts with `down`: a
+// sentinel answers with the startup error. `hook` is the test hook each write
+// passes through before it is staged.
+struct handler_context {
+  self_ptr self;
+  std::optional<caf::error> down() const {
     if (self->state.engine) return std::nullopt;
     return to_error(self->state.boot_error);
-  };
-  auto hook = [self](const std::string& key) {
+  }
+  void hook(const std::string& key) const {
     if (self->state.config.before_write) self->state.config.before_write(key);
+  }
+  // The hook as a callable, for writes_of().
+  auto write_hook() const {
+    return [c = *this](const std::string& key) { c.hook(key); };
+  }
+};
+
+// A host thread's write: staged now, answered through the relay (a blocked
+// thread) or its callback once the group is durable; refused at once if the
+// shard will not stage it.
+void on_host_request(const handler_context& c, const host_request_ptr& r) {
+  auto self = c.self;
+  if (auto e = c.down()) return r->finish(to_status(*e));
+  auto& engine = *self->state.engine;
+  auto hook = c.write_hook();
+  auto refuse = [self, r](const status& st) {
+    r->finish(st);
+    stop_if_failed(self);
   };
-  return {
-      [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
-        if (auto e = down()) return *e;
-        auto v = self->state.engine->get(key);
-        if (!v) return to_error(v.error());
-        if (!*v) return {false, std::string()};
-        return {true, std::move(**v)};
-      },
-      [=](put_atom, const std::string& key, const std::string& value,
-          std::int64_t ttl_ns) -> caf::result<ok_atom> {
-        if (auto e = down()) return *e;
-        hook(key);
+  auto after_group = [self, r](cas_outcome o) {
+    if (r->waiter) self->state.blocked.add(std::move(r->waiter), std::move(o));
+    else self->state.waiting.push_back([r, o = std::move(o)](const status& s) { r->finish(s, o); });
+    schedule_group(self);
+  };
+  switch (r->op) {
+    case host_request::kind::put:
+    case host_request::kind::del: {
+      hook(r->key);
+      status st = r->op == host_request::kind::put ? engine.put(r->key, r->value, ttl_of(r->ttl_ns))
+                                                   : engine.del(r->key);
+      if (!st) return refuse(st);
+      return after_group(cas_outcome::applied());
+    }
+    case host_request::kind::cas: {
+      hook(r->key);
+      auto out = engine.cas(r->key, r->has_expected ? std::optional<std::string_view>(r->expected) : std::nullopt,
+                            r->has_desired ? std::optional<std::string_view>(r->value) : std::nullopt,
+                            ttl_of(r->ttl_ns));
+      if (!out) return refuse(out.error());
+      return after_group(std::move(*out));
+    }
+    case host_request::kind::batch: {
+      status st = engine.batch(writes_of(r->ops, hook));
+      if (!st) return refuse(st);
+      return after_group(cas_outcome::applied());
+    }
+    case host_request::kind::apply: {
+      auto out = engine.apply(r->checks, writes_of(r->ops, hook));
+      if (!out) return refuse(out.error());
+      return after_group(std::move(*out));
+    }
+  }
+}
+
+// Writes from actors: each answered after its group is durable.
+auto write_handlers(handler_context c) {
+  auto self = c.self;
+  return std::make_tuple(
+      [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) -> caf::result<ok_atom> {
+        if (auto e = c.down()) return *e;
+        c.hook(key);
         return ack_after_group(self, self->state.engine->put(key, value, ttl_of(ttl_ns)));
       },
       [=](del_atom, const std::string& key) -> caf::result<ok_atom> {
-        if (auto e = down()) return *e;
-        hook(key);
+        if (auto e = c.down()) return *e;
+        c.hook(key);
         return ack_after_group(self, self->state.engine->del(key));
       },
       [=](cas_atom, const std::string& key, bool has_expected, const std::string& expected, bool has_desired,
           const std::string& desired, std::int64_t ttl_ns) -> caf::result<bool, bool, std::string> {
-        if (auto e = down()) return *e;
-        hook(key);
-        auto out = self->state.engine->cas(key, has_expected ? std::optional<std::string_view>(expected) : std::nullopt,
-                                       has_desired ? std::optional<std::string_view>(desired) : std::nullopt,
-                                       ttl_of(ttl_ns));
+        if (auto e = c.down()) return *e;
+        c.hook(key);
+        auto out =
+            self->state.engine->cas(key, has_expected ? std::optional<std::string_view>(expected) : std::nullopt,
+                                    has_desired ? std::optional<std::string_view>(desired) : std::nullopt,
+                                    ttl_of(ttl_ns));
         if (!out) {
           stop_if_failed(self);
           return to_error(out.error());
@@ -316,12 +370,14 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         });
       },
       [=](batch_atom, const std::vector<batch_op>& ops) -> caf::result<ok_atom> {
-        if (auto e = down()) return *e;
+        if (auto e = c.down()) return *e;
+        auto hook = c.write_hook();
         return ack_after_group(self, self->state.engine->batch(writes_of(ops, hook)));
       },
       [=](apply_atom, const std::vector<state_check>& checks,
           const std::vector<batch_op>& ops) -> caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> {
-        if (auto e = down()) return *e;
+        if (auto e = c.down()) return *e;
+        auto hook = c.write_hook();
         auto out = self->state.engine->apply(checks, writes_of(ops, hook));
         if (!out) {
           stop_if_failed(self);
@@ -335,58 +391,23 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
           p.deliver(o.swapped, o.revision, o.failed_check.value_or(0), o.found);
         });
       },
-      [=](stamped_atom, const std::vector<stamped_op>& ops) -> caf::result<std::vector<bool>> {
-        if (auto e = down()) return *e;
-        auto out = self->state.engine->apply_stamped(writes_of(ops, hook));
-        if (!out) {
-          stop_if_failed(self);
-          return to_error(out.error());
-        }
-        // Taken or not, the answer waits for the group: a write not taken lost
-        // to one that may still be in it.
-        auto rp = self->make_response_promise<std::vector<bool>>();
-        return wait_for_group<std::vector<bool>>(self, rp, [taken = std::move(*out)](auto& p) { p.deliver(taken); });
-      },
-      [=](promise_atom, const std::string& payload) -> caf::result<ok_atom> {
-        if (auto e = down()) return *e;
-        return ack_after_group(self, self->state.engine->record_replication_state(payload));
-      },
-      [=](promise_atom) -> caf::result<bool, std::string> {
-        if (auto e = down()) return *e;
-        // After the group: a promise state recorded but not yet durable is
-        // never read back as if it were.
-        auto rp = self->make_response_promise<bool, std::string>();
-        return wait_for_group<bool, std::string>(self, rp, [self](auto& p) {
-          const auto& state = self->state.engine->replication_state();
-          p.deliver(state.has_value(), state.value_or(std::string()));
-        });
-      },
-      [=](import_atom, const std::vector<hash128>& hashes,
-          const std::vector<std::string>& encodings) -> caf::result<ok_atom> {
-        if (auto e = down()) return *e;
-        if (hashes.size() != encodings.size())
-          return to_error(status::invalid_argument(
-              fmt::format("import of {} hashes with {} encodings", hashes.size(), encodings.size())));
-        for (std::size_t i = 0; i < hashes.size(); ++i) {
-          status st = self->state.engine->import_node(hashes[i], encodings[i]);
-          if (!st) {
-            stop_if_failed(self);
-            return to_error(st);
-          }
-        }
-        return ok_atom::value;
-      },
-      [=](merge_atom, const hash128& root) -> caf::result<merge_report> {
-        if (auto e = down()) return *e;
-        return merge_then_reply(self, root, false);
-      },
-      [=](adopt_atom, const hash128& root) -> caf::result<merge_report> {
-        if (auto e = down()) return *e;
-        return merge_then_reply(self, root, true);
+      [=](host_atom, const host_request_ptr& r) { on_host_request(c, r); });
+}
+
+// Reads: from the shard's current view, at once.
+auto read_handlers(handler_context c) {
+  auto self = c.self;
+  return std::make_tuple(
+      [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
+        if (auto e = c.down()) return *e;
+        auto v = self->state.engine->get(key);
+        if (!v) return to_error(v.error());
+        if (!*v) return {false, std::string()};
+        return {true, std::move(**v)};
       },
       [=](range_atom, const std::string& from, const std::string& to,
           std::uint32_t limit) -> caf::result<std::vector<std::string>, std::vector<std::string>, bool> {
-        if (auto e = down()) return *e;
+        if (auto e = c.down()) return *e;
         auto chunk = read_range_chunk(*self->state.engine->view(), from, to, limit, self->state.engine->now_ns());
         if (!chunk) return to_error(chunk.error());
         std::vector<std::string> keys, values;
@@ -398,21 +419,114 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         }
         return {std::move(keys), std::move(values), chunk->more};
       },
+      [=](stats_atom) -> caf::result<shard_stats> {
+        if (auto e = c.down()) return *e;
+        return self->state.engine->stats();
+      });
+}
+
+status import_nodes(self_ptr self, const std::vector<hash128>& hashes, const std::vector<std::string>& encodings) {
+  if (hashes.size() != encodings.size())
+    return status::invalid_argument(
+        fmt::format("import of {} hashes with {} encodings", hashes.size(), encodings.size()));
+  for (std::size_t i = 0; i < hashes.size(); ++i) {
+    status st = self->state.engine->import_node(hashes[i], encodings[i]);
+    if (!st) {
+      stop_if_failed(self);
+      return st;
+    }
+  }
+  return status::ok();
+}
+
+// What a replica actor asks of its shard (replication/): stamped writes, its
+// promise state, tree nodes, and merges of a peer's tree.
+auto replica_handlers(handler_context c) {
+  auto self = c.self;
+  return std::make_tuple(
+      [=](stamped_atom, const std::vector<stamped_op>& ops) -> caf::result<std::vector<bool>> {
+        if (auto e = c.down()) return *e;
+        auto hook = c.write_hook();
+        auto out = self->state.engine->apply_stamped(writes_of(ops, hook));
+        if (!out) {
+          stop_if_failed(self);
+          return to_error(out.error());
+        }
+        // Taken or not, the answer waits for the group: a write not taken lost
+        // to one that may still be in it.
+        auto rp = self->make_response_promise<std::vector<bool>>();
+        return wait_for_group<std::vector<bool>>(self, rp, [taken = std::move(*out)](auto& p) { p.deliver(taken); });
+      },
+      [=](promise_atom, const std::string& payload) -> caf::result<ok_atom> {
+        if (auto e = c.down()) return *e;
+        return ack_after_group(self, self->state.engine->record_replication_state(payload));
+      },
+      [=](promise_atom) -> caf::result<bool, std::string> {
+        if (auto e = c.down()) return *e;
+        // After the group: a promise state recorded but not yet durable is
+        // never read back as if it were.
+        auto rp = self->make_response_promise<bool, std::string>();
+        return wait_for_group<bool, std::string>(self, rp, [self](auto& p) {
+          const auto& state = self->state.engine->replication_state();
+          p.deliver(state.has_value(), state.value_or(std::string()));
+        });
+      },
+      [=](import_atom, const std::vector<hash128>& hashes,
+          const std::vector<std::string>& encodings) -> caf::result<ok_atom> {
+        if (auto e = c.down()) return *e;
+        if (status st = import_nodes(self, hashes, encodings); !st) return to_error(st);
+        return ok_atom::value;
+      },
+      [=](merge_atom, const hash128& root) -> caf::result<merge_report> {
+        if (auto e = c.down()) return *e;
+        return merge_then_reply(self, root, false);
+      },
+      [=](adopt_atom, const hash128& root) -> caf::result<merge_report> {
+        if (auto e = c.down()) return *e;
+        return merge_then_reply(self, root, true);
+      });
+}
+
+// Asked for: gives back what can be given, whatever the policy (or with the
+// policy off), in one go; how many bytes.
+caf::result<std::uint64_t> reclaim_now(self_ptr self, const std::vector<hash128>& roots) {
+  auto& engine = self->state.engine;
+  if (!finish_group(self)) return to_error(engine->failure());
+  std::uint64_t before = engine->reclaimed_bytes();
+  auto run = [&]() -> status {
+    MAGNETITE_TRY(engine->begin_reclaim(roots, 1.01));
+    for (;;) {
+      auto done = engine->reclaim_step();
+      if (!done) return done.error();
+      if (*done) return status::ok();
+    }
+  };
+  if (status s = run(); !s) {
+    stop_if_failed(self);
+    return to_error(s);
+  }
+  return engine->reclaimed_bytes() - before;
+}
+
+// The database's operations: checkpoints, bulk ingest, usage, checks, space.
+auto operator_handlers(handler_context c) {
+  auto self = c.self;
+  return std::make_tuple(
       [=](checkpoint_atom) -> caf::result<hash128> {
-        if (auto e = down()) return *e;
+        if (auto e = c.down()) return *e;
         auto root = checkpoint_now(self);
         if (!root) return to_error(root.error());
         return *root;
       },
       [=](commit_atom) -> caf::result<std::string> {
         // A host's commit: the root as text (<magnetite/caf.h>).
-        if (auto e = down()) return *e;
+        if (auto e = c.down()) return *e;
         auto root = checkpoint_now(self);
         if (!root) return to_error(root.error());
         return root->to_hex();
       },
       [=](ingest_atom, const std::string& bytes, const std::vector<std::uint32_t>& sizes) -> caf::result<hash128> {
-        if (auto e = down()) return *e;
+        if (auto e = c.down()) return *e;
         if (!finish_group(self)) return to_error(self->state.engine->failure());
         auto root = self->state.engine->ingest(bytes, sizes);
         stop_if_failed(self);
@@ -421,12 +535,8 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         maybe_reclaim(self);
         return *root;
       },
-      [=](stats_atom) -> caf::result<shard_stats> {
-        if (auto e = down()) return *e;
-        return self->state.engine->stats();
-      },
       [=](usage_atom) -> caf::result<shard_usage> {
-        if (auto e = down()) return *e;
+        if (auto e = c.down()) return *e;
         std::vector<hash128> retained;
         if (auto& slot = self->state.config.slot)
           if (auto r = slot->retained.load()) retained = *r;
@@ -435,14 +545,14 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         return std::move(*u);
       },
       [=](verify_atom, const std::vector<hash128>& roots) -> caf::result<shard_verify_report> {
-        if (auto e = down()) return *e;
+        if (auto e = c.down()) return *e;
         if (!finish_group(self)) return to_error(self->state.engine->failure());
         auto r = self->state.engine->verify(roots);
         if (!r) return to_error(r.error());
         return std::move(*r);
       },
       [=](gc_atom, const std::vector<hash128>& roots) -> caf::result<tree::gc_result> {
-        if (auto e = down()) return *e;
+        if (auto e = c.down()) return *e;
         if (!finish_group(self)) return to_error(self->state.engine->failure());
         auto r = self->state.engine->gc(roots);
         if (!r) {
@@ -452,25 +562,8 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         return *r;
       },
       [=](reclaim_atom, const std::vector<hash128>& roots) -> caf::result<std::uint64_t> {
-        if (auto e = down()) return *e;
-        auto& engine = self->state.engine;
-        if (!finish_group(self)) return to_error(engine->failure());
-        std::uint64_t before = engine->reclaimed_bytes();
-        auto run = [&]() -> status {
-          // Asked for: give back what can be given, whatever the policy (or
-          // with the policy off).
-          MAGNETITE_TRY(engine->begin_reclaim(roots, 1.01));
-          for (;;) {
-            auto done = engine->reclaim_step();
-            if (!done) return done.error();
-            if (*done) return status::ok();
-          }
-        };
-        if (status s = run(); !s) {
-          stop_if_failed(self);
-          return to_error(s);
-        }
-        return engine->reclaimed_bytes() - before;
+        if (auto e = c.down()) return *e;
+        return reclaim_now(self, roots);
       },
       [=](shutdown_atom) -> caf::result<ok_atom> {
         if (self->state.engine) {
@@ -479,47 +572,53 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         }
         self->quit();
         return ok_atom::value;
-      },
-      [=](host_atom, const host_request_ptr& r) {
-        if (auto e = down()) return r->finish(to_status(*e));
-        auto& engine = *self->state.engine;
-        auto refuse = [self, r](const status& st) {
-          r->finish(st);
-          stop_if_failed(self);
-        };
-        auto after_group = [self, r](cas_outcome o) {
-          if (r->waiter) self->state.blocked.add(std::move(r->waiter), std::move(o));
-          else self->state.waiting.push_back([r, o = std::move(o)](const status& s) { r->finish(s, o); });
-          schedule_group(self);
-        };
-        switch (r->op) {
-          case host_request::kind::put:
-          case host_request::kind::del: {
-            hook(r->key);
-            status st = r->op == host_request::kind::put ? engine.put(r->key, r->value, ttl_of(r->ttl_ns)) : engine.del(r->key);
-            if (!st) return refuse(st);
-            return after_group(cas_outcome::applied());
-          }
-          case host_request::kind::cas: {
-            hook(r->key);
-            auto out = engine.cas(r->key, r->has_expected ? std::optional<std::string_view>(r->expected) : std::nullopt,
-                              r->has_desired ? std::optional<std::string_view>(r->value) : std::nullopt,
-                              ttl_of(r->ttl_ns));
-            if (!out) return refuse(out.error());
-            return after_group(std::move(*out));
-          }
-          case host_request::kind::batch: {
-            status st = engine.batch(writes_of(r->ops, hook));
-            if (!st) return refuse(st);
-            return after_group(cas_outcome::applied());
-          }
-          case host_request::kind::apply: {
-            auto out = engine.apply(r->checks, writes_of(r->ops, hook));
-            if (!out) return refuse(out.error());
-            return after_group(std::move(*out));
-          }
-        }
-      },
+      });
+}
+
+// One step of a reclamation cycle, and the next step sent to itself.
+void reclaim_step(self_ptr self) {
+  auto& s = self->state;
+  s.reclaim_scheduled = false;
+  if (!s.engine) return;
+  // Writes staged while the previous step ran wait for their group, which is
+  // queued behind this step: let it go first, once, so a write waits for at
+  // most the step that was running when it arrived.
+  if (s.group_scheduled && !s.reclaim_yielded) {
+    s.reclaim_yielded = true;
+    s.reclaim_scheduled = true;
+    self->send(self, reclaim_atom::value);
+    return;
+  }
+  s.reclaim_yielded = false;
+  auto done = s.engine->reclaim_step();
+  if (!done) {
+    // Damage the cycle met is left to verify to report; a failed write or
+    // sync ends the actor (fail-stop) like any other.
+    stop_if_failed(self);
+    return;
+  }
+  if (*done) return;
+  s.reclaim_scheduled = true;
+  self->send(self, reclaim_atom::value);
+}
+
+// The expiry timer fired: stage the deletes of what is due, or re-arm.
+void expire_due(self_ptr self, std::uint64_t generation) {
+  auto& s = self->state;
+  if (!s.engine || generation != s.expiry_generation) return;  // stale: a later arm replaced it
+  s.expiry_armed.reset();
+  auto n = s.engine->stage_expired(s.config.expire_batch);
+  if (!n) {
+    self->quit(to_error(n.error()));
+    return;
+  }
+  if (*n > 0) schedule_group(self);
+  else arm_expiry_timer(self);
+}
+
+// What the shard sends itself: the group to commit, and its timers.
+auto self_handlers(self_ptr self) {
+  return std::make_tuple(
       [=](group_atom) {
         if (self->state.engine) finish_group(self);
       },
@@ -530,31 +629,7 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         (void)checkpoint_now(self);  // a failure ends the actor
       },
       [=](rcheck_atom) { maybe_reclaim(self); },
-      [=](reclaim_atom) {
-        auto& s = self->state;
-        s.reclaim_scheduled = false;
-        if (!s.engine) return;
-        // Writes staged while the previous step ran wait for their group,
-        // which is queued behind this step: let it go first, once, so a write
-        // waits for at most the step that was running when it arrived.
-        if (s.group_scheduled && !s.reclaim_yielded) {
-          s.reclaim_yielded = true;
-          s.reclaim_scheduled = true;
-          self->send(self, reclaim_atom::value);
-          return;
-        }
-        s.reclaim_yielded = false;
-        auto done = s.engine->reclaim_step();
-        if (!done) {
-          // Damage the cycle met is left to verify to report; a failed write
-          // or sync ends the actor (fail-stop) like any other.
-          stop_if_failed(self);
-          return;
-        }
-        if (*done) return;
-        s.reclaim_scheduled = true;
-        self->send(self, reclaim_atom::value);
-      },
+      [=](reclaim_atom) { reclaim_step(self); },
       [=](durable_atom) {
         auto& s = self->state;
         s.syncing = false;
@@ -564,19 +639,15 @@ shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
         status st = s.engine->sync_durable();
         if (!st) self->quit(to_error(st));
       },
-      [=](expire_atom, std::uint64_t generation) {
-        auto& s = self->state;
-        if (!s.engine || generation != s.expiry_generation) return;  // stale: a later arm replaced it
-        s.expiry_armed.reset();
-        auto n = s.engine->stage_expired(s.config.expire_batch);
-        if (!n) {
-          self->quit(to_error(n.error()));
-          return;
-        }
-        if (*n > 0) schedule_group(self);
-        else arm_expiry_timer(self);
-      },
-  };
+      [=](expire_atom, std::uint64_t generation) { expire_due(self, generation); });
+}
+
+// The behaviour: the tables above, one per kind of message.
+shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
+  handler_context c{self};
+  return std::apply([](auto&&... handlers) { return shard_engine_actor::behavior_type{std::move(handlers)...}; },
+                    std::tuple_cat(write_handlers(c), read_handlers(c), replica_handlers(c), operator_handlers(c),
+                                   self_handlers(self)));
 }
 
 }  // namespace

@@ -113,6 +113,8 @@ caf::behavior loader(caf::stateful_actor<loader_state>* self, magnetite::databas
   return {};  // nothing else to answer: the requests' handlers do the work
 }
 
+// Long on purpose: an example a host reads top to bottom, one numbered step
+// after another, as its own program would run them.
 int run(const std::string& dir) {
   // --- 1. the host's actor system, and the database inside it ------------
   caf::actor_system_config cfg;

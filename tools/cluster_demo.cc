@@ -13,8 +13,7 @@
 #include <optional>
 #include <thread>
 
-#include <caf/all.hpp>
-#include <caf/io/all.hpp>
+#include "actors/caf_headers.h"  // before any other CAF header
 #include <fmt/format.h>
 
 #include "replication/node.h"
@@ -178,12 +177,11 @@ class demo_cluster {
 std::string key_of(std::uint64_t i) { return fmt::format("demo:{:08}", i); }
 std::string value_of(std::uint64_t i) { return fmt::format("value {} of the cluster demo", i); }
 
-}  // namespace
-
-int run_cluster_demo(const cluster_demo_options& given) {
+// A new, empty data directory (a temporary one without --data) and the
+// cluster file of three nodes on loopback; 0 or the exit code.
+int prepare(cluster_demo_options& o, std::string& text, std::uint16_t& base) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  cluster_demo_options o = given;
   if (o.dir.empty()) {
     std::string pattern = (fs::temp_directory_path() / "magnetite-cluster-demo-XXXXXX").string();
     if (!::mkdtemp(pattern.data())) {
@@ -202,16 +200,109 @@ int run_cluster_demo(const cluster_demo_options& given) {
     fmt::print(stderr, "magnetite cluster-demo: cannot create {}: {}\n", o.dir, ec.message());
     return 2;
   }
-  std::uint16_t base = o.base_port != 0 ? o.base_port : static_cast<std::uint16_t>(30000 + (::getpid() % 3000) * 3);
-  std::string text = fmt::format("cluster demo\nshards 1\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
-                                 "node 3 127.0.0.1 {}\n",
-                                 base, base + 1, base + 2);
+  base = o.base_port != 0 ? o.base_port : static_cast<std::uint16_t>(30000 + (::getpid() % 3000) * 3);
+  text = fmt::format("cluster demo\nshards 1\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", base,
+                     base + 1, base + 2);
+  return 0;
+}
+
+// Acts 3 to 6: writes through the owner, the owner killed with one in flight,
+// a new owner elected, every acknowledged write read back through it. The
+// acknowledged count and how many were lost, or the exit code.
+struct failover_result {
+  std::uint32_t next = 0;
+  std::uint64_t acked = 0, lost = 0;
+  int exit_code = 0;
+};
+
+failover_result write_then_fail_over(demo_cluster& c, const cluster_demo_options& o, std::uint32_t first) {
+  failover_result r;
+  auto t0 = steady::now();
+  for (; r.acked < o.keys; ++r.acked) {
+    if (status s = c.put(first, key_of(r.acked), value_of(r.acked)); !s) {
+      fmt::print(stderr, "magnetite cluster-demo: write {} through node {}: {}\n", r.acked, first, s.to_string());
+      return {0, 0, 0, 1};
+    }
+  }
+  fmt::print("3. {} writes through node {}, each acknowledged after a majority made it durable ({:.0f} writes/s)\n",
+             r.acked, first, static_cast<double>(r.acked) * 1000.0 / ms_since(t0));
+  // The next write goes out without waiting; the owner dies with it in
+  // flight. Its answer, if one ever comes, is looked at after the failover.
+  c.send_put(first, key_of(r.acked), value_of(r.acked));
+  std::this_thread::sleep_for(std::chrono::microseconds(300));
+  auto killed_at = steady::now();
+  c.kill(first);
+  fmt::print("4. node {} SIGKILLed while write {} was in flight\n", first, r.acked);
+  std::optional<std::uint32_t> next;
+  if (!wait_for([&] { return (next = c.owner()).has_value(); }, std::chrono::seconds(60))) {
+    fmt::print(stderr, "magnetite cluster-demo: no node took over within 60 s\n");
+    return {0, 0, 0, 1};
+  }
+  r.next = *next;
+  fmt::print("5. node {} noticed, won an election and took the shard over, unasked ({:.0f} ms after the kill)\n",
+             r.next, ms_since(killed_at));
+  auto in_flight = c.sent_put_answer();
+  fmt::print("   the write in flight {}\n",
+             !in_flight   ? "got no answer: it may or may not survive, and was not counted"
+             : *in_flight ? std::string("was acknowledged before the kill: counted")
+                          : std::string("was refused: not counted"));
+  if (in_flight && *in_flight) ++r.acked;
+  for (std::uint64_t i = 0; i < r.acked; ++i) {
+    auto v = c.get(r.next, key_of(i));
+    if (!v || *v != value_of(i)) ++r.lost;
+  }
+  fmt::print("6. read back through node {}: {} of {} acknowledged writes present, {} lost\n", r.next,
+             r.acked - r.lost, r.acked, r.lost);
+  return r;
+}
+
+// Acts 7 and 8: writes the dead node misses, then it comes back and catches
+// up; false if it did not within 120 s.
+bool miss_then_catch_up(demo_cluster& c, const cluster_demo_options& o, std::uint32_t first, std::uint32_t next,
+                        std::uint64_t acked) {
+  for (std::uint64_t i = 0; i < o.missed; ++i)
+    if (status s = c.put(next, key_of(acked + i), value_of(acked + i)); !s) {
+      fmt::print(stderr, "magnetite cluster-demo: write through node {}: {}\n", next, s.to_string());
+      return false;
+    }
+  fmt::print("7. {} more writes through node {}, which node {} (down) misses\n", o.missed, next, first);
+  c.start(first);
+  auto t0 = steady::now();
+  std::optional<replica_info> back;
+  bool converged = wait_for(
+      [&] {
+        back = c.info(first);
+        auto owner_now = c.info(next);
+        return back && owner_now && back->root == owner_now->root;
+      },
+      std::chrono::seconds(120));
+  if (!converged) {
+    fmt::print("8. node {} restarted but did not catch up within 120 s\n", first);
+    return false;
+  }
+  std::uint64_t data_bytes = 0;
+  for (std::uint64_t i = 0; i < acked + o.missed; ++i) data_bytes += key_of(i).size() + value_of(i).size();
+  fmt::print("8. node {} restarted on its disk, was linked again, and caught up in the background ({:.0f} ms):\n"
+             "   pulled {} tree nodes, {}, merged {} entries; the shard holds {} of keys and values\n"
+             "   every replica's root: {}\n",
+             first, ms_since(t0), with_commas(back->pulled_nodes), human_bytes(back->pulled_bytes),
+             with_commas(back->merged_entries), human_bytes(data_bytes), back->root.to_hex());
+  return true;
+}
+
+}  // namespace
+
+int run_cluster_demo(const cluster_demo_options& given) {
+  cluster_demo_options o = given;
+  std::string text;
+  std::uint16_t base = 0;
+  if (int rc = prepare(o, text, base)) return rc;
   auto cluster = cluster_file::parse(text);
   if (!cluster) {
     fmt::print(stderr, "magnetite cluster-demo: {}\n", cluster.error().message());
     return 2;
   }
-  std::string cluster_path = (fs::path(o.dir) / "cluster").string();
+  std::string cluster_path = (std::filesystem::path(o.dir) / "cluster").string();
   std::ofstream(cluster_path) << text;
 
   demo_cluster c(o, *cluster, cluster_path);
@@ -227,78 +318,13 @@ int run_cluster_demo(const cluster_demo_options& given) {
   auto i0 = c.info(*first);
   fmt::print("2. the nodes elected node {} owner of the shard by themselves ({:.0f} ms, ballot {}.{})\n", *first,
              ms_since(t0), i0 ? i0->promised.counter : 0, *first);
-
-  // Writes until `keys` are acknowledged; the next one is in flight when the
-  // owner is killed.
-  std::uint64_t acked = 0;
-  t0 = steady::now();
-  for (; acked < o.keys; ++acked) {
-    if (status s = c.put(*first, key_of(acked), value_of(acked)); !s) {
-      fmt::print(stderr, "magnetite cluster-demo: write {} through node {}: {}\n", acked, *first, s.to_string());
-      return 1;
-    }
-  }
-  fmt::print("3. {} writes through node {}, each acknowledged after a majority made it durable ({:.0f} writes/s)\n",
-             acked, *first, static_cast<double>(acked) * 1000.0 / ms_since(t0));
-  // The next write goes out without waiting; the owner dies with it in
-  // flight. Its answer, if one ever comes, is looked at after the failover.
-  c.send_put(*first, key_of(acked), value_of(acked));
-  std::this_thread::sleep_for(std::chrono::microseconds(300));
-  auto killed_at = steady::now();
-  c.kill(*first);
-  fmt::print("4. node {} SIGKILLed while write {} was in flight\n", *first, acked);
-  std::optional<std::uint32_t> next;
-  if (!wait_for([&] { return (next = c.owner()).has_value(); }, std::chrono::seconds(60))) {
-    fmt::print(stderr, "magnetite cluster-demo: no node took over within 60 s\n");
-    return 1;
-  }
-  fmt::print("5. node {} noticed, won an election and took the shard over, unasked ({:.0f} ms after the kill)\n",
-             *next, ms_since(killed_at));
-  auto in_flight = c.sent_put_answer();
-  fmt::print("   the write in flight {}\n",
-             !in_flight ? "got no answer: it may or may not survive, and was not counted"
-             : *in_flight ? std::string("was acknowledged before the kill: counted")
-                          : std::string("was refused: not counted"));
-  if (in_flight && *in_flight) ++acked;
-  std::uint64_t lost = 0;
-  for (std::uint64_t i = 0; i < acked; ++i) {
-    auto v = c.get(*next, key_of(i));
-    if (!v || *v != value_of(i)) ++lost;
-  }
-  fmt::print("6. read back through node {}: {} of {} acknowledged writes present, {} lost\n", *next, acked - lost,
-             acked, lost);
-  for (std::uint64_t i = 0; i < o.missed; ++i)
-    if (status s = c.put(*next, key_of(acked + i), value_of(acked + i)); !s) {
-      fmt::print(stderr, "magnetite cluster-demo: write through node {}: {}\n", *next, s.to_string());
-      return 1;
-    }
-  fmt::print("7. {} more writes through node {}, which node {} (down) misses\n", o.missed, *next, *first);
-
-  c.start(*first);
-  t0 = steady::now();
-  std::optional<replica_info> back;
-  bool converged = wait_for(
-      [&] {
-        back = c.info(*first);
-        auto owner_now = c.info(*next);
-        return back && owner_now && back->root == owner_now->root;
-      },
-      std::chrono::seconds(120));
-  if (!converged) {
-    fmt::print("8. node {} restarted but did not catch up within 120 s\n", *first);
-    return 1;
-  }
-  std::uint64_t data_bytes = 0;
-  for (std::uint64_t i = 0; i < acked + o.missed; ++i) data_bytes += key_of(i).size() + value_of(i).size();
-  fmt::print("8. node {} restarted on its disk, was linked again, and caught up in the background ({:.0f} ms):\n"
-             "   pulled {} tree nodes, {}, merged {} entries; the shard holds {} of keys and values\n"
-             "   every replica's root: {}\n",
-             *first, ms_since(t0), with_commas(back->pulled_nodes), human_bytes(back->pulled_bytes),
-             with_commas(back->merged_entries), human_bytes(data_bytes), back->root.to_hex());
-  bool owner_kept = c.owner() == next;
-  fmt::print("9. node {} still owns the shard: the returning node deposed nobody ({})\n", *next,
+  auto f = write_then_fail_over(c, o, *first);
+  if (f.exit_code) return f.exit_code;
+  if (!miss_then_catch_up(c, o, *first, f.next, f.acked)) return 1;
+  bool owner_kept = c.owner() == f.next;
+  fmt::print("9. node {} still owns the shard: the returning node deposed nobody ({})\n", f.next,
              owner_kept ? "yes" : "no");
-  bool ok = lost == 0 && owner_kept;
+  bool ok = f.lost == 0 && owner_kept;
   fmt::print("{}\n", ok ? "nothing acknowledged was lost." : "FAILED: see above.");
   return ok ? 0 : 1;
 }

@@ -125,6 +125,8 @@ struct command_line {
   replication::tls_files tls;  // serve, for a cluster file with `tls on`
 };
 
+// Every command and option of the tool, in the order --help lists them. Long
+// on purpose: it is one table, and splitting it would scatter the interface.
 void declare(CLI::App& app, command_line& c) {
   app.require_subcommand(1);
   // A command hands the options it does not know up to the app, so each

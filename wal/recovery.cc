@@ -144,31 +144,36 @@ status rewrite_and_sync(file& f, std::uint64_t size) {
   return f.sync();
 }
 
-}  // namespace
+// The log's files: its segments, oldest first, open, and leftover temporary
+// segments (a crash between create and rename) that repair removes.
+struct log_files {
+  std::vector<segment_file> segments;
+  std::vector<std::string> temps;
+};
 
-result<recovered_log> recover(env& e, const std::string& dir, const recovery_options& options) {
+result<log_files> open_log_files(env& e, const std::string& dir) {
   auto names = e.list(dir);
   if (!names) return names.error();
   std::vector<std::uint64_t> numbers;
-  std::vector<std::string> temps;
+  log_files out;
   for (const auto& n : *names) {
     if (auto num = parse_segment_file_name(n)) numbers.push_back(*num);
     else if (n.ends_with(temp_suffix) && parse_segment_file_name(n.substr(0, n.size() - temp_suffix.size())))
-      temps.push_back(n);
+      out.temps.push_back(n);
   }
   std::sort(numbers.begin(), numbers.end());
-
-  recovered_log out;
-  std::vector<segment_file> segs;
   for (auto num : numbers) {
     auto s = open_segment(e, dir, num);
     if (!s) return s.error();
-    segs.push_back(std::move(*s));
+    out.segments.push_back(std::move(*s));
   }
+  return out;
+}
 
-  // Replay starts at the newest segment that begins with a commit marker: every
-  // older segment is superseded by that marker (and may have gaps: removal
-  // stops at the first failure).
+// Replay starts at the newest segment that begins with a commit marker: every
+// older segment is superseded by that marker (and may have gaps: removal stops
+// at the first failure). From there on the segments must be contiguous.
+result<std::size_t> replay_start(const std::string& dir, std::vector<segment_file>& segs, recovered_log& out) {
   std::size_t start = 0;
   for (std::size_t i = segs.size(); i-- > 0;)
     if (starts_with_commit(segs[i])) {
@@ -180,19 +185,78 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
     if (segs[i].number != segs[i - 1].number + 1)
       return status::corruption(fmt::format("WAL directory {}: segment {} is missing between {} and {}", dir,
                                             segs[i - 1].number + 1, segs[i - 1].number, segs[i].number));
+  return start;
+}
 
+// Why the frame the reader stopped at cannot be the next one replayed, or
+// empty if it can.
+std::string why_not_next(log_reader::step st, const log_reader& reader, std::optional<std::uint64_t> expected) {
+  if (st == log_reader::step::damaged) return "damaged frame (truncated or checksum mismatch)";
+  std::uint64_t seq = reader.frame().header.sequence;
+  if (expected && seq != *expected) return fmt::format("frame has sequence {} where {} was expected", seq, *expected);
+  // Numbers start at 1, and the last one has no successor: the next sequence
+  // must not wrap to 0 (found by tests/fuzz, wal_recovery).
+  if (seq == 0 || seq == UINT64_MAX) return fmt::format("frame has sequence {}, outside 1 .. 2^64-2", seq);
+  return {};
+}
+
+// A replayed record: a commit marker starts the tail afresh; the replication
+// state is kept aside (the newest wins); the rest is the tail to replay.
+void take_record(record rec, recovered_log& out) {
+  switch (rec.type) {
+    case record_type::commit:
+      out.last_commit = rec.commit;
+      out.tail.clear();
+      break;
+    case record_type::replication_state:
+      out.replication_state = std::move(rec.payload);
+      break;
+    default:
+      out.tail.push_back(std::move(rec));
+  }
+}
+
+// Where the last segment is cut: the first frame that cannot be replayed,
+// and where the content after it ends.
+struct cut_plan {
+  std::size_t segment;
+  std::uint64_t offset;
+  std::uint64_t content_end;  // the reserved zeros start here
+};
+
+// The frame at the reader's offset of the LAST segment cannot be replayed:
+// a torn tail to cut, or corruption (nothing is modified). It is torn only
+// when nothing after it was written after a sync (no intact follows_sync frame
+// of a later sequence), and it is not a whole frame with a bad payload.
+result<cut_plan> judge_tail(segment_file& s, std::size_t i, std::uint64_t salt, const log_reader& reader,
+                            log_reader::step st, const std::string& why, std::optional<std::uint64_t> expected) {
+  if (st == log_reader::step::damaged) {
+    auto whole = whole_but_damaged(s, salt, reader.offset(), expected);
+    if (!whole) return whole.error();
+    if (*whole)
+      return corrupt_at(s, reader.offset(),
+                        "a whole frame (no sector of it missing) whose payload fails its checksum: media "
+                        "damage, not a torn write");
+  }
+  auto end = content_end(s, reader.offset());
+  if (!end) return end.error();  // == offset: only reserved zeros follow, a clean end
+  auto later = find_sync_frame(s, salt, reader.offset() + 1, *end, expected.value_or(0));
+  if (!later) return later.error();
+  if (*later)
+    return corrupt_at(s, reader.offset(), fmt::format("{}, followed by an intact frame at offset {}", why, **later));
+  return cut_plan{i, reader.offset(), *end};
+}
+
+// Reads every frame from segment `start` on into `out`; where the last
+// segment must be cut, if anywhere. A frame that cannot be replayed in a
+// sealed segment (not the last) is corruption: sealed segments were synced
+// whole before the next one began.
+result<std::optional<cut_plan>> read_frames(std::vector<segment_file>& segs, std::size_t start, recovered_log& out) {
   std::optional<std::uint64_t> expected;  // sequence number of the next frame
-  struct cut_plan {
-    std::size_t segment;
-    std::uint64_t offset;
-  };
-  std::optional<cut_plan> cut;
-  std::uint64_t content = 0;  // with a cut: where the last segment's content ends
-
-  for (std::size_t i = start; i < segs.size() && !cut; ++i) {
+  for (std::size_t i = start; i < segs.size(); ++i) {
     segment_file& s = segs[i];
-    bool last = i + 1 == segs.size();
-    auto header = read_range(*s.handle, 0, static_cast<std::size_t>(std::min<std::uint64_t>(s.size, segment_header_size)));
+    auto header =
+        read_range(*s.handle, 0, static_cast<std::size_t>(std::min<std::uint64_t>(s.size, segment_header_size)));
     if (!header) return header.error();
     // Segments appear (by rename) only once their header is durable, so a bad
     // header is never a torn write.
@@ -203,78 +267,39 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
       log_reader::step st = reader.next();
       if (st == log_reader::step::end) break;
       if (st == log_reader::step::error) return reader.error();
-      std::string why;
-      if (st == log_reader::step::damaged) {
-        why = "damaged frame (truncated or checksum mismatch)";
-      } else if (expected && reader.frame().header.sequence != *expected) {
-        why = fmt::format("frame has sequence {} where {} was expected", reader.frame().header.sequence, *expected);
-      } else if (reader.frame().header.sequence == 0 || reader.frame().header.sequence == UINT64_MAX) {
-        // Numbers start at 1, and the last one has no successor: the next
-        // sequence must not wrap to 0 (found by tests/fuzz, wal_recovery).
-        why = fmt::format("frame has sequence {}, outside 1 .. 2^64-2", reader.frame().header.sequence);
-      }
+      std::string why = why_not_next(st, reader, expected);
       if (why.empty()) {
         const parsed_frame& f = reader.frame();
         auto rec = decode_record(f.header.type, f.header.sequence, f.payload);
         if (!rec) return corrupt_at(s, reader.offset(), rec.error().message());
         ++out.frames;
         expected = f.header.sequence + 1;
-        switch (rec->type) {
-          case record_type::commit:
-            out.last_commit = rec->commit;
-            out.tail.clear();
-            break;
-          case record_type::replication_state:
-            out.replication_state = std::move(rec->payload);
-            break;
-          default:
-            out.tail.push_back(std::move(*rec));
-        }
+        take_record(std::move(*rec), out);
         continue;
       }
-      if (!last) return corrupt_at(s, reader.offset(), why + " in a sealed segment");
-      if (st == log_reader::step::damaged) {
-        auto whole = whole_but_damaged(s, sh->salt, reader.offset(), expected);
-        if (!whole) return whole.error();
-        if (*whole)
-          return corrupt_at(s, reader.offset(),
-                            "a whole frame (no sector of it missing) whose payload fails its checksum: media "
-                            "damage, not a torn write");
-      }
-      auto end = content_end(s, reader.offset());
-      if (!end) return end.error();
-      content = *end;  // == offset: only reserved zeros follow, a clean end
-      auto later = find_sync_frame(s, sh->salt, reader.offset() + 1, content, expected.value_or(0));
-      if (!later) return later.error();
-      if (*later)
-        return corrupt_at(s, reader.offset(), fmt::format("{}, followed by an intact frame at offset {}", why, **later));
-      cut = cut_plan{i, reader.offset()};
-      break;
+      out.next_sequence = expected.value_or(1);
+      if (i + 1 != segs.size()) return corrupt_at(s, reader.offset(), why + " in a sealed segment");
+      auto cut = judge_tail(s, i, sh->salt, reader, st, why, expected);
+      if (!cut) return cut.error();
+      return std::optional<cut_plan>(*cut);
     }
   }
-
   out.next_sequence = expected.value_or(1);
-  if (!segs.empty()) {
-    out.last_segment = segs.back().number;
-    out.last_segment_end = cut ? cut->offset : segs.back().size;
-  }
-  if (cut) out.reserved_bytes = segs[cut->segment].size - content;
-  if (cut && content > cut->offset) {
-    segment_file& s = segs[cut->segment];
-    out.discarded_bytes = content - cut->offset;
-    out.discarded_detail =
-        fmt::format("cut {} bytes of a torn tail from {} at offset {}", out.discarded_bytes, s.path, cut->offset);
-  }
-  if (!options.repair) return out;
+  return std::optional<cut_plan>();
+}
 
-  // Repairs, only now that everything has been checked. First make what will be
-  // replayed durable (and its directory entries), then cut and remove.
+// Repairs, only once everything has been checked: first what will be
+// replayed is made durable (with its directory entries), then the tail is cut
+// and superseded and temporary files are removed.
+status repair(env& e, const std::string& dir, log_files& files, std::size_t start, const std::optional<cut_plan>& cut,
+              const recovered_log& out) {
+  auto& segs = files.segments;
   if (cut) MAGNETITE_TRY(segs[cut->segment].handle->truncate(cut->offset));
   for (std::size_t i = start; i < segs.size(); ++i)
     MAGNETITE_TRY(rewrite_and_sync(*segs[i].handle, i + 1 == segs.size() ? out.last_segment_end : segs[i].size));
   MAGNETITE_TRY(e.sync_dir(dir));
   bool removed = false;
-  for (const auto& t : temps) {
+  for (const auto& t : files.temps) {
     MAGNETITE_TRY(e.remove(path_join(dir, t)));
     removed = true;
   }
@@ -284,6 +309,36 @@ result<recovered_log> recover(env& e, const std::string& dir, const recovery_opt
     removed = true;
   }
   if (removed) MAGNETITE_TRY(e.sync_dir(dir));
+  return status::ok();
+}
+
+}  // namespace
+
+result<recovered_log> recover(env& e, const std::string& dir, const recovery_options& options) {
+  auto files = open_log_files(e, dir);
+  if (!files) return files.error();
+  auto& segs = files->segments;
+  recovered_log out;
+  auto start = replay_start(dir, segs, out);
+  if (!start) return start.error();
+  auto cut = read_frames(segs, *start, out);
+  if (!cut) return cut.error();
+
+  if (!segs.empty()) {
+    out.last_segment = segs.back().number;
+    out.last_segment_end = *cut ? (*cut)->offset : segs.back().size;
+  }
+  if (*cut) {
+    const cut_plan& c = **cut;
+    out.reserved_bytes = segs[c.segment].size - c.content_end;
+    if (c.content_end > c.offset) {
+      out.discarded_bytes = c.content_end - c.offset;
+      out.discarded_detail = fmt::format("cut {} bytes of a torn tail from {} at offset {}", out.discarded_bytes,
+                                         segs[c.segment].path, c.offset);
+    }
+  }
+  if (!options.repair) return out;
+  MAGNETITE_TRY(repair(e, dir, *files, *start, *cut, out));
   out.repaired = true;
   return out;
 }
