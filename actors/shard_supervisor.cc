@@ -65,15 +65,15 @@ void on_shard_failure(supervisor_ptr self, std::size_t i, const caf::error& reas
     spawn_one(self, i, failed);
     return;
   }
-  slot.error.store(std::make_shared<const status>(status::io_error(
-      fmt::format("shard {} is restarting after: {}", i, why.message()), status_category::transient)));
+  slot.error.store(std::make_shared<const status>(
+      status::io_error(fmt::format("shard {} is restarting after: {}", i, why.message()), status_category::transient)));
   std::size_t shift = std::min<std::size_t>(st.streak[i]++, 10);
   self->delayed_send(self, st.backoff * (1u << shift), restart_atom::value, i);
 }
 
 caf::behavior supervisor_behavior(supervisor_ptr self, std::shared_ptr<shard_supervision> shared,
-                         std::vector<shard_actor_config> configs, std::size_t max_restarts,
-                         std::chrono::milliseconds window, std::chrono::milliseconds backoff) {
+                                  std::vector<shard_actor_config> configs, std::size_t max_restarts,
+                                  std::chrono::milliseconds window, std::chrono::milliseconds backoff) {
   auto& st = self->state;
   st.shared = std::move(shared);
   st.configs = std::move(configs);

@@ -93,19 +93,22 @@ status check_manifest(env& fs, const std::string& dir, std::size_t shards) {
   if (!shard_dirs) return shard_dirs.error();
   for (std::size_t i : *shard_dirs) {
     if (!*recorded)
-      return status::corruption(fmt::format("{} holds {} but no MANIFEST: not opened, it would be taken for a new "
-                                            "database",
-                                            dir, shard_dir(dir, i)));
+      return status::corruption(
+          fmt::format("{} holds {} but no MANIFEST: not opened, it would be taken for a new "
+                      "database",
+                      dir, shard_dir(dir, i)));
     if (i >= **recorded)
-      return status::corruption(fmt::format("{} records {} shards but {} exists: the manifest does not match the "
-                                            "data directory",
-                                            path, **recorded, shard_dir(dir, i)));
+      return status::corruption(
+          fmt::format("{} records {} shards but {} exists: the manifest does not match the "
+                      "data directory",
+                      path, **recorded, shard_dir(dir, i)));
   }
   if (*recorded) {
     if (**recorded != shards)
-      return status::invalid_argument(fmt::format("{} was created with {} shards; opening it with {} would move keys "
-                                                  "between shards",
-                                                  dir, **recorded, shards));
+      return status::invalid_argument(
+          fmt::format("{} was created with {} shards; opening it with {} would move keys "
+                      "between shards",
+                      dir, **recorded, shards));
     // The MANIFEST may be one a failed open renamed into place just before its
     // directory fsync failed: visible, not durable. Shard directories made on
     // its word would then outlive it in a power cut, and the database could

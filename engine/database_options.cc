@@ -15,9 +15,9 @@ std::size_t database_options::default_shards() noexcept {
 
 status check_memory_budget(const std::optional<std::size_t>& memory_budget, std::size_t shards) {
   if (memory_budget && *memory_budget < shards * (std::size_t{1} << 20))
-    return status::invalid_argument(fmt::format(
-        "database option memory_budget = {} bytes: must be at least 1 MiB a shard ({} bytes for {} shards)",
-        *memory_budget, shards * (std::size_t{1} << 20), shards));
+    return status::invalid_argument(
+        fmt::format("database option memory_budget = {} bytes: must be at least 1 MiB a shard ({} bytes for {} shards)",
+                    *memory_budget, shards * (std::size_t{1} << 20), shards));
   return status::ok();
 }
 

@@ -69,48 +69,48 @@ result<std::vector<std::string>> shard::check_expiry(std::uint64_t& expiring) co
   std::vector<std::string> problems;
   auto key_text = [](std::string_view k) { return fmt::format("{:?}", k); };
   std::map<std::string, std::uint64_t, std::less<>> entries;  // user key -> deadline, from the 'x' range
-  MAGNETITE_TRY(view_->scan(std::string(1, keyspace::expiry_tag), keyspace::expiry_end(),
-                            [&](std::string_view k, std::string_view) {
-                              std::uint64_t deadline = 0;
-                              std::string_view user;
-                              if (!keyspace::parse_expiry_key(k, deadline, user))
-                                problems.push_back(fmt::format("shard {}: a malformed expiry entry of {} bytes", dir_,
-                                                               k.size()));
-                              else if (!entries.emplace(std::string(user), deadline).second)
-                                problems.push_back(fmt::format("shard {}: key {} has two expiry entries", dir_,
-                                                               key_text(user)));
-                              return true;
-                            }));
-  MAGNETITE_TRY(view_->scan(std::string(1, keyspace::data_tag), keyspace::data_end(),
-                            [&](std::string_view k, std::string_view stored) {
-                              std::string_view user = keyspace::user_key_of(k);
-                              auto u = ttl::unwrap(stored);
-                              if (!u) {
-                                problems.push_back(fmt::format("shard {}: the value of key {}: {}", dir_,
-                                                               key_text(user), u.error().message()));
-                                return true;
-                              }
-                              if (!u->expires_at_ns) return true;
-                              ++expiring;
-                              auto it = entries.find(user);
-                              if (it == entries.end() || it->second != *u->expires_at_ns)
-                                problems.push_back(fmt::format("shard {}: key {} expires at {} but has no expiry entry "
-                                                               "for it",
-                                                               dir_, key_text(user), *u->expires_at_ns));
-                              else
-                                entries.erase(it);
-                              if (expiry_.deadline(user) != u->expires_at_ns)
-                                problems.push_back(fmt::format("shard {}: key {} expires at {} but the expiry index "
-                                                               "does not say so",
-                                                               dir_, key_text(user), *u->expires_at_ns));
-                              return true;
-                            }));
+  MAGNETITE_TRY(view_->scan(
+      std::string(1, keyspace::expiry_tag), keyspace::expiry_end(), [&](std::string_view k, std::string_view) {
+        std::uint64_t deadline = 0;
+        std::string_view user;
+        if (!keyspace::parse_expiry_key(k, deadline, user))
+          problems.push_back(fmt::format("shard {}: a malformed expiry entry of {} bytes", dir_, k.size()));
+        else if (!entries.emplace(std::string(user), deadline).second)
+          problems.push_back(fmt::format("shard {}: key {} has two expiry entries", dir_, key_text(user)));
+        return true;
+      }));
+  MAGNETITE_TRY(view_->scan(
+      std::string(1, keyspace::data_tag), keyspace::data_end(), [&](std::string_view k, std::string_view stored) {
+        std::string_view user = keyspace::user_key_of(k);
+        auto u = ttl::unwrap(stored);
+        if (!u) {
+          problems.push_back(
+              fmt::format("shard {}: the value of key {}: {}", dir_, key_text(user), u.error().message()));
+          return true;
+        }
+        if (!u->expires_at_ns) return true;
+        ++expiring;
+        auto it = entries.find(user);
+        if (it == entries.end() || it->second != *u->expires_at_ns)
+          problems.push_back(
+              fmt::format("shard {}: key {} expires at {} but has no expiry entry "
+                          "for it",
+                          dir_, key_text(user), *u->expires_at_ns));
+        else
+          entries.erase(it);
+        if (expiry_.deadline(user) != u->expires_at_ns)
+          problems.push_back(
+              fmt::format("shard {}: key {} expires at {} but the expiry index "
+                          "does not say so",
+                          dir_, key_text(user), *u->expires_at_ns));
+        return true;
+      }));
   for (const auto& [user, deadline] : entries)
     problems.push_back(fmt::format("shard {}: an expiry entry at {} for key {}, whose value has no such deadline", dir_,
                                    deadline, key_text(user)));
   if (expiry_.size() != expiring)
-    problems.push_back(fmt::format("shard {}: the expiry index holds {} keys, the data {}", dir_, expiry_.size(),
-                                   expiring));
+    problems.push_back(
+        fmt::format("shard {}: the expiry index holds {} keys, the data {}", dir_, expiry_.size(), expiring));
   return problems;
 }
 
@@ -135,8 +135,10 @@ result<shard_verify_report> shard::verify(std::span<const hash128> retained) {
     if (log->discarded_bytes) out.problems.push_back(log->discarded_detail);
   }
   auto expiry = check_expiry(out.expiring_keys);
-  if (!expiry) out.problems.push_back(fmt::format("the expiry check stopped: {}", expiry.error().message()));
-  else out.problems.insert(out.problems.end(), expiry->begin(), expiry->end());
+  if (!expiry)
+    out.problems.push_back(fmt::format("the expiry check stopped: {}", expiry.error().message()));
+  else
+    out.problems.insert(out.problems.end(), expiry->begin(), expiry->end());
   return out;
 }
 

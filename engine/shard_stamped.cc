@@ -77,7 +77,8 @@ result<std::string> shard::node_encoding(const hash128& h) const {
 status shard::import_node(const hash128& h, std::string_view encoding) {
   MAGNETITE_TRY(check_usable());
   if (hash128::of(encoding) != h)
-    return status::corruption(fmt::format("node received as {} hashes to {}", h.to_hex(), hash128::of(encoding).to_hex()));
+    return status::corruption(
+        fmt::format("node received as {} hashes to {}", h.to_hex(), hash128::of(encoding).to_hex()));
   auto n = tree::node::decode(encoding);
   if (!n) return n.error();
   if (!n->is_leaf()) {
@@ -85,8 +86,8 @@ status shard::import_node(const hash128& h, std::string_view encoding) {
       auto ref = tree::child_ref::decode(e.value);
       if (!ref) return ref.error();
       if (!store_->contains(ref->hash))
-        return status::invalid_argument(fmt::format("node {} arrived before its child {}: import bottom up", h.to_hex(),
-                                                    ref->hash.to_hex()));
+        return status::invalid_argument(
+            fmt::format("node {} arrived before its child {}: import bottom up", h.to_hex(), ref->hash.to_hex()));
     }
   }
   auto w = store_->write(*n);
@@ -102,7 +103,8 @@ result<merge_report> shard::adopt_stamped(const hash128& foreign_root) { return 
 result<merge_report> shard::merge_foreign(const hash128& foreign_root, bool drop_ours_only) {
   MAGNETITE_TRY(check_usable());
   if (!store_->contains(foreign_root))
-    return status::invalid_argument(fmt::format("merge from root {}: this store does not hold it", foreign_root.to_hex()));
+    return status::invalid_argument(
+        fmt::format("merge from root {}: this store does not hold it", foreign_root.to_hex()));
   auto ours = checkpoint();
   if (!ours) return ours.error();
   import_waiting_.reset();
