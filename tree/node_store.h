@@ -359,7 +359,11 @@ class node_store final : public node_sink {
   std::size_t record_cache_capacity() const noexcept {
     return static_cast<std::size_t>(static_cast<double>(options_.cache_bytes) * options_.record_cache_share);
   }
+  // gc's parts (node_store_gc.cc).
+  class gc_output;  // the packs gc writes
   result<stored_record> load_for_gc(const hash128& h);
+  status gc_copy_reachable(std::span<const hash128> roots, gc_output& copies);
+  std::map<std::uint32_t, std::shared_ptr<pack>> gc_adopt(gc_output& copies, std::uint64_t position);
   void write_index_entries();
   // Makes the active pack durable to its end and starts the next one.
   status seal_active();
