@@ -359,6 +359,8 @@ class node_store final : public node_sink {
   std::size_t record_cache_capacity() const noexcept {
     return static_cast<std::size_t>(static_cast<double>(options_.cache_bytes) * options_.record_cache_share);
   }
+  // What is wrong with the MANIFEST on disk, compared with what open read.
+  std::optional<std::string> check_manifest();
   // gc's parts (node_store_gc.cc).
   class gc_output;  // the packs gc writes
   result<stored_record> load_for_gc(const hash128& h);

@@ -236,25 +236,7 @@ result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std
 
 node_check node_store::check(std::span<const hash128> roots, std::size_t max_problems) {
   node_check out;
-  {
-    // The MANIFEST is read only at open: damage to it would otherwise show only
-    // at the next open, which it would fail.
-    std::lock_guard wl(write_mu_);
-    auto m = read_store_manifest(env_, dir_);
-    if (!m) {
-      out.problems.push_back(m.error().message());
-    } else if (*m ? !gc_floor_ || (*m)->first_pack != first_pack_ || (*m)->gc_position != *gc_floor_ ||
-                        (*m)->dropped != dropped_
-                  : gc_floor_.has_value()) {
-      out.problems.push_back(fmt::format("node store manifest {}: {} where the open store has first pack {} and "
-                                         "gc position {:#x}",
-                                         path_join(dir_, manifest_file_name),
-                                         *m ? fmt::format("first pack {}, gc position {:#x}", (*m)->first_pack,
-                                                          (*m)->gc_position)
-                                            : std::string("missing"),
-                                         first_pack_, gc_floor_.value_or(0)));
-    }
-  }
+  if (auto bad_manifest = check_manifest()) out.problems.push_back(std::move(*bad_manifest));
   struct item {
     hash128 h;
     std::optional<hash128> parent;
@@ -320,6 +302,23 @@ node_check node_store::check(std::span<const hash128> roots, std::size_t max_pro
     }
   }
   return out;
+}
+
+// The MANIFEST is read only at open: damage to it would otherwise show only
+// at the next open, which it would fail. What is wrong with it; nullopt when
+// it says what the open store holds.
+std::optional<std::string> node_store::check_manifest() {
+  std::lock_guard wl(write_mu_);
+  auto m = read_store_manifest(env_, dir_);
+  if (!m) return m.error().message();
+  if (*m ? !gc_floor_ || (*m)->first_pack != first_pack_ || (*m)->gc_position != *gc_floor_ || (*m)->dropped != dropped_
+         : gc_floor_.has_value())
+    return fmt::format("node store manifest {}: {} where the open store has first pack {} and gc position {:#x}",
+                       path_join(dir_, manifest_file_name),
+                       *m ? fmt::format("first pack {}, gc position {:#x}", (*m)->first_pack, (*m)->gc_position)
+                          : std::string("missing"),
+                       first_pack_, gc_floor_.value_or(0));
+  return std::nullopt;
 }
 
 }  // namespace magnetite::tree
