@@ -320,6 +320,20 @@ class node_store final : public node_sink {
   node_store(env& e, std::string dir, node_store_options options);
 
   status do_open(std::optional<std::uint64_t> committed);
+  // open's steps (node_store_open.cc), in the order do_open takes them.
+  struct store_files;     // the store's files found in dir_
+  struct recovered_pack;  // a pack open keeps, with its index entries
+  status load_manifest();
+  result<store_files> find_files() const;
+  result<std::optional<std::uint64_t>> kept_position(std::optional<std::uint64_t> committed);
+  status check_packs(std::uint64_t keep, const store_files& files, std::vector<recovered_pack>& live);
+  status open_kept_pack(std::uint32_t number, std::uint64_t keep, recovered_pack& lp);
+  result<std::uint64_t> load_index_prefix(recovered_pack& lp, bool exists);
+  status rebuild_index_tail(recovered_pack& lp, std::uint64_t from);
+  status cut_past_position(std::uint32_t last, const store_files& files, const std::vector<recovered_pack>& live);
+  status rewrite_indexes(const std::vector<recovered_pack>& live, std::uint32_t last);
+  status adopt_recovered(const std::vector<recovered_pack>& live, std::optional<std::uint64_t> keep);
+
   status check_usable() const;
   status fail(status s);
   result<std::shared_ptr<pack>> create_pack(std::uint32_t number);
@@ -345,7 +359,13 @@ class node_store final : public node_sink {
   std::size_t record_cache_capacity() const noexcept {
     return static_cast<std::size_t>(static_cast<double>(options_.cache_bytes) * options_.record_cache_share);
   }
+  // What is wrong with the MANIFEST on disk, compared with what open read.
+  std::optional<std::string> check_manifest();
+  // gc's parts (node_store_gc.cc).
+  class gc_output;  // the packs gc writes
   result<stored_record> load_for_gc(const hash128& h);
+  status gc_copy_reachable(std::span<const hash128> roots, gc_output& copies);
+  std::map<std::uint32_t, std::shared_ptr<pack>> gc_adopt(gc_output& copies, std::uint64_t position);
   void write_index_entries();
   // Makes the active pack durable to its end and starts the next one.
   status seal_active();

@@ -1,0 +1,324 @@
+// node_store: reading (node_store.h, read, leaf_get and check): the node
+// cache, the record cache and when a record earns a place in it, pending
+// records, then the packs; every record checked before it is used.
+#include "tree/node_store.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "tree/node_store_internal.h"
+#include "tree/pack_format.h"
+
+namespace magnetite::tree {
+
+namespace {
+
+ZSTD_DCtx* thread_dctx() {
+  struct holder {
+    ZSTD_DCtx* ctx = ZSTD_createDCtx();
+    ~holder() { ZSTD_freeDCtx(ctx); }
+  };
+  thread_local holder h;
+  return h.ctx;
+}
+
+// What the cache charges for a decoded node: the memory the node holds and the
+// cache's own bookkeeping for it.
+std::size_t charge_of(const node& n) {
+  constexpr std::size_t bookkeeping = 32;  // the shared_ptr control block (slots are charged by the table)
+  return n.memory_bytes() + bookkeeping;
+}
+
+// What the record cache charges for a payload of `bytes`: the string's heap
+// block (rounded as malloc rounds) and the cached_record's fields.
+std::size_t record_charge_of(std::size_t bytes) { return ((bytes + 1 + 15) & ~std::size_t{15}) + 16; }
+
+}  // namespace
+
+status node_store::read_record_into(const hash128& h, pack& p, const node_location& loc, record_buffers& b) {
+  auto bad = [&](std::string why) {
+    return status::corruption(fmt::format("node {}: pack {}, offset {}: {}", h, p.path, loc.offset, why));
+  };
+  if (loc.length <= record_header_size || loc.length > record_header_size + max_node_bytes)
+    return bad(fmt::format("index gives a record length of {}", loc.length));
+  b.record.resize(loc.length);
+  auto got = p.f->read_at(loc.offset, b.record.size(), b.record.data());
+  if (!got)
+    return status::make(got.error().code(), got.error().category(),
+                        fmt::format("node {}: reading pack {} at offset {}: {}", h, p.path, loc.offset,
+                                    got.error().message()));
+  pack_bytes_read_ += *got;
+  if (*got != b.record.size()) return bad(fmt::format("record is truncated ({} of {} bytes)", *got, b.record.size()));
+  record_header rh;
+  if (std::string why = parse_record_header(b.record.data(), p.salt, rh); !why.empty()) return bad(why);
+  if (rh.length() != loc.length)
+    return bad(fmt::format("record is {} bytes but the index says {}", rh.length(), loc.length));
+  if (rh.hash != h) return bad(fmt::format("record holds node {}", rh.hash));
+  b.payload = std::string_view(b.record).substr(record_header_size);
+  if (checksum32(b.payload, p.salt) != rh.payload_checksum) return bad("record payload checksum mismatch");
+  b.flags = rh.flags;
+  b.raw_length = rh.raw;
+  if (std::string why = expand(b); !why.empty()) return bad(why);
+  if (hash128::of(b.raw) != h) return bad("content does not match its hash");
+  return status::ok();
+}
+
+std::string node_store::expand(record_buffers& b) {
+  if (!(b.flags & flag_zstd)) {
+    b.raw = b.payload;
+    return {};
+  }
+  b.decompressed.resize(b.raw_length);
+  std::size_t n = ZSTD_decompressDCtx(thread_dctx(), b.decompressed.data(), b.decompressed.size(),
+                                      b.payload.data(), b.payload.size());
+  if (ZSTD_isError(n)) return fmt::format("zstd: {}", ZSTD_getErrorName(n));
+  if (n != b.raw_length) return fmt::format("decompressed to {} bytes, not {}", n, b.raw_length);
+  b.raw = b.decompressed;
+  return {};
+}
+
+result<node_store::stored_record> node_store::read_record(const hash128& h, pack& p, const node_location& loc) {
+  record_buffers b;
+  MAGNETITE_TRY(read_record_into(h, p, loc, b));
+  return stored_record{std::string(b.raw), b.flags, std::string(b.payload)};
+}
+
+result<node_ptr> node_store::read(const hash128& h) {
+  node_ptr hit;
+  if (cache_->with_hit(h, [&](const cached_node& c) { hit = c.n; })) return hit;
+  return read_uncached(h);
+}
+
+result<std::string> node_store::pending_encoding(const pending_record& r) {
+  record_buffers b;
+  b.payload = r.payload;
+  b.flags = r.flags;
+  b.raw_length = r.raw_length;
+  if (std::string why = expand(b); !why.empty())
+    return status::corruption(fmt::format("node {}: record not yet written out: {}", r.hash, why));
+  return std::string(b.raw);
+}
+
+// The node cache was asked already (and counted a miss): the record cache,
+// pending records, then the packs. b.raw then holds the node's content.
+result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& b) {
+  // A record from the record cache or the write buffer was checked against its
+  // hash when it was read, or made from the encoding by write(): expanding the
+  // same bytes again gives the same content.
+  auto expand_in_memory = [&](std::string_view where) -> status {
+    b.payload = b.record;
+    b.from.reset();
+    if (std::string why = expand(b); !why.empty())
+      return status::corruption(fmt::format("node {}: {}: {}", h, where, why));
+    return status::ok();
+  };
+  bool again = false;
+  bool cached = records_ && records_->with_hit_seen(h, [&](const cached_record& r, bool seen) {
+    b.record.assign(r.payload);
+    b.flags = r.flags;
+    b.raw_length = r.raw_length;
+    again = seen;
+  });
+  if (cached) {
+    MAGNETITE_TRY(expand_in_memory("cached record"));
+    return again ? fetched::from_record_cache_again : fetched::from_record_cache;
+  }
+  std::shared_ptr<pack> p;
+  node_location loc;
+  {
+    std::shared_lock sl(state_mu_);
+    if (auto it = pending_at_.find(h); it != pending_at_.end()) {
+      const pending_record& r = pending_[it->second];
+      b.record.assign(r.payload);
+      b.flags = r.flags;
+      b.raw_length = r.raw_length;
+      sl.unlock();
+      MAGNETITE_TRY(expand_in_memory("record not yet written out"));
+      return fetched::from_pending;
+    }
+    auto it = index_.find(h);
+    if (it == index_.end()) return status::not_found(fmt::format("tree node {} is not stored in {}", h, dir_));
+    loc = it->second;
+    p = packs_.at(loc.pack);
+  }
+  MAGNETITE_TRY(read_record_into(h, *p, loc, b));
+  b.from = p;
+  b.offset = loc.offset;
+  return fetched::from_pack;
+}
+
+// Decodes what fetch() left in b and keeps it in the node cache.
+result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buffers& b) {
+  auto n = node::decode(b.raw);
+  if (!n)
+    return status::corruption(
+        fmt::format("node {}: {}: matches its hash but does not decode: {}", h,
+                    b.from ? fmt::format("pack {}, offset {}", b.from->path, b.offset) : "a record in memory",
+                    n.error().message()));
+  node_ptr out = std::make_shared<const node>(std::move(*n));
+  std::size_t charge = charge_of(*out);
+  cache_->put(h, cached_node{out, out->search_index()}, charge);
+  return out;
+}
+
+// A miss reads into this thread's buffers (they keep their capacity), so
+// the only allocation is the node's own.
+node_store::record_buffers& node_store::thread_buffers() {
+  thread_local record_buffers buffers;
+  return buffers;
+}
+
+// The pack is let go at the end of the read: a thread that reads no more
+// must not keep a pack that gc or reclamation removed (its space).
+node_store::buffers_lease::~buffers_lease() { b.from.reset(); }
+
+result<node_ptr> node_store::read_uncached(const hash128& h) {
+  buffers_lease lease;
+  record_buffers& b = lease.b;
+  auto f = fetch(h, b);
+  if (!f) return f.error();
+  if (*f == fetched::from_pack) keep_record(h, b);
+  return decode_and_keep(h, b);
+}
+
+// A leaf's record earns a place in the record cache when it holds at least
+// `record_density` times the leaves a byte of decoded nodes holds: a hit
+// there still costs the decompression, the largest part of a miss, and saves
+// only the read of the pack and the hash (docs/benchmarks.md, "Reads beyond
+// the cache"). True if it was kept.
+bool node_store::keep_record(const hash128& h, const record_buffers& b) {
+  constexpr std::size_t record_density = 4;
+  if (!records_ || !(b.flags & flag_zstd) || b.raw.empty() || b.raw[0] != 0) return false;
+  std::size_t charge = record_charge_of(b.payload.size());
+  if (charge * record_density > b.raw.size()) return false;
+  records_->put(h, cached_record{std::string(b.payload), b.raw_length, b.flags}, charge);
+  // The node cache gets the budget less what the record cache holds (and a
+  // step of headroom), so a record cache that stays empty (incompressible
+  // data) costs the node cache nothing, and the two never hold more than the
+  // budget by more than a record.
+  constexpr std::uint64_t step = 1u << 20;
+  auto want = [&] { return std::min<std::uint64_t>(records_->charged() + step, record_cache_capacity()); };
+  auto due = [&](std::uint64_t w, std::uint64_t lent) { return w > lent || w + 2 * step <= lent; };
+  if (!due(want(), lent_.load(std::memory_order_relaxed))) return true;  // most inserts: no lock
+  std::lock_guard lk(lend_mu_);
+  std::uint64_t w = want();
+  if (due(w, lent_.load(std::memory_order_relaxed))) {
+    lent_.store(w, std::memory_order_relaxed);
+    cache_->set_capacity(options_.cache_bytes - w);
+  }
+  return true;
+}
+
+// A leaf that compresses well is decoded into the node cache only once it is
+// in demand: read from its pack it goes to the record cache only, and a hit
+// there decodes it only if it was hit before since the record cache's clock
+// hand last passed it; otherwise it is searched where it lies. So leaves read
+// seldom (a uniform spread of gets over data far larger than the cache) cost
+// no decoding and evict no decoded node, and hot leaves are kept decoded.
+// (read(), which cursors and scans use, returns a node and so decodes and
+// keeps every node it reads.)
+result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std::string& value) {
+  result<bool> out = false;
+  if (cache_->with_hit(leaf, [&](const cached_node& c) { out = search_leaf(c.ix, leaf, key, value); })) return out;
+  buffers_lease lease;
+  record_buffers& b = lease.b;
+  auto f = fetch(leaf, b);
+  if (!f) return f.error();
+  if ((*f == fetched::from_pack && keep_record(leaf, b)) || *f == fetched::from_record_cache ||
+      *f == fetched::from_pending)
+    return search_encoding(b.raw, leaf, key, value);
+  auto n = decode_and_keep(leaf, b);
+  if (!n) return n.error();
+  return search_leaf((*n)->search_index(), leaf, key, value);
+}
+
+node_check node_store::check(std::span<const hash128> roots, std::size_t max_problems) {
+  node_check out;
+  if (auto bad_manifest = check_manifest()) out.problems.push_back(std::move(*bad_manifest));
+  struct item {
+    hash128 h;
+    std::optional<hash128> parent;
+  };
+  std::vector<item> stack;
+  for (const auto& r : roots) stack.push_back({r, std::nullopt});
+  std::unordered_set<hash128, hash128_hasher> seen;
+  auto problem = [&](std::string what) { out.problems.push_back(std::move(what)); };
+  while (!stack.empty() && out.problems.size() < max_problems) {
+    item it = stack.back();
+    stack.pop_back();
+    if (!seen.insert(it.h).second) continue;
+    std::string raw;
+    std::string where;
+    {
+      std::shared_ptr<pack> p;
+      node_location loc;
+      {
+        std::shared_lock sl(state_mu_);
+        if (auto pi = pending_at_.find(it.h); pi != pending_at_.end()) {
+          auto e = pending_encoding(pending_[pi->second]);
+          if (!e) {
+            problem(e.error().message());
+            continue;
+          }
+          raw = std::move(*e);
+        } else if (auto ii = index_.find(it.h); ii != index_.end()) {
+          loc = ii->second;
+          p = packs_.at(loc.pack);
+        }
+      }
+      if (p) {
+        auto rec = read_record(it.h, *p, loc);
+        if (!rec) {
+          problem(rec.error().message());
+          continue;
+        }
+        raw = std::move(rec->raw);
+        out.bytes += loc.length;
+        where = fmt::format("pack {}, offset {}", p->path, loc.offset);
+      } else if (raw.empty()) {
+        problem(it.parent ? fmt::format("node {} (a child of node {}) is not stored in {}", it.h, *it.parent, dir_)
+                          : fmt::format("root node {} is not stored in {}", it.h, dir_));
+        continue;
+      } else {
+        where = "pending (not yet written)";
+      }
+    }
+    ++out.nodes;
+    auto n = node::decode(raw);
+    if (!n) {
+      problem(fmt::format("node {}: {}: matches its hash but does not decode: {}", it.h, where, n.error().message()));
+      continue;
+    }
+    if (n->level() == 0) continue;
+    for (const auto& e : n->entries()) {
+      auto c = child_ref::decode(e.value);
+      if (!c) {
+        problem(fmt::format("node {}: {}: a bad child reference under key of {} bytes", it.h, where, e.key.size()));
+        continue;
+      }
+      stack.push_back({c->hash, it.h});
+    }
+  }
+  return out;
+}
+
+// The MANIFEST is read only at open: damage to it would otherwise show only
+// at the next open, which it would fail. What is wrong with it; nullopt when
+// it says what the open store holds.
+std::optional<std::string> node_store::check_manifest() {
+  std::lock_guard wl(write_mu_);
+  auto m = read_store_manifest(env_, dir_);
+  if (!m) return m.error().message();
+  if (*m ? !gc_floor_ || (*m)->first_pack != first_pack_ || (*m)->gc_position != *gc_floor_ || (*m)->dropped != dropped_
+         : gc_floor_.has_value())
+    return fmt::format("node store manifest {}: {} where the open store has first pack {} and gc position {:#x}",
+                       path_join(dir_, manifest_file_name),
+                       *m ? fmt::format("first pack {}, gc position {:#x}", (*m)->first_pack, (*m)->gc_position)
+                          : std::string("missing"),
+                       first_pack_, gc_floor_.value_or(0));
+  return std::nullopt;
+}
+
+}  // namespace magnetite::tree

@@ -1,0 +1,131 @@
+// pack_format: the byte formats of the node store, as docs/formats/node_store.md
+// describes them (that document is normative; these constants and codecs must
+// agree with it): the header that starts every pack, index and manifest file,
+// records, index entries, the manifest, and the names of the numbered files.
+//
+// Contract:
+// - Encoders append to (or return) bytes and never fail.
+// - Parsers check every byte they read and every length against its bound
+//   before anything is allocated; what is wrong is returned, never guessed
+//   around. A version newer than this build reads is not_supported, damage is
+//   corruption (or, for a record header, a message the caller puts in its own
+//   error).
+// - Nothing here does I/O but read_store_manifest.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "core/env.h"
+#include "core/hash128.h"
+#include "tree/node_store.h"
+
+namespace magnetite::tree {
+
+inline constexpr char pack_magic[8] = {'M', 'G', 'N', 'T', 'P', 'A', 'C', 'K'};
+inline constexpr char index_magic[8] = {'M', 'G', 'N', 'T', 'P', 'I', 'D', 'X'};
+inline constexpr char manifest_magic[8] = {'M', 'G', 'N', 'T', 'P', 'M', 'A', 'N'};
+inline constexpr std::uint32_t format_version = 1;
+
+// Pack, index and manifest files all start with a 40-byte header:
+//   0 8 magic | 8 4 version | 12 4 flags (0) | 16 8 a | 24 8 b | 32 4 reserved (0)
+//   | 36 4 checksum of bytes 0..35
+// where (a, b) is (pack number, salt) for packs and indexes and (first pack,
+// gc position) for the manifest.
+inline constexpr std::size_t file_header_size = 40;
+
+// Record header, then `stored` payload bytes:
+//   0 4 checksum, seeded with the pack's salt, of bytes 4..35
+//   4 1 flags (bit 0: payload is a zstd frame)  | 5 3 reserved (0)
+//   8 4 stored length | 12 4 raw length (of the node encoding)
+//  16 4 payload checksum, seeded with the pack's salt, of the stored bytes
+//  20 16 node hash
+// The payload checksum is not redundant with the hash: a zstd frame has bits
+// the decoder ignores, so damage there would decode to the right node and go
+// unnoticed; and it keeps damaged bytes away from the decompressor.
+inline constexpr std::size_t record_header_size = 36;
+inline constexpr std::uint8_t flag_zstd = 0x01;
+inline constexpr std::uint8_t known_record_flags = flag_zstd;
+// The smallest node encoding: a level byte and an entry count of 0.
+inline constexpr std::uint32_t min_node_bytes = 2;
+
+// Index entry: 0 16 node hash | 16 8 record offset | 24 4 record length
+//   | 28 4 checksum, seeded with the pack's salt, of bytes 0..27
+inline constexpr std::size_t index_entry_size = 32;
+
+// A manifest that names dropped packs (made by reclamation) is version 2: the
+// header, then u32 count, count ascending u32 pack numbers, and a checksum of
+// those bytes. Without dropped packs it is the version-1 header alone, so a
+// store that never reclaimed stays readable by version-1 builds.
+inline constexpr std::uint32_t manifest_dropped_version = 2;
+
+// The low 32 bits of XXH3-64 with the given seed.
+std::uint32_t checksum32(std::string_view bytes, std::uint64_t seed = 0) noexcept;
+
+// ---- file headers ----------------------------------------------------------------
+std::string encode_file_header(const char (&magic)[8], std::uint64_t a, std::uint64_t b,
+                               std::uint32_t version = format_version);
+
+struct file_header {
+  std::uint64_t a = 0, b = 0;
+  std::uint32_t version = format_version;
+};
+
+// Checks a 40-byte header; the error names `path` and what is wrong.
+result<file_header> parse_file_header(std::string_view bytes, const char (&magic)[8], std::string_view what,
+                                      const std::string& path, std::uint32_t max_version = format_version);
+
+// ---- records -----------------------------------------------------------------------
+// Appends a record: header and payload.
+void encode_record(std::string& out, std::uint64_t salt, const hash128& h, std::uint8_t flags, std::string_view payload,
+                   std::uint32_t raw);
+
+struct record_header {
+  std::uint8_t flags = 0;
+  std::uint32_t stored = 0;
+  std::uint32_t raw = 0;
+  std::uint32_t payload_checksum = 0;
+  hash128 hash;
+  std::uint64_t length() const noexcept { return record_header_size + std::uint64_t{stored}; }
+};
+
+// Checks the record_header_size header bytes at p; an empty string when they
+// are sound.
+std::string parse_record_header(const char* p, std::uint64_t salt, record_header& out);
+
+// ---- index entries -----------------------------------------------------------------
+void encode_index_entry(std::string& out, std::uint64_t salt, const hash128& h, std::uint64_t offset,
+                        std::uint32_t length);
+
+struct index_file_entry {
+  hash128 hash;
+  std::uint64_t offset = 0;
+  std::uint32_t length = 0;
+};
+
+// The entry in the first index_entry_size bytes of `bytes`; nullopt when its
+// checksum does not hold. Whether it fits its pack is the reader's to check.
+std::optional<index_file_entry> parse_index_entry(std::string_view bytes, std::uint64_t salt);
+
+// ---- file names --------------------------------------------------------------------
+// The number of a file named "<8 decimal digits><suffix>" (1 to
+// max_pack_number), or nullopt for any other name.
+std::optional<std::uint32_t> parse_numbered(std::string_view name, std::string_view suffix);
+
+// ---- the manifest ------------------------------------------------------------------
+// What a node store's MANIFEST says (written by gc and reclamation).
+struct store_manifest {
+  std::uint32_t first_pack;
+  std::uint64_t gc_position;
+  std::set<std::uint32_t> dropped;  // packs above first_pack that are garbage
+};
+
+std::string encode_store_manifest(std::uint32_t first, std::uint64_t position, const std::set<std::uint32_t>& dropped);
+// The MANIFEST of the store in `dir`: nullopt if there is none.
+result<std::optional<store_manifest>> read_store_manifest(env& e, const std::string& dir);
+
+}  // namespace magnetite::tree
