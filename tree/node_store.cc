@@ -24,26 +24,23 @@ std::uint64_t random_salt() {
 
 status node_store_options::validate() const {
   if (target_pack_bytes < 4096 || target_pack_bytes > max_pack_offset / 2)
-    return status::invalid_argument(fmt::format(
-        "node store option target_pack_bytes = {}: must be between 4096 and {}", target_pack_bytes,
-        max_pack_offset / 2));
+    return status::invalid_argument(fmt::format("node store option target_pack_bytes = {}: must be between 4096 and {}",
+                                                target_pack_bytes, max_pack_offset / 2));
   if (cache_bytes == 0) return status::invalid_argument("node store option cache_bytes must be > 0");
   if (!(record_cache_share >= 0 && record_cache_share <= 0.9))
-    return status::invalid_argument(fmt::format(
-        "node store option record_cache_share = {}: must be between 0 and 0.9", record_cache_share));
-  if (write_buffer_bytes == 0)
-    return status::invalid_argument("node store option write_buffer_bytes must be > 0");
+    return status::invalid_argument(
+        fmt::format("node store option record_cache_share = {}: must be between 0 and 0.9", record_cache_share));
+  if (write_buffer_bytes == 0) return status::invalid_argument("node store option write_buffer_bytes must be > 0");
   if (compress && (compression_level < 1 || compression_level > 19))
-    return status::invalid_argument(fmt::format(
-        "node store option compression_level = {}: must be between 1 and 19", compression_level));
+    return status::invalid_argument(
+        fmt::format("node store option compression_level = {}: must be between 1 and 19", compression_level));
   return status::ok();
 }
 
 // ---- the store ---------------------------------------------------------------------
 
 node_store::node_store(env& e, std::string dir, node_store_options options)
-    : env_(e), dir_(std::move(dir)), options_(options),
-      cache_(std::make_unique<node_cache>(options.cache_bytes)) {
+    : env_(e), dir_(std::move(dir)), options_(options), cache_(std::make_unique<node_cache>(options.cache_bytes)) {
   if (record_cache_capacity() > 0) records_ = std::make_unique<record_cache>(record_cache_capacity());
   cctx_ = ZSTD_createCCtx();
 }
@@ -63,8 +60,8 @@ result<std::unique_ptr<node_store>> node_store::open(env& e, std::string dir, no
 status node_store::check_usable() const {
   std::lock_guard lk(failure_mu_);
   if (failure_.is_ok()) return status::ok();
-  return status::failed(fmt::format("node store in {} stopped after an earlier error ({}); reopen it", dir_,
-                                    failure_.message()));
+  return status::failed(
+      fmt::format("node store in {} stopped after an earlier error ({}); reopen it", dir_, failure_.message()));
 }
 
 status node_store::fail(status s) {
@@ -208,8 +205,8 @@ status node_store::append_records(std::span<const pending_record> records) {
     at += len;
   }
   if (at > max_pack_offset)
-    return status::invalid_argument(fmt::format("node store pack {} would exceed {} bytes; flush more often",
-                                                active_->path, max_pack_offset));
+    return status::invalid_argument(
+        fmt::format("node store pack {} would exceed {} bytes; flush more often", active_->path, max_pack_offset));
   if (status s = active_->f->append(buf); !s) return fail(std::move(s));
   pack_bytes_written_ += buf.size();
   written_size_ = at;

@@ -157,15 +157,15 @@ struct node_store_options {
 
 // What open() found and did.
 struct open_report {
-  std::optional<std::uint64_t> position;  // the durable position kept (nullopt: empty store)
-  bool gc_floor_used = false;             // the manifest's gc position was above `committed`
-  std::uint64_t bytes_cut = 0;            // pack bytes past the position, truncated or removed
-  std::uint64_t packs_removed = 0;        // newer than the position, or older than the manifest's first pack
-  std::string cut_detail;                 // what was cut or removed, where; empty if nothing
-  std::uint64_t packs = 0;                // live packs
-  std::uint64_t index_entries_loaded = 0; // from index files
+  std::optional<std::uint64_t> position;   // the durable position kept (nullopt: empty store)
+  bool gc_floor_used = false;              // the manifest's gc position was above `committed`
+  std::uint64_t bytes_cut = 0;             // pack bytes past the position, truncated or removed
+  std::uint64_t packs_removed = 0;         // newer than the position, or older than the manifest's first pack
+  std::string cut_detail;                  // what was cut or removed, where; empty if nothing
+  std::uint64_t packs = 0;                 // live packs
+  std::uint64_t index_entries_loaded = 0;  // from index files
   std::uint64_t index_entries_rebuilt = 0;
-  std::uint64_t bytes_scanned = 0;        // pack bytes read to rebuild index entries
+  std::uint64_t bytes_scanned = 0;  // pack bytes read to rebuild index entries
 };
 
 using magnetite::gc_result;  // <magnetite/stats.h>
@@ -185,7 +185,7 @@ struct reclaim_stats {
 struct node_store_stats {
   std::uint64_t cache_hits = 0;
   std::uint64_t cache_misses = 0;
-  std::uint64_t cache_bytes = 0;    // charged now: nodes and the cache's slot tables
+  std::uint64_t cache_bytes = 0;        // charged now: nodes and the cache's slot tables
   std::uint64_t cache_table_bytes = 0;  // of which slot tables
   std::uint64_t cache_entries = 0;
   // The record cache: asked on a node cache miss.
@@ -198,14 +198,14 @@ struct node_store_stats {
   std::uint64_t pack_bytes_written = 0;
   std::uint64_t pack_bytes_read = 0;  // reads, gc and open scans, pack headers included
   std::uint64_t flushes = 0;
-  std::uint64_t pack_syncs = 0;       // pack fdatasyncs (flushes, and sealing a full pack)
+  std::uint64_t pack_syncs = 0;  // pack fdatasyncs (flushes, and sealing a full pack)
   std::uint64_t gc_runs = 0;
 };
 
 // What check() read: the nodes reachable from the roots it was given.
 struct node_check {
-  std::uint64_t nodes = 0;   // distinct nodes read back from their packs and checked
-  std::uint64_t bytes = 0;   // their records, headers included
+  std::uint64_t nodes = 0;            // distinct nodes read back from their packs and checked
+  std::uint64_t bytes = 0;            // their records, headers included
   std::vector<std::string> problems;  // each names the node and, when stored, its pack and offset
 };
 
@@ -279,9 +279,9 @@ class node_store final : public node_sink {
   const std::string& dir() const noexcept { return dir_; }
   std::string pack_path(std::uint32_t number) const;
 
-  struct pack;      // an open pack file
-  class node_cache;    // decoded nodes (clock_cache.h)
-  class record_cache;  // stored records of leaves (clock_cache.h)
+  struct pack;           // an open pack file
+  class node_cache;      // decoded nodes (clock_cache.h)
+  class record_cache;    // stored records of leaves (clock_cache.h)
   struct reclaim_cycle;  // the marks and victims of the cycle running
 
  private:
@@ -312,7 +312,7 @@ class node_store final : public node_sink {
   };
   enum class fetched { from_pending, from_record_cache, from_record_cache_again, from_pack };
   struct stored_record {
-    std::string raw;      // the node's encoding, verified against its hash
+    std::string raw;  // the node's encoding, verified against its hash
     std::uint8_t flags;
     std::string payload;  // as stored
   };
@@ -388,8 +388,8 @@ class node_store final : public node_sink {
   std::unique_ptr<file_lock> lock_;
   std::unique_ptr<node_cache> cache_;
   std::unique_ptr<record_cache> records_;  // null when record_cache_share is 0
-  std::mutex lend_mu_;  // serialises changes of lent_ and the node cache's capacity
-  std::atomic<std::uint64_t> lent_{0};  // of cache_bytes, kept from the node cache for records_
+  std::mutex lend_mu_;                     // serialises changes of lent_ and the node cache's capacity
+  std::atomic<std::uint64_t> lent_{0};     // of cache_bytes, kept from the node cache for records_
   open_report report_;
 
   // Serialises write/flush/gc. Held for the whole of each.
@@ -403,19 +403,19 @@ class node_store final : public node_sink {
   std::unordered_map<hash128, std::size_t, hash128_hasher> pending_at_;
 
   // Writer state (write_mu_).
-  std::uint32_t first_pack_ = 1;                 // manifest's first live pack
-  std::optional<std::uint64_t> gc_floor_;        // manifest's gc position
-  std::set<std::uint32_t> dropped_;              // manifest's dropped packs (above first_pack_)
+  std::uint32_t first_pack_ = 1;           // manifest's first live pack
+  std::optional<std::uint64_t> gc_floor_;  // manifest's gc position
+  std::set<std::uint32_t> dropped_;        // manifest's dropped packs (above first_pack_)
   std::unique_ptr<reclaim_cycle> cycle_;
   mutable std::mutex reclaim_mu_;  // guards reclaim_ (stats() may be called from any thread)
   reclaim_stats reclaim_;
   std::shared_ptr<pack> active_;
-  std::uint64_t written_size_ = 0;               // bytes of active_ handed to the kernel
-  std::uint64_t synced_size_ = 0;                // bytes of active_ made durable
-  bool dir_dirty_ = false;                       // active_'s name not yet durable
-  std::vector<index_entry> unsynced_entries_;    // records of active_ past synced_size_
+  std::uint64_t written_size_ = 0;             // bytes of active_ handed to the kernel
+  std::uint64_t synced_size_ = 0;              // bytes of active_ made durable
+  bool dir_dirty_ = false;                     // active_'s name not yet durable
+  std::vector<index_entry> unsynced_entries_;  // records of active_ past synced_size_
   std::size_t pending_bytes_ = 0;
-  void* cctx_ = nullptr;                         // ZSTD_CCtx
+  void* cctx_ = nullptr;    // ZSTD_CCtx
   std::string compressed_;  // write()'s output buffer: it keeps its size, never filled
   std::atomic<bool> has_durable_{false};
   std::atomic<std::uint64_t> epoch_{0};
@@ -424,8 +424,8 @@ class node_store final : public node_sink {
   mutable std::mutex failure_mu_;
   status failure_;
 
-  std::atomic<std::uint64_t> nodes_written_{0}, writes_deduplicated_{0}, pack_bytes_written_{0},
-      pack_bytes_read_{0}, flushes_{0}, pack_syncs_{0}, gc_runs_{0};
+  std::atomic<std::uint64_t> nodes_written_{0}, writes_deduplicated_{0}, pack_bytes_written_{0}, pack_bytes_read_{0},
+      flushes_{0}, pack_syncs_{0}, gc_runs_{0};
 };
 
 }  // namespace magnetite::tree

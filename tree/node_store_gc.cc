@@ -230,8 +230,7 @@ std::map<std::uint32_t, std::shared_ptr<node_store::pack>> node_store::gc_adopt(
 // Writes the manifest under its temporary name, makes it durable, renames it
 // over MANIFEST and makes the rename durable: the switch of gc and reclamation.
 // Any failure stops the store: whether the rename reached the disk is unknown.
-status node_store::write_manifest(std::uint32_t first, std::uint64_t position,
-                                  const std::set<std::uint32_t>& dropped) {
+status node_store::write_manifest(std::uint32_t first, std::uint64_t position, const std::set<std::uint32_t>& dropped) {
   std::string temp = path_join(dir_, manifest_temp_file_name);
   auto f = env_.open(temp, open_mode::create_truncate);
   if (!f) return fail(f.error());

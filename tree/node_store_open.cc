@@ -78,9 +78,12 @@ result<node_store::store_files> node_store::find_files() const {
   if (!names) return names.error();
   store_files out;
   for (const auto& n : *names) {
-    if (auto num = parse_numbered(n, ".pack")) out.packs[*num] = n;
-    else if (auto inum = parse_numbered(n, ".idx")) out.indexes[*inum] = n;
-    else if (n == manifest_temp_file_name) out.temp_manifest = true;
+    if (auto num = parse_numbered(n, ".pack"))
+      out.packs[*num] = n;
+    else if (auto inum = parse_numbered(n, ".idx"))
+      out.indexes[*inum] = n;
+    else if (n == manifest_temp_file_name)
+      out.temp_manifest = true;
   }
   return out;
 }
@@ -89,9 +92,10 @@ result<node_store::store_files> node_store::find_files() const {
 // neither exists (everything not kept by a gc is removed).
 result<std::optional<std::uint64_t>> node_store::kept_position(std::optional<std::uint64_t> committed) {
   if (committed && (position_pack(*committed) == 0 || position_offset(*committed) < file_header_size))
-    return status::invalid_argument(fmt::format("node store in {}: committed position {} was not made by a node "
-                                                "store",
-                                                dir_, describe_position(*committed)));
+    return status::invalid_argument(
+        fmt::format("node store in {}: committed position {} was not made by a node "
+                    "store",
+                    dir_, describe_position(*committed)));
   std::optional<std::uint64_t> keep = committed;
   if (gc_floor_ && (!keep || *keep < *gc_floor_)) {
     keep = gc_floor_;
@@ -111,9 +115,10 @@ status node_store::check_packs(std::uint64_t keep, const store_files& files, std
   for (std::uint32_t num = first_pack_; num <= last; ++num) {
     if (dropped_.count(num)) continue;
     if (!files.packs.count(num))
-      return status::corruption(fmt::format("node store in {}: pack file {} is missing but the durable position "
-                                            "{} needs it; nothing was modified",
-                                            dir_, pack_file_name(num), describe_position(keep)));
+      return status::corruption(
+          fmt::format("node store in {}: pack file {} is missing but the durable position "
+                      "{} needs it; nothing was modified",
+                      dir_, pack_file_name(num), describe_position(keep)));
     recovered_pack lp;
     MAGNETITE_TRY(open_kept_pack(num, keep, lp));
     auto covered = load_index_prefix(lp, files.indexes.count(num) > 0);
@@ -149,9 +154,10 @@ status node_store::open_kept_pack(std::uint32_t number, std::uint64_t keep, reco
   lp.p->salt = h->b;
   lp.limit = number == position_pack(keep) ? position_offset(keep) : lp.size;
   if (lp.size < lp.limit)
-    return status::corruption(fmt::format("node store pack {} is {} bytes but the durable position {} needs "
-                                          "{}; nothing was modified",
-                                          lp.p->path, lp.size, describe_position(keep), lp.limit));
+    return status::corruption(
+        fmt::format("node store pack {} is {} bytes but the durable position {} needs "
+                    "{}; nothing was modified",
+                    lp.p->path, lp.size, describe_position(keep), lp.limit));
   return status::ok();
 }
 
@@ -195,9 +201,10 @@ status node_store::rebuild_index_tail(recovered_pack& lp, std::uint64_t from) {
   std::uint64_t window_at = 0;
   for (std::uint64_t at = from; at < lp.limit;) {
     if (lp.limit - at < record_header_size)
-      return status::corruption(fmt::format("node store pack {}, offset {}: {} bytes before the durable end {} "
-                                            "are not a record; nothing was modified",
-                                            lp.p->path, at, lp.limit - at, lp.limit));
+      return status::corruption(
+          fmt::format("node store pack {}, offset {}: {} bytes before the durable end {} "
+                      "are not a record; nothing was modified",
+                      lp.p->path, at, lp.limit - at, lp.limit));
     if (at < window_at || at + record_header_size > window_at + window.size()) {
       window.resize(static_cast<std::size_t>(std::min<std::uint64_t>(io_chunk, lp.limit - at)));
       auto n = lp.p->f->read_at(at, window.size(), window.data());
@@ -214,9 +221,10 @@ status node_store::rebuild_index_tail(recovered_pack& lp, std::uint64_t from) {
     if (why.empty() && at + rh.length() > lp.limit)
       why = fmt::format("record of {} bytes runs past the durable end {}", rh.length(), lp.limit);
     if (!why.empty())
-      return status::corruption(fmt::format("node store pack {}, offset {}: {} (in durable data, found while "
-                                            "rebuilding the index); nothing was modified",
-                                            lp.p->path, at, why));
+      return status::corruption(
+          fmt::format("node store pack {}, offset {}: {} (in durable data, found while "
+                      "rebuilding the index); nothing was modified",
+                      lp.p->path, at, why));
     lp.entries.push_back({rh.hash, at, static_cast<std::uint32_t>(rh.length())});
     report_.index_entries_rebuilt += 1;
     at += rh.length();

@@ -46,9 +46,9 @@ status node_store::read_record_into(const hash128& h, pack& p, const node_locati
   b.record.resize(loc.length);
   auto got = p.f->read_at(loc.offset, b.record.size(), b.record.data());
   if (!got)
-    return status::make(got.error().code(), got.error().category(),
-                        fmt::format("node {}: reading pack {} at offset {}: {}", h, p.path, loc.offset,
-                                    got.error().message()));
+    return status::make(
+        got.error().code(), got.error().category(),
+        fmt::format("node {}: reading pack {} at offset {}: {}", h, p.path, loc.offset, got.error().message()));
   pack_bytes_read_ += *got;
   if (*got != b.record.size()) return bad(fmt::format("record is truncated ({} of {} bytes)", *got, b.record.size()));
   record_header rh;
@@ -71,8 +71,8 @@ std::string node_store::expand(record_buffers& b) {
     return {};
   }
   b.decompressed.resize(b.raw_length);
-  std::size_t n = ZSTD_decompressDCtx(thread_dctx(), b.decompressed.data(), b.decompressed.size(),
-                                      b.payload.data(), b.payload.size());
+  std::size_t n = ZSTD_decompressDCtx(thread_dctx(), b.decompressed.data(), b.decompressed.size(), b.payload.data(),
+                                      b.payload.size());
   if (ZSTD_isError(n)) return fmt::format("zstd: {}", ZSTD_getErrorName(n));
   if (n != b.raw_length) return fmt::format("decompressed to {} bytes, not {}", n, b.raw_length);
   b.raw = b.decompressed;

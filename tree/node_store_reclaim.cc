@@ -93,10 +93,9 @@ result<bool> node_store::reclaim_mark(std::size_t& budget) {
     budget -= std::min<std::size_t>(budget, 64);
     auto loc = index_.find(it.h);
     if (loc == index_.end() && !pending_at_.count(it.h))
-      return status::corruption(fmt::format("reclamation: tree node {} reachable from a kept root is not stored in {}",
-                                            it.h, dir_));
-    if (loc != index_.end() && loc->second.pack < c.boundary &&
-        (!c.chosen || c.victims.count(loc->second.pack)))
+      return status::corruption(
+          fmt::format("reclamation: tree node {} reachable from a kept root is not stored in {}", it.h, dir_));
+    if (loc != index_.end() && loc->second.pack < c.boundary && (!c.chosen || c.victims.count(loc->second.pack)))
       c.live[loc->second.pack].push_back({it.h, loc->second.offset, loc->second.length});
     if (it.level == 0 || !c.internal_seen.insert(it.h).second) continue;
     auto n = read(it.h);
@@ -167,8 +166,10 @@ void node_store::reclaim_choose_victims() {
     take(k);
   }
   for (auto it = c.live.begin(); it != c.live.end();) {
-    if (c.victims.count(it->first)) ++it;
-    else it = c.live.erase(it);
+    if (c.victims.count(it->first))
+      ++it;
+    else
+      it = c.live.erase(it);
   }
   c.chosen = true;
 }

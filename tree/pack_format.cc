@@ -32,9 +32,7 @@ std::string encode_file_header(const char (&magic)[8], std::uint64_t a, std::uin
 
 result<file_header> parse_file_header(std::string_view bytes, const char (&magic)[8], std::string_view what,
                                       const std::string& path, std::uint32_t max_version) {
-  auto bad = [&](std::string why) {
-    return status::corruption(fmt::format("{} {}: {}", what, path, why));
-  };
+  auto bad = [&](std::string why) { return status::corruption(fmt::format("{} {}: {}", what, path, why)); };
   if (bytes.size() < file_header_size)
     return bad(fmt::format("header is truncated ({} of {} bytes)", bytes.size(), file_header_size));
   if (!std::equal(magic, magic + 8, bytes.data())) return bad("bad magic");
@@ -51,8 +49,8 @@ result<file_header> parse_file_header(std::string_view bytes, const char (&magic
   return file_header{decode_fixed64_le(u8(bytes.data() + 16)), decode_fixed64_le(u8(bytes.data() + 24)), version};
 }
 
-void encode_record(std::string& out, std::uint64_t salt, const hash128& h, std::uint8_t flags,
-                   std::string_view payload, std::uint32_t raw) {
+void encode_record(std::string& out, std::uint64_t salt, const hash128& h, std::uint8_t flags, std::string_view payload,
+                   std::uint32_t raw) {
   std::size_t at = out.size();
   out.resize(at + record_header_size, '\0');
   std::uint8_t* p = u8(out.data() + at);
