@@ -2,7 +2,8 @@
 //
 // Every scan that reads several sorted sources as one goes through it: a
 // view's layers over its tree (view_cursor, behind read_view::scan and
-// scan_reverse) and the layers of a checkpoint (layer::merge_all).
+// scan_reverse), the layers of a checkpoint (layer::merge_all) and the shards
+// of database::scan (merged_cursor).
 //
 // Contract:
 // - A source (the merge_source concept below) yields entries in the scan's
