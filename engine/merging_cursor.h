@@ -2,8 +2,9 @@
 //
 // Every scan that reads several sorted sources as one goes through it: a
 // view's layers over its tree (view_cursor, behind read_view::scan and
-// scan_reverse), the layers of a checkpoint (layer::merge_all) and the shards
-// of database::scan (merged_cursor).
+// scan_reverse), the layers of a checkpoint (layer::merge_all), the shards of
+// database::scan (merged_cursor), and a keyed-state handle's buffered writes
+// over its pinned view (state/merged_range).
 //
 // Contract:
 // - A source (the merge_source concept below) yields entries in the scan's

@@ -12,6 +12,7 @@
 #include "state/errors.h"
 #include "state/item_codec.h"
 #include "state/layout.h"
+#include "state/merged_range.h"
 #include "state/state_reader.h"
 
 namespace magnetite::state {
@@ -37,94 +38,6 @@ struct owner_state::core {
 namespace detail {
 
 enum class kind { value, map, deque };
-
-// Pending writes by encoded state key: an item, or nullopt for a delete.
-using overlay = std::map<std::string, std::optional<item>>;
-
-// Keys of [lo, hi) from a pinned view merged with an overlay, in either
-// direction, chunk by chunk. `hide_view`: every key the view holds is
-// absent (a buffered clear).
-class merged_range {
- public:
-  merged_range(std::shared_ptr<const read_view> view, std::uint64_t now, overlay ov, bool hide_view, std::string lo,
-               std::string hi, direction dir, std::optional<std::size_t> limit, std::string what)
-      : view_(std::move(view)), now_(now), ov_(std::move(ov)), hide_view_(hide_view), lo_(std::move(lo)),
-        hi_(std::move(hi)), dir_(dir), left_(limit), what_(std::move(what)) {}
-
-  result<std::vector<std::pair<std::string, item>>> next(std::size_t max) {
-    std::size_t want = left_ ? std::min(max, *left_) : max;
-    std::vector<std::pair<std::string, item>> out;
-    if (want == 0 || lo_ >= hi_) return out;
-    bool forward = dir_ == direction::forward;
-    // The overlay's keys still in range, in scan order.
-    std::vector<const overlay::value_type*> pending;
-    for (auto it = ov_.lower_bound(lo_); it != ov_.end() && it->first < hi_; ++it) pending.push_back(&*it);
-    if (!forward) std::reverse(pending.begin(), pending.end());
-    std::size_t p = 0;
-    std::string last;  // the last key processed, in scan order
-    bool processed = false;
-    auto before = [&](std::string_view a, std::string_view b) { return forward ? a < b : a > b; };
-    auto take_pending_until = [&](const std::string* bound) {
-      while (p < pending.size() && out.size() < want && (!bound || before(pending[p]->first, *bound))) {
-        if (pending[p]->second) out.emplace_back(pending[p]->first, *pending[p]->second);
-        last = pending[p]->first;
-        processed = true;
-        ++p;
-      }
-    };
-    status failure;
-    bool view_done = true;
-    auto visit = [&](std::string_view tree_key, std::string_view stored) {
-      std::string key(keyspace::user_key_of(tree_key));
-      take_pending_until(&key);
-      if (out.size() == want) {
-        view_done = false;
-        return false;
-      }
-      if (p < pending.size() && pending[p]->first == key) {
-        if (pending[p]->second) out.emplace_back(key, *pending[p]->second);
-        ++p;
-      } else if (!hide_view_) {
-        auto found = live_item(stored, now_, what_);
-        if (!found) {
-          failure = found.error();
-          return false;
-        }
-        if (*found) out.emplace_back(key, std::move((*found)->value));
-      }
-      last = key;
-      processed = true;
-      if (out.size() == want) {
-        view_done = false;
-        return false;
-      }
-      return true;
-    };
-    std::string from = keyspace::data_key(lo_), to = keyspace::data_key(hi_);
-    status s = forward ? view_->scan(from, to, visit) : view_->scan_reverse(from, to, visit);
-    if (!s) return s;
-    if (!failure) return failure;
-    if (view_done) take_pending_until(nullptr);
-    if (processed) {
-      // Go on past the last key processed.
-      if (forward) lo_ = last + '\0';
-      else hi_ = last;
-    }
-    if (out.empty()) lo_ = hi_;  // exhausted
-    if (left_) *left_ -= out.size();
-    return out;
-  }
-
- private:
-  std::shared_ptr<const read_view> view_;
-  std::uint64_t now_;
-  overlay ov_;
-  bool hide_view_;
-  std::string lo_, hi_;
-  direction dir_;
-  std::optional<std::size_t> left_;
-  std::string what_;
-};
 
 class collection : public std::enable_shared_from_this<collection> {
  public:
