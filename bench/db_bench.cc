@@ -8,7 +8,7 @@
 //            [--record-cache-share F] [--max-space-amplification F]
 //            [--ops N] [--checkpoint-bytes B] [--reclaim-threads 1|32]
 //            [--reclaim-turn K]
-//            [--only writes|gets|restart|load|overwrite|reclaim] [--json]
+//            [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]
 //   db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]
 //
 // Both engines get the same memory for cached data: RocksDB's block cache is
@@ -113,6 +113,20 @@
 //            peer); p99 and writes/s of on beside RocksDB. Target: p99 on <=
 //            2x p99 reclaim_off. The figure means nothing if no cycle ran:
 //            the text line says so.
+//   scans    (only with --only scans: not part of a run of every case) the
+//            read path's merge of a shard's layers over its tree, ours only
+//            (no peer: it is there to compare a change of ours with what came
+//            before). In one child: N keys loaded as `load` does and
+//            committed, the database reopened under the `interval` fsync
+//            policy, then every 10th key rewritten and every 100th (i % 100
+//            == 5) deleted, in batches of 1 000 keys of one shard, left in the
+//            shards' layers (no checkpoint). Then, each for S seconds, 1
+//            thread: full scans through database::scan (entries/s), full
+//            scans of each shard's view forward and backward
+//            (read_view::scan, scan_reverse: entries/s), and range reads of
+//            100 entries from random keys (database::range: ranges/s). The
+//            same again after commit(), the tree alone. Every scan must see
+//            N - N / 100 entries (exit 2 otherwise).
 //
 // --rocksdb-readrandom DIR reads a RocksDB directory that RocksDB's own
 // db_bench filled (`db_bench --benchmarks=fillseq --num=N`: its keys, 8
@@ -131,10 +145,10 @@
 //   {"program":"db_bench","date":"2026-...Z","dir":D,"seconds":S,"keys":N,
 //    "cache_mib":M,"rounds":R,"shards":N,"rocksdb":"7.8.3","lmdb":"0.9.24",
 //    "rows":[ROW, ...]}
-//   ROW = {"workload":"writes"|"gets"|"restart"|"load"|"overwrite"|"reclaim",
+//   ROW = {"workload":"writes"|"gets"|"restart"|"load"|"overwrite"|"reclaim"|"scans",
 //          "case":TEXT, "threads":N,
 //          "unit":"writes/s"|"gets/s"|"keys/s"|"s"|"us"|"fsyncs/write"|"x"|
-//                 "cycles"|"MiB",
+//                 "cycles"|"MiB"|"entries/s"|"ranges/s",
 //          "ours":X, "peer":"rocksdb"|"lmdb"|"raw_fdatasync"|"reclaim_off"|null,
 //          "peer_value":X|null, "ratio":ours/peer_value|null,
 //          "better":"higher"|"lower", "target":TEXT|null, "met":BOOL|null,
@@ -189,6 +203,7 @@
 #include "actors/database_core.h"
 #include "bench/bench_support.h"
 #include "bench/lmdb_store.h"
+#include "engine/keyspace.h"
 
 using namespace magnetite;
 using namespace magnetite::bench;
@@ -1341,6 +1356,119 @@ void reclaim_case(const std::string& base, std::uint64_t keys) {
   std::filesystem::remove_all(base + "/c");
 }
 
+// ---------------------------------------------------------------------------
+// scans: the merge of the layers over the tree on the read path (see the top
+// comment).
+
+// Key i is rewritten when i % 10 == 0 and deleted when i % 100 == 5.
+bool scans_deleted(std::uint64_t i) { return i % 100 == 5; }
+
+// The rewrites and deletions, left in the layers: batches of 1 000 keys of
+// one shard, each a group of its own.
+void scans_layer_writes(database& db, std::uint64_t keys) {
+  std::vector<std::vector<batch_write>> per_shard(db.shard_count());
+  auto flush = [&](std::size_t s) {
+    if (per_shard[s].empty()) return;
+    must(db.batch(per_shard[s]), "batch");
+    per_shard[s].clear();
+  };
+  for (std::uint64_t i = 0; i < keys; ++i) {
+    if (i % 10 != 0 && !scans_deleted(i)) continue;
+    std::string k = key_of(i);
+    std::size_t s = db.shard_of(k);
+    std::optional<std::string> v;
+    if (!scans_deleted(i)) v = round_plan(keys, 1).value(i);
+    per_shard[s].push_back({std::move(k), std::move(v), {}});
+    if (per_shard[s].size() == 1000) flush(s);
+  }
+  for (std::size_t s = 0; s < per_shard.size(); ++s) flush(s);
+}
+
+// Repeats `pass` (which returns the entries it saw, or ranges it read) for
+// `seconds`, at least once; returns them per second.
+template <class Pass>
+double scans_rate(double seconds, Pass pass) {
+  auto t0 = clock_type::now();
+  std::uint64_t n = 0;
+  do n += pass();
+  while (since(t0) < seconds);
+  return static_cast<double>(n) / since(t0);
+}
+
+// Figures, with the layers then the tree alone: database::scan entries/s,
+// read_view::scan entries/s, read_view::scan_reverse entries/s, ranges/s; then
+// the layers each shard's view held (summed), before the commit.
+void scans_engine(const std::string& dir, std::uint64_t keys, double seconds, std::vector<double>& out) {
+  load_engine(engine::ours, dir, keys, false);
+  auto db = must(database::open(db_options(dir, /*no_sync=*/true)), "reopen");
+  scans_layer_writes(*db, keys);
+  std::uint64_t live = keys - (keys + 94) / 100;  // keys minus those with i % 100 == 5
+  double layers = 0;
+  for (std::size_t s = 0; s < db->shard_count(); ++s)
+    layers += static_cast<double>(must(db->core().view_of(s), "view")->layers().size());
+  auto expect = [&](std::uint64_t seen) {
+    if (seen != live) {
+      fmt::print(stderr, "db_bench: a scan saw {} entries, not {}\n", seen, live);
+      std::exit(2);
+    }
+    return seen;
+  };
+  auto whole_views = [&](bool reverse) {
+    std::uint64_t seen = 0;
+    for (std::size_t s = 0; s < db->shard_count(); ++s) {
+      auto v = must(db->core().view_of(s), "view");
+      auto count = [&](std::string_view, std::string_view) { return ++seen, true; };
+      std::string from = keyspace::data_key(""), to = keyspace::data_end();
+      must(reverse ? v->scan_reverse(from, to, count) : v->scan(from, to, count), "view scan");
+    }
+    return expect(seen);
+  };
+  for (bool layered : {true, false}) {
+    if (!layered) must(db->commit(), "commit");
+    out.push_back(scans_rate(seconds, [&] {
+      auto c = must(db->scan("", ""), "scan");
+      std::uint64_t seen = 0;
+      while (must(c.next(), "next")) ++seen;
+      return expect(seen);
+    }));
+    out.push_back(scans_rate(seconds, [&] { return whole_views(false); }));
+    out.push_back(scans_rate(seconds, [&] { return whole_views(true); }));
+    std::uint64_t rng = 0x5eed0000ULL;
+    out.push_back(scans_rate(seconds, [&] {
+      std::uint64_t i = splitmix64(rng) % (keys - keys / 10);  // at least 100 live keys follow
+      auto r = must(db->range(key_of(i), "", 100), "range");
+      if (r.size() != 100) std::exit(2);
+      return std::uint64_t{1};
+    }));
+  }
+  out.push_back(layers);
+}
+
+void scans_case(const std::string& base, std::uint64_t keys, double seconds) {
+  std::filesystem::remove_all(base + "/s");
+  std::filesystem::create_directories(base + "/s");
+  say("scans: {} keys loaded, every 10th rewritten and every 100th deleted in the layers; 1 thread, {} s each\n",
+      keys, seconds);
+  std::string dir = base + "/s/" + engine_name(engine::ours);
+  auto r = in_child([&](std::vector<double>& f) { scans_engine(dir, keys, seconds, f); });
+  std::filesystem::remove_all(base + "/s");
+  const auto& f = r.figures;
+  static constexpr const char* whats[] = {"database::scan, whole range", "read_view::scan, each shard's view",
+                                          "read_view::scan_reverse, each shard's view",
+                                          "database::range of 100 entries from a random key"};
+  for (std::size_t at = 0; at < 8; ++at) {
+    bool layered = at < 4;
+    std::size_t k = at % 4;
+    std::string what = fmt::format("{}, {}", whats[k], layered ? "layers over the tree" : "tree alone");
+    const char* unit = k == 3 ? "ranges/s" : "entries/s";
+    report_row row{"scans", what, 1, unit, f[at], "", 0, false, "", std::nullopt};
+    row.ours_rss_mib = r.rss_mib;
+    rows.push_back(std::move(row));
+    say("scans: {:<78} {:>11.0f} {}\n", what, f[at], unit);
+  }
+  say("scans: {:.0f} layers over the shards' trees before the commit; peak RSS {:.0f} MiB\n", f[8], r.rss_mib);
+}
+
 // The peer's read loop on a directory RocksDB's own db_bench filled with
 // fillseq (see the top comment); prints one line.
 int rocksdb_readrandom(const std::string& dir, std::uint64_t keys, double seconds) {
@@ -1382,7 +1510,7 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
              "[--spin-polls N] [--wal-preallocate BYTES] [--record-cache-share F]\n"
              "                [--max-space-amplification F] [--ops N] [--checkpoint-bytes B]\n"
              "                [--reclaim-threads 1|32] [--reclaim-turn K]\n"
-             "                [--only writes|gets|restart|load|overwrite|reclaim] [--json]\n"
+             "                [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]\n"
              "       db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]\n");
   std::exit(2);
 }
@@ -1415,13 +1543,14 @@ int main(int argc, char** argv) {
     else if (a == "--json") json_output = true;
     else usage();
   }
-  const std::vector<std::string> cases = {"writes", "gets", "restart", "load", "overwrite", "reclaim"};
-  // reclaim preloads 200 000 keys unless told otherwise.
+  const std::vector<std::string> cases = {"writes", "gets", "restart", "load", "overwrite", "reclaim", "scans"};
+  // reclaim preloads 200 000 keys unless told otherwise; scans reads 100
+  // entries from a key below the last tenth.
   if (only == "reclaim" && !keys_given) keys = 200'000;
   // The database wants at least 1 MiB of cache a shard.
   if (!(seconds > 0) || keys == 0 || rounds == 0 || shard_count == 0 || cache_mib < shard_count ||
       reclaim_checkpoint_bytes == 0 || !(reclaim_only_threads == 0 || reclaim_only_threads == 1 || reclaim_only_threads == 32) ||
-      cache_mib > (std::size_t{1} << 20) ||
+      cache_mib > (std::size_t{1} << 20) || (only == "scans" && keys < 1000) ||
       !(only.empty() || std::find(cases.begin(), cases.end(), only) != cases.end()))
     usage();
   if (!readrandom_dir.empty()) return rocksdb_readrandom(readrandom_dir, keys, seconds);
@@ -1435,6 +1564,7 @@ int main(int argc, char** argv) {
   if (run("overwrite")) overwrite_case(base, keys, rounds);
   // Not part of a run of every case: it is long (durable writes, 1 thread).
   if (only == "reclaim") reclaim_case(base, keys);
+  if (only == "scans") scans_case(base, keys, seconds);
   std::filesystem::remove_all(base);
   if (json_output) print_json(base, seconds, keys, rounds, only == "reclaim");
   return 0;

@@ -29,33 +29,33 @@ result<range_chunk> read_range_chunk(const read_view& view, std::string_view fro
   return out;
 }
 
-merged_cursor::merged_cursor(std::vector<std::shared_ptr<const read_view>> views, std::string from, std::string to,
-                           std::uint64_t now_ns, std::size_t chunk)
-    : to_(std::move(to)), now_ns_(now_ns), chunk_(std::max<std::size_t>(chunk, 1)) {
-  for (auto& v : views) sources_.push_back({std::move(v), {}, from, false});
-}
-
-status merged_cursor::refill(source& s) {
-  auto c = read_range_chunk(*s.view, s.resume, to_, chunk_, now_ns_);
+status shard_chunks::read_chunk() {
+  auto c = read_range_chunk(*view_, resume_, to_, chunk_, now_ns_);
   if (!c) return c.error();
-  for (auto& e : c->entries) s.buffered.push_back(std::move(e));
-  s.exhausted = !c->more;
+  for (auto& e : c->entries) buffered_.push_back(std::move(e));
+  exhausted_ = !c->more;
   // The next chunk starts just past the last key read: the smallest key
   // greater than it is the key with a zero byte appended.
-  if (!s.buffered.empty()) s.resume = s.buffered.back().first + '\0';
+  if (!buffered_.empty()) resume_ = buffered_.back().first + '\0';
   return status::ok();
 }
 
+merged_cursor::merged_cursor(std::vector<std::shared_ptr<const read_view>> views, std::string from, std::string to,
+                           std::uint64_t now_ns, std::size_t chunk) {
+  chunk = std::max<std::size_t>(chunk, 1);
+  shards_.reserve(views.size());
+  for (auto& v : views) shards_.emplace_back(std::move(v), from, to, now_ns, chunk);
+}
+
 result<bool> merged_cursor::next() {
-  source* best = nullptr;
-  for (auto& s : sources_) {
-    if (s.buffered.empty() && !s.exhausted) MAGNETITE_TRY(refill(s));
-    if (s.buffered.empty()) continue;
-    if (!best || s.buffered.front().first < best->buffered.front().first) best = &s;
+  if (!merge_) {
+    for (auto& s : shards_) MAGNETITE_TRY(s.fill());
+    merge_.emplace(std::move(shards_), scan_direction::forward, equal_keys::all);
   }
-  if (!best) return false;
-  current_ = std::move(best->buffered.front());
-  best->buffered.pop_front();
+  MAGNETITE_TRY(merge_->next());
+  if (!merge_->valid()) return false;
+  // The entry moves out; the shard steps past it at the next next().
+  current_ = std::move(merge_->top().front());
   return true;
 }
 

@@ -3,15 +3,21 @@
 #include <algorithm>
 
 #include "engine/keyspace.h"
+#include "engine/view_cursor.h"
 #include "tree/prolly_tree.h"
 #include "ttl/envelope.h"
 
 namespace magnetite {
 
 const layer_entry* layer::find(std::string_view key) const noexcept {
+  std::size_t i = lower_bound(key);
+  return i != entries.size() && entries[i].key == key ? &entries[i] : nullptr;
+}
+
+std::size_t layer::lower_bound(std::string_view key) const noexcept {
   auto it = std::lower_bound(entries.begin(), entries.end(), key,
                              [](const layer_entry& e, std::string_view k) { return e.key < k; });
-  return it != entries.end() && it->key == key ? &*it : nullptr;
+  return static_cast<std::size_t>(it - entries.begin());
 }
 
 layer layer::of(const std::map<std::string, std::optional<std::string>, std::less<>>& staged) {
@@ -41,7 +47,23 @@ layer layer::of(const std::map<std::string, std::optional<std::string>, std::les
   return out;
 }
 
+namespace {
+// `out` shares the blocks of `in` (after those it has) and counts its bytes.
+void share_blocks(layer& out, const layer& in) {
+  out.blocks.insert(out.blocks.end(), in.blocks.begin(), in.blocks.end());
+  for (const auto& b : in.blocks) out.bytes += b->capacity();
+}
+}  // namespace
+
 layer layer::merge(const layer& newer, const layer& older) {
+  // Not a merging_cursor: this runs on the write path (a group's new layer
+  // is merged into the newest while it is at least half its size), and this
+  // two-pointer loop is 3-4x as fast as the cursor's pass over its sources
+  // while the layers fit in the cache: best of 40 on two layers of 1 000
+  // entries each 7 us against 27 us, of 10 000 each 90 us against 292 us; at
+  // 100 000 each both wait on memory (3.5 ms against 3.6 ms). merge_all,
+  // which meets every layer at once, uses the cursor: one pass instead of one
+  // per layer.
   layer out;
   out.entries.reserve(newer.entries.size() + older.entries.size());
   auto a = newer.entries.begin(), b = older.entries.begin();
@@ -54,18 +76,35 @@ layer layer::merge(const layer& newer, const layer& older) {
     }
   }
   out.blocks.reserve(newer.blocks.size() + older.blocks.size());
-  out.blocks.insert(out.blocks.end(), newer.blocks.begin(), newer.blocks.end());
-  out.blocks.insert(out.blocks.end(), older.blocks.begin(), older.blocks.end());
   out.bytes = out.entries.capacity() * sizeof(layer_entry);
-  for (const auto& b : out.blocks) out.bytes += b->capacity();
+  share_blocks(out, newer);
+  share_blocks(out, older);
   return out;
 }
 
 std::shared_ptr<const layer> layer::merge_all(const std::vector<std::shared_ptr<const layer>>& newest_first) {
   if (newest_first.empty()) return std::make_shared<const layer>();
   if (newest_first.size() == 1) return newest_first.front();
-  layer all = merge(*newest_first[0], *newest_first[1]);
-  for (std::size_t i = 2; i < newest_first.size(); ++i) all = merge(all, *newest_first[i]);
+  // One pass over all of them; the result is a layer, so it keeps the
+  // deletions that decide a key (they hide the tree's entry).
+  std::vector<view_source> sources;
+  std::size_t entries = 0, blocks = 0;
+  for (const auto& l : newest_first) {
+    sources.push_back(view_source::of_layer(*l, 0, l->entries.size(), scan_direction::forward));
+    entries += l->entries.size();
+    blocks += l->blocks.size();
+  }
+  merging_cursor<view_source> m(std::move(sources), scan_direction::forward, equal_keys::newest_wins, deletions::keep);
+  layer all;
+  all.entries.reserve(entries);
+  // A layer's steps never fail: next() is always ok here.
+  while (m.next().is_ok() && m.valid()) {
+    const view_source& s = m.top();
+    all.entries.push_back({s.key(), s.deletion() ? std::nullopt : std::optional<std::string_view>(s.value())});
+  }
+  all.blocks.reserve(blocks);
+  all.bytes = all.entries.capacity() * sizeof(layer_entry);
+  for (const auto& l : newest_first) share_blocks(all, *l);
   return std::make_shared<const layer>(std::move(all));
 }
 
@@ -104,101 +143,24 @@ result<std::optional<std::string>> read_view::get(std::string_view user_key, std
   return ttl::live_value(stored, now_ns);
 }
 
+namespace {
+status visit(result<view_cursor> c, const std::function<bool(std::string_view, std::string_view)>& fn) {
+  if (!c) return c.error();
+  for (;;) {
+    MAGNETITE_TRY(c->next());
+    if (!c->valid() || !fn(c->key(), c->value())) return status::ok();
+  }
+}
+}  // namespace
+
 status read_view::scan(std::string_view from, std::string_view to,
                        const std::function<bool(std::string_view, std::string_view)>& fn) const {
-  // A k-way merge: one position in each layer and a cursor in the tree; at each
-  // step the smallest key wins, and among equal keys the newest source.
-  struct position {
-    const layer* l;
-    std::size_t i;
-  };
-  std::vector<position> pos;
-  for (const auto& l : layers_) {
-    auto it = std::lower_bound(l->entries.begin(), l->entries.end(), from,
-                               [](const layer_entry& e, std::string_view k) { return e.key < k; });
-    pos.push_back({l.get(), static_cast<std::size_t>(it - l->entries.begin())});
-  }
-  tree::prolly_tree t(*store_, policy_);
-  auto c = t.seek(root_, from);
-  if (!c) return c.error();
-  auto in_range = [&](std::string_view k) { return to.empty() || k < to; };
-  for (;;) {
-    std::optional<std::string_view> key;
-    for (const auto& p : pos)
-      if (p.i < p.l->entries.size()) {
-        std::string_view k = p.l->entries[p.i].key;
-        if (!key || k < *key) key = k;
-      }
-    if (c->valid() && (!key || c->current().key < *key)) key = c->current().key;
-    if (!key || !in_range(*key)) return status::ok();
-    // The newest source holding the key decides; every source steps past it.
-    std::optional<std::optional<std::string_view>> decided;
-    for (auto& p : pos)
-      if (p.i < p.l->entries.size() && p.l->entries[p.i].key == *key) {
-        if (!decided) {
-          const auto& v = p.l->entries[p.i].value;
-          decided = v ? std::optional<std::string_view>(*v) : std::nullopt;
-        }
-      }
-    if (!decided && c->valid() && c->current().key == *key) decided = c->current().value;
-    // Copy the key: stepping the sources below may move what it views.
-    std::string k(*key);
-    bool go_on = true;
-    if (decided && *decided) go_on = fn(k, **decided);
-    if (!go_on) return status::ok();
-    for (auto& p : pos)
-      if (p.i < p.l->entries.size() && p.l->entries[p.i].key == k) ++p.i;
-    if (c->valid() && c->current().key == k) MAGNETITE_TRY(c->next());
-  }
+  return visit(view_cursor::open(*this, from, to, scan_direction::forward), fn);
 }
 
 status read_view::scan_reverse(std::string_view from, std::string_view to,
                                const std::function<bool(std::string_view, std::string_view)>& fn) const {
-  // scan()'s merge run backward: each layer's position is one past the entry
-  // it offers next (0: exhausted); the tree cursor sits on the last entry < to.
-  struct position {
-    const layer* l;
-    std::size_t i;
-  };
-  std::vector<position> pos;
-  for (const auto& l : layers_) {
-    auto it = to.empty() ? l->entries.end()
-                         : std::lower_bound(l->entries.begin(), l->entries.end(), to,
-                                            [](const layer_entry& e, std::string_view k) { return e.key < k; });
-    pos.push_back({l.get(), static_cast<std::size_t>(it - l->entries.begin())});
-  }
-  tree::prolly_tree t(*store_, policy_);
-  auto c = to.empty() ? t.last(root_) : t.seek(root_, to);
-  if (!c) return c.error();
-  if (!to.empty() || !c->valid()) MAGNETITE_TRY(c->prev());
-  // seek() may land past the end of an empty tree or before `to`'s node: only
-  // an entry below `to` counts.
-  auto tree_ok = [&] { return c->valid() && (to.empty() || c->current().key < to); };
-  for (;;) {
-    std::optional<std::string_view> key;
-    for (const auto& p : pos)
-      if (p.i > 0) {
-        std::string_view k = p.l->entries[p.i - 1].key;
-        if (!key || k > *key) key = k;
-      }
-    if (tree_ok() && (!key || c->current().key > *key)) key = c->current().key;
-    if (!key || *key < from) return status::ok();
-    std::optional<std::optional<std::string_view>> decided;
-    for (auto& p : pos)
-      if (p.i > 0 && p.l->entries[p.i - 1].key == *key && !decided) {
-        const auto& v = p.l->entries[p.i - 1].value;
-        decided = v ? std::optional<std::string_view>(*v) : std::nullopt;
-      }
-    if (!decided && tree_ok() && c->current().key == *key) decided = c->current().value;
-    std::string k(*key);
-    if (decided && *decided && !fn(k, **decided)) return status::ok();
-    for (auto& p : pos)
-      if (p.i > 0 && p.l->entries[p.i - 1].key == k) --p.i;
-    if (tree_ok() && c->current().key == k) {
-      MAGNETITE_TRY(c->prev());
-      // prev() from the first entry stays "before the beginning": not valid.
-    }
-  }
+  return visit(view_cursor::open(*this, from, to, scan_direction::backward), fn);
 }
 
 }  // namespace magnetite

@@ -45,6 +45,8 @@ struct layer {
   std::size_t bytes = 0;  // memory held: the blocks' bytes and the entry array
 
   const layer_entry* find(std::string_view key) const noexcept;
+  // The index of the first entry whose key is >= key (entries.size() if none).
+  std::size_t lower_bound(std::string_view key) const noexcept;
   // The writes of `staged` (tree key -> stored bytes, or nullopt for a
   // deletion), copied into one block.
   static layer of(const std::map<std::string, std::optional<std::string>, std::less<>>& staged);
@@ -68,7 +70,8 @@ class read_view {
   result<std::optional<std::string>> get(std::string_view user_key, std::uint64_t now_ns) const;
   // Visits the tree keys in [from, to) in order (to empty: no upper bound) with
   // their stored bytes, layers merged over the tree, deletions hidden; stops
-  // when fn returns false.
+  // when fn returns false. A loop over a view_cursor (view_cursor.h), which
+  // reads the same entries one at a time.
   status scan(std::string_view from, std::string_view to,
               const std::function<bool(std::string_view key, std::string_view stored)>& fn) const;
   // The same keys of [from, to) in descending order.
@@ -76,6 +79,7 @@ class read_view {
                       const std::function<bool(std::string_view key, std::string_view stored)>& fn) const;
 
   const hash128& root() const noexcept { return root_; }
+  const tree::chunk_policy& policy() const noexcept { return policy_; }
   // The node store its tree is in (reads are thread-safe).
   const std::shared_ptr<tree::node_store>& store() const noexcept { return store_; }
   const std::vector<std::shared_ptr<const layer>>& layers() const noexcept { return layers_; }
