@@ -159,8 +159,8 @@
 //   without a peer (our fsyncs per write, reclamation cycles) have null
 //   peer, peer_value and ratio. For the raw_fdatasync peer, "threads" is
 //   ours; the raw loop is 1 thread. For the reclaim_off peer, "ours" is our
-//   engine with reclamation on and "peer_value" the same engine with it off. ours_rss_mib and peer_rss_mib: the peak RSS in MiB of the child
-//   that ran each engine's part (null where not measured).
+//   engine with reclamation on and "peer_value" the same engine with it off. ours_rss_mib and peer_rss_mib: the peak
+//   RSS in MiB of the child that ran each engine's part (null where not measured).
 //
 // The data lives under --dir (default ./bench-data/db), removed at the end.
 // Exit status 0 when the figures were taken (targets met or not), 1 on an
@@ -210,7 +210,9 @@ using namespace magnetite::bench;
 
 namespace {
 
-std::string value_of(std::uint64_t i) { return std::string(50, static_cast<char>('a' + i % 26)) + fmt::format("{:050}", i); }
+std::string value_of(std::uint64_t i) {
+  return std::string(50, static_cast<char>('a' + i % 26)) + fmt::format("{:050}", i);
+}
 
 // key_of(i) written into `out`, without an allocation: a timed get pays for
 // its key's digits, not for fmt.
@@ -243,7 +245,7 @@ const char* verdict(bool met) { return met ? "PASS" : "MISS"; }
 std::size_t shard_count = 2;
 std::size_t spin_polls = database_options{}.worker_spin_polls;
 std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
-double record_cache_share = shard_options{}.record_cache_share;  // 0: decoded nodes only
+double record_cache_share = shard_options{}.record_cache_share;            // 0: decoded nodes only
 double max_space_amplification = shard_options{}.max_space_amplification;  // 0: no reclamation
 std::size_t cache_mib = 1024;
 std::size_t cache_bytes() { return cache_mib << 20; }
@@ -437,8 +439,10 @@ child_result in_child(const std::function<void(std::vector<double>&)>& body) {
   char buf[65536];
   for (;;) {
     ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) in.append(buf, static_cast<std::size_t>(n));
-    else if (n == 0 || errno != EINTR) break;
+    if (n > 0)
+      in.append(buf, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      break;
   }
   ::close(fds[0]);
   int status = 0;
@@ -539,7 +543,8 @@ timed_result run_timed(int threads, double seconds, Op op) {
       while (!stop.load(std::memory_order_relaxed)) {
         auto a = clock_type::now();
         op(t, rng);
-        h.add(static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - a).count()));
+        h.add(static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - a).count()));
         ++n;
       }
       done += n;
@@ -641,8 +646,8 @@ void round_ours(database& db, const round_plan& p) {
   auto flush = [&](std::size_t s) {
     if (per_shard[s].empty()) return;
     pending.enter();
-    db.batch_async(per_shard[s], [&pending](status st) { pending.leave(st); },
-                   std::string_view(per_shard[s].front().key));
+    db.batch_async(
+        per_shard[s], [&pending](status st) { pending.leave(st); }, std::string_view(per_shard[s].front().key));
     per_shard[s].clear();
   };
   for (std::uint64_t j = 0; j < p.keys; ++j) {
@@ -712,7 +717,9 @@ double live_bytes(std::uint64_t keys) { return static_cast<double>(keys) * 116; 
 // ours commit(), RocksDB Flush (then, when `settle_after`, waits for its
 // automatic compactions), LMDB one sync. Returns the seconds up to durable.
 enum class engine { ours, rocksdb, lmdb };
-const char* engine_name(engine e) { return e == engine::ours ? "magnetite" : e == engine::rocksdb ? "RocksDB" : "LMDB"; }
+const char* engine_name(engine e) {
+  return e == engine::ours ? "magnetite" : e == engine::rocksdb ? "RocksDB" : "LMDB";
+}
 
 double load_engine(engine e, const std::string& dir, std::uint64_t keys, bool settle_after) {
   round_plan plan(keys, 0);
@@ -774,7 +781,8 @@ double ingest_engine(engine e, const std::string& dir, std::uint64_t keys) {
     std::string path = fmt::format("{}-sst/{}.sst", dir, j);
     rocksdb::SstFileWriter w(rocksdb::EnvOptions(), options);
     rocksdb_must(w.Open(path), "sst open");
-    for (std::uint64_t i = j; i < std::min(keys, j + ingest_run); ++i) rocksdb_must(w.Put(key_of(i), value_of(i)), "sst put");
+    for (std::uint64_t i = j; i < std::min(keys, j + ingest_run); ++i)
+      rocksdb_must(w.Put(key_of(i), value_of(i)), "sst put");
     rocksdb_must(w.Finish(), "sst finish");
     rocksdb::IngestExternalFileOptions io;
     io.move_files = true;
@@ -807,7 +815,8 @@ void writes_case(const std::string& base, double seconds) {
           });
           auto after = must(db->stats(), "stats");
           std::uint64_t fs = 0;
-          for (std::size_t s = 0; s < after.shards.size(); ++s) fs += after.shards[s].log_fsyncs - before.shards[s].log_fsyncs;
+          for (std::size_t s = 0; s < after.shards.size(); ++s)
+            fs += after.shards[s].log_fsyncs - before.shards[s].log_fsyncs;
           fsyncs_per_write = static_cast<double>(fs) / static_cast<double>(writes.load());
         },
         [&] {
@@ -840,10 +849,11 @@ void writes_case(const std::string& base, double seconds) {
     std::string rocks_target = threads == 1 ? "ratio >= 0.9" : threads == 32 ? "ratio >= 2" : "";
     double rocks_min = threads == 1 ? 0.9 : 2.0;
     auto add = [&](std::string peer, double value, std::string target, std::optional<bool> met) {
-      rows.push_back({"writes", "durable put", threads, "writes/s", ours, std::move(peer), value, false,
-                      std::move(target), met});
+      rows.push_back(
+          {"writes", "durable put", threads, "writes/s", ours, std::move(peer), value, false, std::move(target), met});
     };
-    add("rocksdb", rocks, rocks_target, rocks_target.empty() ? std::nullopt : std::optional<bool>(ours / rocks >= rocks_min));
+    add("rocksdb", rocks, rocks_target,
+        rocks_target.empty() ? std::nullopt : std::optional<bool>(ours / rocks >= rocks_min));
     add("lmdb", lmdb, "", std::nullopt);
     add("raw_fdatasync", raw, "", std::nullopt);
     std::optional<bool> fs_met;
@@ -909,8 +919,8 @@ void restart_case(const std::string& base) {
   std::filesystem::remove_all(base + "/r");
 
   bool met = took < 1.0;
-  rows.push_back({"restart", "reopen replaying 100 000 logged writes", 1, "s", took, "rocksdb", rocks, true,
-                  "ours < 1 s", met});
+  rows.push_back(
+      {"restart", "reopen replaying 100 000 logged writes", 1, "s", took, "rocksdb", rocks, true, "ours < 1 s", met});
   say("restart: reopening a shard with 100 000 logged writes (no checkpoint) took {:.3f} s, {} records "
       "replayed (target < 1 s: {}); RocksDB reopening with them in its WAL {:.3f} s: {:.2f}x (lower is better)\n",
       took, replayed, verdict(met), rocks, took / rocks);
@@ -994,8 +1004,8 @@ void gets_case(const std::string& base, double seconds, std::uint64_t keys) {
       const measured& p = m[peer];
       auto row = [&](std::string what, std::string unit, std::size_t k, bool lower, std::string target,
                      std::optional<bool> met) {
-        report_row r{"gets", std::move(what), threads, std::move(unit), ours.f[at + k], name, p.f[at + k], lower,
-                     std::move(target), met};
+        report_row r{"gets", std::move(what), threads, std::move(unit),   ours.f[at + k],
+                     name,   p.f[at + k],     lower,   std::move(target), met};
         r.ours_rss_mib = ours.rss;
         r.peer_rss_mib = p.rss;
         rows.push_back(std::move(r));
@@ -1043,12 +1053,21 @@ void load_case(const std::string& base, std::uint64_t keys) {
     std::filesystem::remove_all(dir);
   }
   std::filesystem::remove_all(base + "/l");
-  report_row rate{"load", "bulk load without sync until durable", 1, "keys/s", keys / m[0].figures[0], "rocksdb",
-                  keys / m[1].figures[0], false, "", std::nullopt};
-  report_row space{"load", "bytes on disk / live bytes after the load", 1, "x", m[0].figures[1] / live_bytes(keys),
-                   "rocksdb", m[1].figures[1] / live_bytes(keys), true, "", std::nullopt};
-  report_row ingest{"load", "sorted ingest until durable", 1, "keys/s", keys / m[2].figures[0], "rocksdb_sst",
-                    keys / m[3].figures[0], false, "", std::nullopt};
+  report_row rate{"load",
+                  "bulk load without sync until durable",
+                  1,
+                  "keys/s",
+                  keys / m[0].figures[0],
+                  "rocksdb",
+                  keys / m[1].figures[0],
+                  false,
+                  "",
+                  std::nullopt};
+  report_row space{
+      "load",    "bytes on disk / live bytes after the load", 1,    "x", m[0].figures[1] / live_bytes(keys),
+      "rocksdb", m[1].figures[1] / live_bytes(keys),          true, "",  std::nullopt};
+  report_row ingest{"load",        "sorted ingest until durable", 1,     "keys/s", keys / m[2].figures[0],
+                    "rocksdb_sst", keys / m[3].figures[0],        false, "",       std::nullopt};
   for (auto [r, ours, peer] : {std::tuple{&rate, 0, 1}, std::tuple{&space, 0, 1}, std::tuple{&ingest, 2, 3}}) {
     r->ours_rss_mib = m[ours].rss_mib;
     r->peer_rss_mib = m[peer].rss_mib;
@@ -1073,8 +1092,8 @@ void overwrite_case(const std::string& base, std::uint64_t keys, std::uint64_t r
         double allocated = 0;
         f.push_back(disk_bytes(dir, &allocated));
         say("overwrite: {:<9} after {}: {:.1f} MiB, {:.2f}x the live bytes ({:.1f} MiB allocated: {:.2f}x)\n",
-            engine_name(e), round == 0 ? std::string("the load") : fmt::format("round {}", round),
-            f.back() / 1048576.0, f.back() / live_bytes(keys), allocated / 1048576.0, allocated / live_bytes(keys));
+            engine_name(e), round == 0 ? std::string("the load") : fmt::format("round {}", round), f.back() / 1048576.0,
+            f.back() / live_bytes(keys), allocated / 1048576.0, allocated / live_bytes(keys));
       };
       if (e == engine::ours) {
         auto db = must(database::open(db_options(dir, /*no_sync=*/true)), "open");
@@ -1122,7 +1141,8 @@ void overwrite_case(const std::string& base, std::uint64_t keys, std::uint64_t r
     rows.push_back(std::move(r));
   };
   for (std::uint64_t round = 0; round <= rounds; ++round) {
-    std::string what = round == 0 ? "space amplification after the load" : fmt::format("space amplification after round {}", round);
+    std::string what =
+        round == 0 ? "space amplification after the load" : fmt::format("space amplification after round {}", round);
     add({"overwrite", what, 1, "x", m[0].figures[round] / live_bytes(keys), "rocksdb",
          m[1].figures[round] / live_bytes(keys), true, "", std::nullopt});
   }
@@ -1140,7 +1160,7 @@ void overwrite_case(const std::string& base, std::uint64_t keys, std::uint64_t r
 
 std::uint64_t reclaim_ops = 0;  // 0: keys / 5
 std::size_t reclaim_checkpoint_bytes = std::size_t{64} << 10;
-int reclaim_only_threads = 0;   // --reclaim-threads: 0 both 1 and 32, else only this count
+int reclaim_only_threads = 0;        // --reclaim-threads: 0 both 1 and 32, else only this count
 std::size_t reclaim_first_turn = 0;  // --reclaim-turn: rotation of (on, off, RocksDB) at the first count
 
 // 100 letters and digits drawn from `seed`.
@@ -1208,9 +1228,19 @@ class flush_and_compaction_counter : public rocksdb::EventListener {
 
 // Figures of one configuration's child, in this order.
 enum reclaim_figure : std::size_t {
-  rf_rate, rf_p50, rf_p99, rf_p999, rf_max,
-  rf_cycles, rf_reclaimed, rf_node_bytes, rf_wal_bytes, rf_live_node_bytes, rf_checkpoints,  // ours
-  rf_node_syncs, rf_log_fsyncs,  // ours: pack fdatasyncs and log fsyncs during the run
+  rf_rate,
+  rf_p50,
+  rf_p99,
+  rf_p999,
+  rf_max,
+  rf_cycles,
+  rf_reclaimed,
+  rf_node_bytes,
+  rf_wal_bytes,
+  rf_live_node_bytes,
+  rf_checkpoints,  // ours
+  rf_node_syncs,
+  rf_log_fsyncs,  // ours: pack fdatasyncs and log fsyncs during the run
   rf_count
 };
 
@@ -1230,7 +1260,8 @@ std::vector<double> reclaim_ours(const std::string& dir, std::uint64_t keys, std
   o.shard.max_space_amplification = amplification;
   auto db = must(database::open(o), "reopen");
   auto before = must(db->stats(), "stats");
-  auto t = run_overwrites(threads, keys, ops, [&](std::string_view k, std::string_view v) { must(db->put(k, v), "put"); });
+  auto t =
+      run_overwrites(threads, keys, ops, [&](std::string_view k, std::string_view v) { must(db->put(k, v), "put"); });
   auto after = must(db->stats(), "stats");
   std::vector<double> f(rf_count, 0);
   f[rf_rate] = t.rate, f[rf_p50] = t.p50_us, f[rf_p99] = t.p99_us, f[rf_p999] = t.p999_us, f[rf_max] = t.max_us;
@@ -1266,7 +1297,12 @@ std::vector<double> reclaim_rocksdb(const std::string& dir, std::uint64_t keys, 
   auto t = run_overwrites(threads, keys, ops, [&](std::string_view k, std::string_view v) {
     rocksdb_must(r->Put(wo, rocksdb::Slice(k.data(), k.size()), rocksdb::Slice(v.data(), v.size())), "put");
   });
-  return {t.rate, t.p50_us, t.p99_us, t.p999_us, t.max_us, static_cast<double>(counter->flushes - flushes),
+  return {t.rate,
+          t.p50_us,
+          t.p99_us,
+          t.p999_us,
+          t.max_us,
+          static_cast<double>(counter->flushes - flushes),
           static_cast<double>(counter->compactions - compactions)};
 }
 
@@ -1286,7 +1322,8 @@ void reclaim_case(const std::string& base, std::uint64_t keys) {
     double on_rss = 0, off_rss = 0, rocks_rss = 0;
     std::vector<std::function<void()>> configs = {
         [&] {
-          auto c = in_child([&](std::vector<double>& f) { f = reclaim_ours(base + "/c/on", keys, ops, threads, on_amplification); });
+          auto c = in_child(
+              [&](std::vector<double>& f) { f = reclaim_ours(base + "/c/on", keys, ops, threads, on_amplification); });
           on = c.figures, on_rss = c.rss_mib;
           std::filesystem::remove_all(base + "/c/on");
         },
@@ -1296,7 +1333,8 @@ void reclaim_case(const std::string& base, std::uint64_t keys) {
           std::filesystem::remove_all(base + "/c/off");
         },
         [&] {
-          auto c = in_child([&](std::vector<double>& f) { f = reclaim_rocksdb(base + "/c/rocksdb", keys, ops, threads); });
+          auto c =
+              in_child([&](std::vector<double>& f) { f = reclaim_rocksdb(base + "/c/rocksdb", keys, ops, threads); });
           rocks = c.figures, rocks_rss = c.rss_mib;
           std::filesystem::remove_all(base + "/c/rocksdb");
         },
@@ -1309,10 +1347,10 @@ void reclaim_case(const std::string& base, std::uint64_t keys) {
     }
 
     auto space = [&](const std::vector<double>& f) { return (f[rf_node_bytes] + f[rf_wal_bytes]) / live_bytes(keys); };
-    auto add = [&](std::string what, std::string unit, double ours, std::string peer, double peer_value, double peer_rss,
-                   bool lower, std::string target = "", std::optional<bool> met = std::nullopt) {
-      report_row r{"reclaim", std::move(what), threads, std::move(unit), ours, std::move(peer), peer_value, lower,
-                   std::move(target), met};
+    auto add = [&](std::string what, std::string unit, double ours, std::string peer, double peer_value,
+                   double peer_rss, bool lower, std::string target = "", std::optional<bool> met = std::nullopt) {
+      report_row r{"reclaim",       std::move(what), threads, std::move(unit),   ours,
+                   std::move(peer), peer_value,      lower,   std::move(target), met};
       r.ours_rss_mib = on_rss;
       if (!r.peer.empty()) r.peer_rss_mib = peer_rss;
       rows.push_back(std::move(r));
@@ -1341,12 +1379,11 @@ void reclaim_case(const std::string& base, std::uint64_t keys) {
           "{:.0f} pack fdatasyncs, {:.0f} log fsyncs; at the end node bytes {:.1f} MiB, log bytes {:.1f} MiB: {:.2f}x "
           "the live bytes ({:.1f} MiB){}\n",
           f == &on ? "on" : "reclaim_off", (*f)[rf_checkpoints], (*f)[rf_cycles], (*f)[rf_reclaimed] / 1048576.0,
-          (*f)[rf_node_syncs], (*f)[rf_log_fsyncs],
-          (*f)[rf_node_bytes] / 1048576.0, (*f)[rf_wal_bytes] / 1048576.0, space(*f), live_bytes(keys) / 1048576.0,
-          (*f)[rf_live_node_bytes] > 0
-              ? fmt::format("; node bytes / live node bytes the last cycle found {:.2f}x",
-                            (*f)[rf_node_bytes] / (*f)[rf_live_node_bytes])
-              : std::string());
+          (*f)[rf_node_syncs], (*f)[rf_log_fsyncs], (*f)[rf_node_bytes] / 1048576.0, (*f)[rf_wal_bytes] / 1048576.0,
+          space(*f), live_bytes(keys) / 1048576.0,
+          (*f)[rf_live_node_bytes] > 0 ? fmt::format("; node bytes / live node bytes the last cycle found {:.2f}x",
+                                                     (*f)[rf_node_bytes] / (*f)[rf_live_node_bytes])
+                                       : std::string());
     say("                    RocksDB     {:.0f} flushes and {:.0f} compactions completed during the run\n", rocks[5],
         rocks[6]);
     say("reclaim {:>2} thread{}: p99 on / off {:.2f}x (target <= 2x: {}){}\n", threads, threads == 1 ? " " : "s",
@@ -1447,8 +1484,8 @@ void scans_engine(const std::string& dir, std::uint64_t keys, double seconds, st
 void scans_case(const std::string& base, std::uint64_t keys, double seconds) {
   std::filesystem::remove_all(base + "/s");
   std::filesystem::create_directories(base + "/s");
-  say("scans: {} keys loaded, every 10th rewritten and every 100th deleted in the layers; 1 thread, {} s each\n",
-      keys, seconds);
+  say("scans: {} keys loaded, every 10th rewritten and every 100th deleted in the layers; 1 thread, {} s each\n", keys,
+      seconds);
   std::string dir = base + "/s/" + engine_name(engine::ours);
   auto r = in_child([&](std::vector<double>& f) { scans_engine(dir, keys, seconds, f); });
   std::filesystem::remove_all(base + "/s");
@@ -1483,9 +1520,10 @@ int rocksdb_readrandom(const std::string& dir, std::uint64_t keys, double second
     if (!r->Get(rocksdb::ReadOptions(), rocksdb::Slice(k, sizeof k), &value).ok()) ++missed;
   };
   auto t = run_timed(1, seconds, op);
-  fmt::print("rocksdb-readrandom: {} keys, {} MiB block cache, 1 thread, {} s: {:.0f} gets/s, median {:.2f} us, p99 "
-             "{:.2f} us, {} missed\n",
-             keys, cache_mib, seconds, t.rate, t.p50_us, t.p99_us, missed.load());
+  fmt::print(
+      "rocksdb-readrandom: {} keys, {} MiB block cache, 1 thread, {} s: {:.0f} gets/s, median {:.2f} us, p99 "
+      "{:.2f} us, {} missed\n",
+      keys, cache_mib, seconds, t.rate, t.p50_us, t.p99_us, missed.load());
   return missed.load() ? 2 : 0;
 }
 
@@ -1496,8 +1534,8 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
       "{{\"program\":\"db_bench\",\"date\":\"{}\",\"dir\":{},\"seconds\":{},\"keys\":{},\"cache_mib\":{},"
       "\"rounds\":{},\"shards\":{},{}\"rocksdb\":\"{}.{}.{}\",\"lmdb\":\"{}.{}.{}\",\"rows\":[",
       utc_now(), json_string(base), json_number(seconds), keys, cache_mib, rounds, shard_count,
-      reclaim ? fmt::format("\"ops\":{},\"checkpoint_bytes\":{},", reclaim_ops ? reclaim_ops : std::max<std::uint64_t>(1, keys / 5),
-                            reclaim_checkpoint_bytes)
+      reclaim ? fmt::format("\"ops\":{},\"checkpoint_bytes\":{},",
+                            reclaim_ops ? reclaim_ops : std::max<std::uint64_t>(1, keys / 5), reclaim_checkpoint_bytes)
               : std::string(),
       ROCKSDB_MAJOR, ROCKSDB_MINOR, ROCKSDB_PATCH, MDB_VERSION_MAJOR, MDB_VERSION_MINOR, MDB_VERSION_PATCH);
   out += json_rows(rows, /*rss_columns=*/true);
@@ -1524,24 +1562,42 @@ int main(int argc, char** argv) {
   bool keys_given = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) base = argv[++i];
-    else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
-    else if (a == "--keys" && i + 1 < argc) keys = std::strtoull(argv[++i], nullptr, 10), keys_given = true;
-    else if (a == "--ops" && i + 1 < argc) reclaim_ops = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--checkpoint-bytes" && i + 1 < argc) reclaim_checkpoint_bytes = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--reclaim-threads" && i + 1 < argc) reclaim_only_threads = std::atoi(argv[++i]);
-    else if (a == "--reclaim-turn" && i + 1 < argc) reclaim_first_turn = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--cache-mib" && i + 1 < argc) cache_mib = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--rounds" && i + 1 < argc) rounds = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--shards" && i + 1 < argc) shard_count = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--spin-polls" && i + 1 < argc) spin_polls = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--wal-preallocate" && i + 1 < argc) wal_preallocate = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--record-cache-share" && i + 1 < argc) record_cache_share = std::atof(argv[++i]);
-    else if (a == "--max-space-amplification" && i + 1 < argc) max_space_amplification = std::atof(argv[++i]);
-    else if (a == "--rocksdb-readrandom" && i + 1 < argc) readrandom_dir = argv[++i];
-    else if (a == "--json") json_output = true;
-    else usage();
+    if (a == "--dir" && i + 1 < argc)
+      base = argv[++i];
+    else if (a == "--seconds" && i + 1 < argc)
+      seconds = std::atof(argv[++i]);
+    else if (a == "--keys" && i + 1 < argc)
+      keys = std::strtoull(argv[++i], nullptr, 10), keys_given = true;
+    else if (a == "--ops" && i + 1 < argc)
+      reclaim_ops = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--checkpoint-bytes" && i + 1 < argc)
+      reclaim_checkpoint_bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--reclaim-threads" && i + 1 < argc)
+      reclaim_only_threads = std::atoi(argv[++i]);
+    else if (a == "--reclaim-turn" && i + 1 < argc)
+      reclaim_first_turn = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--cache-mib" && i + 1 < argc)
+      cache_mib = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--rounds" && i + 1 < argc)
+      rounds = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--only" && i + 1 < argc)
+      only = argv[++i];
+    else if (a == "--shards" && i + 1 < argc)
+      shard_count = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--spin-polls" && i + 1 < argc)
+      spin_polls = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--wal-preallocate" && i + 1 < argc)
+      wal_preallocate = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--record-cache-share" && i + 1 < argc)
+      record_cache_share = std::atof(argv[++i]);
+    else if (a == "--max-space-amplification" && i + 1 < argc)
+      max_space_amplification = std::atof(argv[++i]);
+    else if (a == "--rocksdb-readrandom" && i + 1 < argc)
+      readrandom_dir = argv[++i];
+    else if (a == "--json")
+      json_output = true;
+    else
+      usage();
   }
   const std::vector<std::string> cases = {"writes", "gets", "restart", "load", "overwrite", "reclaim", "scans"};
   // reclaim preloads 200 000 keys unless told otherwise; scans reads 100
@@ -1549,7 +1605,8 @@ int main(int argc, char** argv) {
   if (only == "reclaim" && !keys_given) keys = 200'000;
   // The database wants at least 1 MiB of cache a shard.
   if (!(seconds > 0) || keys == 0 || rounds == 0 || shard_count == 0 || cache_mib < shard_count ||
-      reclaim_checkpoint_bytes == 0 || !(reclaim_only_threads == 0 || reclaim_only_threads == 1 || reclaim_only_threads == 32) ||
+      reclaim_checkpoint_bytes == 0 ||
+      !(reclaim_only_threads == 0 || reclaim_only_threads == 1 || reclaim_only_threads == 32) ||
       cache_mib > (std::size_t{1} << 20) || (only == "scans" && keys < 1000) ||
       !(only.empty() || std::find(cases.begin(), cases.end(), only) != cases.end()))
     usage();

@@ -41,7 +41,7 @@ status shard_chunks::read_chunk() {
 }
 
 merged_cursor::merged_cursor(std::vector<std::shared_ptr<const read_view>> views, std::string from, std::string to,
-                           std::uint64_t now_ns, std::size_t chunk) {
+                             std::uint64_t now_ns, std::size_t chunk) {
   chunk = std::max<std::size_t>(chunk, 1);
   shards_.reserve(views.size());
   for (auto& v : views) shards_.emplace_back(std::move(v), from, to, now_ns, chunk);

@@ -26,7 +26,7 @@ namespace magnetite {
 
 struct range_chunk {
   std::vector<std::pair<std::string, std::string>> entries;  // user key, value
-  bool more = false;  // entries of the range remain after these
+  bool more = false;                                         // entries of the range remain after these
 };
 
 // Up to `limit` live entries of [from, to) in one view, in key order.
@@ -69,7 +69,7 @@ class shard_chunks {
 class merged_cursor {
  public:
   merged_cursor(std::vector<std::shared_ptr<const read_view>> views, std::string from, std::string to,
-               std::uint64_t now_ns, std::size_t chunk = 256);
+                std::uint64_t now_ns, std::size_t chunk = 256);
 
   // Moves to the next entry: true (key() and value() set), or false at the end.
   result<bool> next();

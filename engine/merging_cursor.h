@@ -62,10 +62,10 @@ enum class deletions : std::uint8_t { skip, keep };
 
 template <class S>
 concept merge_source = std::movable<S> && requires(S& s, const S& cs) {
-  { cs.valid() } -> std::convertible_to<bool>;              // on an entry (not exhausted)
-  { cs.key() } -> std::convertible_to<std::string_view>;    // valid until this source steps
-  { cs.deletion() } -> std::convertible_to<bool>;           // the entry deletes its key
-  { s.step() } -> std::same_as<status>;                     // to the next entry in the direction
+  { cs.valid() } -> std::convertible_to<bool>;            // on an entry (not exhausted)
+  { cs.key() } -> std::convertible_to<std::string_view>;  // valid until this source steps
+  { cs.deletion() } -> std::convertible_to<bool>;         // the entry deletes its key
+  { s.step() } -> std::same_as<status>;                   // to the next entry in the direction
 };
 
 template <merge_source Source>

@@ -42,7 +42,7 @@ using layer_entry = tree::edit_view;
 struct layer {
   std::vector<layer_entry> entries;                        // sorted by key, unique
   std::vector<std::shared_ptr<const std::string>> blocks;  // the bytes entries view
-  std::size_t bytes = 0;  // memory held: the blocks' bytes and the entry array
+  std::size_t bytes = 0;                                   // memory held: the blocks' bytes and the entry array
 
   const layer_entry* find(std::string_view key) const noexcept;
   // The index of the first entry whose key is >= key (entries.size() if none).

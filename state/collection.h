@@ -136,9 +136,9 @@ class collection : public std::enable_shared_from_this<collection> {
   bool closed_ = false;
   status invalid_;  // why this collection can never be used (a name too long, a bad option), or ok
   overlay pending_;
-  bool cleared_ = false;  // map: a clear is buffered
-  bool dirty_ = false;    // deque: the meta must be written
-  bool kept_ = false;     // in owner_->buffered
+  bool cleared_ = false;                    // map: a clear is buffered
+  bool dirty_ = false;                      // deque: the meta must be written
+  bool kept_ = false;                       // in owner_->buffered
   mutable std::optional<deque_read> meta_;  // deque: as read from the view
   mutable deque_meta now_meta_;             // deque: after the buffered operations
 };

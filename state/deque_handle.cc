@@ -94,8 +94,8 @@ result<std::unique_ptr<merged_range>> collection::deque_range(direction dir, std
   MAGNETITE_TRY(load_meta());
   auto v = view();
   if (!v) return v.error();
-  return std::make_unique<merged_range>(*v, now(), pending_, false, slot_key(now_meta_.head),
-                                        slot_key(now_meta_.tail), dir, limit, describe());
+  return std::make_unique<merged_range>(*v, now(), pending_, false, slot_key(now_meta_.head), slot_key(now_meta_.tail),
+                                        dir, limit, describe());
 }
 
 void collection::collect_meta(std::vector<state_check>& checks, std::vector<batch_write>& writes,
@@ -103,8 +103,10 @@ void collection::collect_meta(std::vector<state_check>& checks, std::vector<batc
   checks.push_back({meta_key_, meta_->revision});
   owners.push_back(this);
   // An empty deque keeps no meta: the next push starts at the origin again.
-  if (now_meta_.head == now_meta_.tail) writes.push_back({meta_key_, std::nullopt, std::nullopt});
-  else writes.push_back({meta_key_, encode_deque_meta(now_meta_), opts_.ttl});
+  if (now_meta_.head == now_meta_.tail)
+    writes.push_back({meta_key_, std::nullopt, std::nullopt});
+  else
+    writes.push_back({meta_key_, encode_deque_meta(now_meta_), opts_.ttl});
 }
 
 }  // namespace detail

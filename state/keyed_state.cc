@@ -19,8 +19,12 @@ namespace detail {
 collection::collection(std::shared_ptr<owner_state::core> owner, kind k, std::string name, collection_options o)
     : owner_(std::move(owner)), kind_(k), name_(std::move(name)), opts_(o) {
   switch (kind_) {
-    case kind::value: key_ = value_key(owner_->prefix, name_); break;
-    case kind::map: key_ = map_entries_prefix(owner_->prefix, name_); break;
+    case kind::value:
+      key_ = value_key(owner_->prefix, name_);
+      break;
+    case kind::map:
+      key_ = map_entries_prefix(owner_->prefix, name_);
+      break;
     case kind::deque:
       key_ = deque_slots_prefix(owner_->prefix, name_);
       meta_key_ = deque_meta_key(owner_->prefix, name_);
@@ -30,7 +34,8 @@ collection::collection(std::shared_ptr<owner_state::core> owner, kind k, std::st
   // caller mistake, before anything is buffered.
   std::size_t longest = kind_ == kind::deque ? key_.size() + 8 : key_.size();
   if (kind_ == kind::map) longest = key_.size() + 2;  // the shortest entry: an empty map key
-  if (auto s = check_key_size(longest); !s) invalid_ = s;
+  if (auto s = check_key_size(longest); !s)
+    invalid_ = s;
   else if (opts_.ttl && opts_.ttl->count() <= 0)
     invalid_ = mistake(fmt::format("{}: ttl of {} ns must be > 0", describe(), opts_.ttl->count()));
   else if (opts_.capacity && (kind_ != kind::deque || *opts_.capacity == 0))
@@ -66,8 +71,9 @@ status collection::check_item(const item& v, std::string_view delete_verb) const
 result<std::optional<item>> collection::read(const read_view& v, const std::string& key) const {
   // describe() is formatted only for an error: reads are a hot path.
   auto found = read_item(v, key, now(), "stored value");
-  if (!found) return status::make(found.error().code(), found.error().category(),
-                                  fmt::format("{}: {}", describe(), found.error().message()));
+  if (!found)
+    return status::make(found.error().code(), found.error().category(),
+                        fmt::format("{}: {}", describe(), found.error().message()));
   if (!*found) return std::optional<item>();
   return std::optional<item>(std::move((*found)->value));
 }

@@ -65,8 +65,15 @@ class merged_range {
  public:
   merged_range(std::shared_ptr<const read_view> view, std::uint64_t now, overlay ov, bool hide_view, std::string lo,
                std::string hi, direction dir, std::optional<std::size_t> limit, std::string what)
-      : view_(std::move(view)), now_(now), ov_(std::move(ov)), hide_view_(hide_view), lo_(std::move(lo)),
-        hi_(std::move(hi)), dir_(dir), left_(limit), what_(std::move(what)) {}
+      : view_(std::move(view)),
+        now_(now),
+        ov_(std::move(ov)),
+        hide_view_(hide_view),
+        lo_(std::move(lo)),
+        hi_(std::move(hi)),
+        dir_(dir),
+        left_(limit),
+        what_(std::move(what)) {}
 
   // The view's cursor views view_from_ and view_to_: the range stays put.
   merged_range(const merged_range&) = delete;
@@ -86,7 +93,7 @@ class merged_range {
   direction dir_;
   std::optional<std::size_t> left_;
   std::string what_;
-  std::string view_from_, view_to_;                   // lo_ and hi_ as tree keys
+  std::string view_from_, view_to_;                  // lo_ and hi_ as tree keys
   std::optional<merging_cursor<range_side>> merge_;  // from the first chunk
 };
 

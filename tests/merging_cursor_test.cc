@@ -109,13 +109,17 @@ TEST_CASE("merging_cursor: random sources against a map, newest first, both dire
     for (std::size_t l = 0; l < count; ++l)
       for (int i = 0, n = static_cast<int>(rng() % 30); i < n; ++i) {
         std::string k = std::to_string(rng() % 40);
-        if (rng() % 3 == 0) layers[l][k] = std::nullopt;
-        else layers[l][k] = std::to_string(l);
+        if (rng() % 3 == 0)
+          layers[l][k] = std::nullopt;
+        else
+          layers[l][k] = std::to_string(l);
       }
     for (std::size_t l = count; l-- > 0;)  // oldest first, so newer ones overwrite
       for (const auto& [k, v] : layers[l]) {
-        if (v) model[k] = *v;
-        else model.erase(k);
+        if (v)
+          model[k] = *v;
+        else
+          model.erase(k);
       }
     for (auto dir : {scan_direction::forward, scan_direction::backward}) {
       std::vector<vector_source> sources;
