@@ -3,7 +3,6 @@
 #include <deque>
 #include <map>
 #include <random>
-#include <set>
 
 #include "replication/tree_puller.h"
 
@@ -51,8 +50,23 @@ struct replica_state {
   bool beating = false;  // a heartbeat round is out
   // Anti-entropy: to the peer after the last one, skipping a peer whose
   // last push is still out (a dead or cut-off peer stalls nobody else).
-  std::set<std::uint32_t> pushing;
+  // A push to a replica that died, or over a connection that broke, is never
+  // answered: it ends only at its deadline (30 request timeouts). So a push
+  // holds back only the handle it went to, and only until that handle is
+  // reported down; a handle reported down gets no push (nothing could answer
+  // it) until the peer is linked again; a peer linked again under a new
+  // handle (a restarted node) is pushed to at once. Held back by peer id
+  // instead, a restarted node got no push from anyone until those deadlines
+  // passed, and nothing else brings it the writes it missed: a live owner's
+  // confirm rounds keep it from campaigning.
+  struct push_out {
+    caf::actor_addr to;
+    std::uint64_t number = 0;  // which push: only its own end clears it
+  };
+  std::map<std::uint32_t, push_out> pushing;
+  std::uint64_t pushes = 0;
   std::uint32_t pushed_last = 0;
+  // The peers' replicas we monitor, not yet reported down.
   std::map<caf::actor_addr, std::uint32_t> monitored;
   std::uint64_t pulled_nodes = 0, pulled_bytes = 0, merged_entries = 0;  // for info
 
@@ -635,14 +649,21 @@ void push_root(self_ptr self) {
     next = st.peers.upper_bound(st.pushed_last);
     if (next == st.peers.end()) next = st.peers.begin();
     st.pushed_last = next->first;
-    if (!st.pushing.count(next->first)) break;
+    auto to = next->second.address();
+    auto out = st.pushing.find(next->first);
+    bool busy = out != st.pushing.end() && out->second.to == to;
+    if (!busy && st.monitored.count(to)) break;
     next = st.peers.end();
   }
   if (next == st.peers.end()) return;
   std::uint32_t id = next->first;
-  st.pushing.insert(id);
   auto peer = next->second;
-  auto over = [self, id](auto&&...) { self->state.pushing.erase(id); };
+  std::uint64_t number = ++st.pushes;
+  st.pushing[id] = {peer.address(), number};
+  auto over = [self, id, number](auto&&...) {
+    auto& p = self->state.pushing;
+    if (auto it = p.find(id); it != p.end() && it->second.number == number) p.erase(it);
+  };
   self->request(st.config.shard(), caf::infinite, commit_atom::value)
       .then(
           [self, peer, over](const std::string& hex) {
@@ -674,6 +695,8 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
     if (it == st.monitored.end()) return;
     std::uint32_t id = it->second;
     st.monitored.erase(it);
+    // No answer can come from it now: its push, if one is out, is over.
+    if (auto p = st.pushing.find(id); p != st.pushing.end() && p->second.to == m.source) st.pushing.erase(p);
     if (st.now != role::follower || id != st.ps.promised.node || st.config.heartbeat.count() == 0) return;
     auto soon = 1 + static_cast<std::uint32_t>(st.rng() % std::max<std::uint32_t>(1, st.config.election_ticks / 2));
     if (st.patience > soon) st.silent = std::max(st.silent, st.patience - soon);
