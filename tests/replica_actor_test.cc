@@ -789,6 +789,32 @@ TEST_CASE("replica actors with heartbeats: an owner emerges unasked; a partition
   CHECK(c.owners() == std::vector<std::uint32_t>{o2});
 }
 
+TEST_CASE("replica actors with heartbeats: a replica restarted while pushes to it are still out is caught up by "
+          "anti-entropy at once, not once those pushes time out") {
+  cluster c(3, 10ms);
+  std::uint32_t o = c.owner_elected_unasked();
+  std::uint32_t f = o == 1 ? 2 : 1;
+  REQUIRE(c.put(o, "k", "v").is_ok());
+  // Cut off, f answers nothing: every push sent to it now is out until its
+  // deadline (30 request timeouts: 3 s), as a push to a node whose process
+  // died. Each replica pushes every 100 ms, to its two peers in turn.
+  c.partition(f);
+  REQUIRE(c.put(o, "late", "x").is_ok());  // the third replica makes the majority
+  c.pass(500ms);
+  CHECK(c.local(f, "late") == std::nullopt);
+  // f's process is back: a new replica actor, which the others link again.
+  c.down(f);
+  c.heal();
+  c.restart(f);
+  // The owner's confirm rounds keep f from campaigning, so only a push
+  // brings it "late"; the pushes into the cut are out for 2.5 s more.
+  c.pass(1000ms);
+  CHECK(c.local(f, "late") == "x");
+  auto root = c.info(o).root;
+  for (auto& n : c.nodes) CHECK(c.info(n.id).root == root);
+  CHECK(c.owners() == std::vector<std::uint32_t>{o});
+}
+
 TEST_CASE("replica actors: a replica away longer than the tombstone retention does not bring back a delete purged "
           "meanwhile; it adopts a peer's tree and loses nothing acknowledged") {
   // Retention 2 s: a replica is absent once its last sync is 1 s old. Every
