@@ -48,6 +48,7 @@ struct replica_state {
   std::uint32_t silent = 0;
   std::uint32_t patience = 0;
   bool beating = false;  // a heartbeat round is out
+  std::uint64_t pre_vote_term = 0;  // the term of our own pre-vote, while it runs
   // Anti-entropy: to the peer after the last one, skipping a peer whose
   // last push is still out (a dead or cut-off peer stalls nobody else).
   // A push to a replica that died, or over a connection that broke, is never
@@ -607,6 +608,7 @@ void pre_vote_then_campaign(self_ptr self) {
   auto& st = self->state;
   st.now = role::candidate;  // no second probe, and clients hear an election runs
   std::uint64_t my_term = ++st.term;
+  st.pre_vote_term = my_term;
   majority_round<bool>(
       self, st.config.request_timeout, [](std::uint32_t, bool yes) { return yes; },
       [self, my_term](bool majority) {
@@ -810,7 +812,17 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
       },
       [=](probe_atom) -> bool {
         auto& st = self->state;
-        return st.now == role::follower && st.silent >= std::max<std::uint32_t>(1, st.config.election_ticks);
+        // A replica running its own pre-vote has heard no live owner for as
+        // long (it began past a patience of at least election_ticks, and an
+        // owner heard since sets its silence back to 0), so it says yes too.
+        // Saying no, two followers that lost the same owner at once (its
+        // monitor reaches both within a heartbeat) refused each other, and
+        // each waited for the dead owner's answer, a whole request timeout,
+        // before trying again. Both may then campaign: ballots decide, as
+        // between any two candidates. A campaign already running says no.
+        bool pre_voting = st.now == role::candidate && st.pre_vote_term == st.term;
+        return (st.now == role::follower || pre_voting) &&
+               st.silent >= std::max<std::uint32_t>(1, st.config.election_ticks);
       },
       [=](beat_atom, std::uint64_t chain) {
         auto& st = self->state;
