@@ -815,6 +815,35 @@ TEST_CASE("replica actors with heartbeats: a replica restarted while pushes to i
   CHECK(c.owners() == std::vector<std::uint32_t>{o});
 }
 
+TEST_CASE("replica actors with heartbeats: a replica running its own pre-vote says yes to another's, so two that "
+          "lost their owner at once do not refuse each other until a request times out") {
+  cluster c(3, 10ms);
+  std::uint32_t o = c.owner_elected_unasked();
+  std::uint32_t f = o == 1 ? 2 : 1;
+  // Cut off, f hears no owner: past its patience (50 to 90 ms) it pre-votes,
+  // and with no answers its pre-vote runs a whole request timeout (100 ms).
+  // Cut off, it can only be a candidate by pre-voting: a campaign needs the
+  // pre-vote's majority first.
+  c.partition(f);
+  bool pre_voting = false;
+  for (int i = 0; i < 500 && !pre_voting; ++i) {
+    c.advance(1ms);
+    pre_voting = c.info(f).role == 1;
+  }
+  REQUIRE(pre_voting);
+  // Another replica that lost the owner asks it, as over a link still up.
+  bool yes = false;
+  (*c.client)->send(c.node(f).replica, probe_atom::value);
+  c.drain();
+  (*c.client)->receive([&](bool b) { yes = b; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
+                       caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer to probe"); });
+  CHECK(yes);
+  // Nobody could hear f's pre-votes: the owner stays.
+  c.heal();
+  c.pass(500ms);
+  CHECK(c.owners() == std::vector<std::uint32_t>{o});
+}
+
 TEST_CASE("replica actors: a replica away longer than the tombstone retention does not bring back a delete purged "
           "meanwhile; it adopts a peer's tree and loses nothing acknowledged") {
   // Retention 2 s: a replica is absent once its last sync is 1 s old. Every
