@@ -353,9 +353,16 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
           if (import_failed->is_ok()) *import_failed = to_status(e);
         });
   };
+  // Each round of the walk is `step`. Only the fetch out holds it (and the
+  // caller during the first round): the step itself refers to itself weakly.
+  // Holding itself, a pull whose answer never comes (the replica stopped:
+  // CAF drops its pending handlers) kept its puller, and with it the shard's
+  // slot and node store, open for good; a node restarted in the same process
+  // then found its data directory locked.
   auto step = std::make_shared<std::function<void()>>();
-  *step = [self, root, from, began, adopt, puller, import_failed, shard, send_imports, step, target = peer->second,
-           done]() {
+  std::weak_ptr<std::function<void()>> weak_step = step;
+  *step = [self, root, from, began, adopt, puller, import_failed, shard, send_imports, weak_step,
+           target = peer->second, done]() {
     auto collect = [](std::vector<hash128>& hs, std::vector<std::string>& bs) {
       return [&hs, &bs](const hash128& h, std::string_view bytes) {
         hs.push_back(h);
@@ -381,26 +388,19 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
             done(status::ok(), r);
           },
           [done](caf::error& e) { done(to_status(e), {}); });
-      *step = nullptr;  // breaks the cycle through the captured step
       return;
     }
     auto want = puller->next_request(self->state.config.pull_batch);
     self->request(target, self->state.config.request_timeout, fetch_atom::value, want)
         .then(
-            [want, puller, collect, send_imports, step, done](const std::vector<std::string>& got) {
+            [want, puller, collect, send_imports, step = weak_step.lock(), done](const std::vector<std::string>& got) {
               std::vector<hash128> hs;
               std::vector<std::string> bs;
-              if (status s = puller->take(want, got, collect(hs, bs)); !s) {
-                *step = nullptr;
-                return done(s, {});
-              }
+              if (status s = puller->take(want, got, collect(hs, bs)); !s) return done(s, {});
               send_imports(std::move(hs), std::move(bs));
               (*step)();
             },
-            [step, done](caf::error& e) {
-              *step = nullptr;
-              done(to_status(e), {});
-            });
+            [done](caf::error& e) { done(to_status(e), {}); });
   };
   (*step)();
 }
