@@ -364,6 +364,28 @@ TEST_CASE("replica actors: a new owner recovers every acknowledged write through
   CHECK(c.local(3, "k7") == "new");
 }
 
+TEST_CASE("replica actors: a replica that stops in the middle of a pull keeps nothing of the pull alive") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  c.partition(2);
+  for (int i = 0; i < 40; ++i) CHECK(c.put(1, fmt::format("k{}", i), fmt::format("v{}", i)).is_ok());
+  auto root = c.info(1).root;
+  c.heal();
+  // Node 2 pulls node 1's tree, but its first fetch gets no answer: the
+  // link from node 2 to node 1 drops it, and time stands still.
+  c.links[1][0]->cut = true;
+  auto slot = c.node(2).slot;
+  long idle = slot.use_count();
+  auto dropped = c.links[1][0]->dropped;
+  caf::anon_send(c.node(2).replica, sync_atom::value, root, std::uint32_t{1});
+  c.sched->run();
+  CHECK(c.links[1][0]->dropped == dropped + 1);
+  // The replica stops (its node went away) before the answer: its state, and
+  // with it its hold on the shard's slot and node store, goes.
+  c.down(2);
+  CHECK(slot.use_count() == idle - 1);
+}
+
 TEST_CASE("replica actors: a deposed owner's writes are fenced; the ballot that won later takes the shard") {
   cluster c(3);
   REQUIRE(c.elect(1));
