@@ -3,7 +3,6 @@
 #include <deque>
 #include <map>
 #include <random>
-#include <set>
 
 #include "replication/tree_puller.h"
 
@@ -49,10 +48,26 @@ struct replica_state {
   std::uint32_t silent = 0;
   std::uint32_t patience = 0;
   bool beating = false;  // a heartbeat round is out
+  std::uint64_t pre_vote_term = 0;  // the term of our own pre-vote, while it runs
   // Anti-entropy: to the peer after the last one, skipping a peer whose
   // last push is still out (a dead or cut-off peer stalls nobody else).
-  std::set<std::uint32_t> pushing;
+  // A push to a replica that died, or over a connection that broke, is never
+  // answered: it ends only at its deadline (30 request timeouts). So a push
+  // holds back only the handle it went to, and only until that handle is
+  // reported down; a handle reported down gets no push (nothing could answer
+  // it) until the peer is linked again; a peer linked again under a new
+  // handle (a restarted node) is pushed to at once. Held back by peer id
+  // instead, a restarted node got no push from anyone until those deadlines
+  // passed, and nothing else brings it the writes it missed: a live owner's
+  // confirm rounds keep it from campaigning.
+  struct push_out {
+    caf::actor_addr to;
+    std::uint64_t number = 0;  // which push: only its own end clears it
+  };
+  std::map<std::uint32_t, push_out> pushing;
+  std::uint64_t pushes = 0;
   std::uint32_t pushed_last = 0;
+  // The peers' replicas we monitor, not yet reported down.
   std::map<caf::actor_addr, std::uint32_t> monitored;
   std::uint64_t pulled_nodes = 0, pulled_bytes = 0, merged_entries = 0;  // for info
 
@@ -338,9 +353,16 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
           if (import_failed->is_ok()) *import_failed = to_status(e);
         });
   };
+  // Each round of the walk is `step`. Only the fetch out holds it (and the
+  // caller during the first round): the step itself refers to itself weakly.
+  // Holding itself, a pull whose answer never comes (the replica stopped:
+  // CAF drops its pending handlers) kept its puller, and with it the shard's
+  // slot and node store, open for good; a node restarted in the same process
+  // then found its data directory locked.
   auto step = std::make_shared<std::function<void()>>();
-  *step = [self, root, from, began, adopt, puller, import_failed, shard, send_imports, step, target = peer->second,
-           done]() {
+  std::weak_ptr<std::function<void()>> weak_step = step;
+  *step = [self, root, from, began, adopt, puller, import_failed, shard, send_imports, weak_step,
+           target = peer->second, done]() {
     auto collect = [](std::vector<hash128>& hs, std::vector<std::string>& bs) {
       return [&hs, &bs](const hash128& h, std::string_view bytes) {
         hs.push_back(h);
@@ -366,26 +388,19 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
             done(status::ok(), r);
           },
           [done](caf::error& e) { done(to_status(e), {}); });
-      *step = nullptr;  // breaks the cycle through the captured step
       return;
     }
     auto want = puller->next_request(self->state.config.pull_batch);
     self->request(target, self->state.config.request_timeout, fetch_atom::value, want)
         .then(
-            [want, puller, collect, send_imports, step, done](const std::vector<std::string>& got) {
+            [want, puller, collect, send_imports, step = weak_step.lock(), done](const std::vector<std::string>& got) {
               std::vector<hash128> hs;
               std::vector<std::string> bs;
-              if (status s = puller->take(want, got, collect(hs, bs)); !s) {
-                *step = nullptr;
-                return done(s, {});
-              }
+              if (status s = puller->take(want, got, collect(hs, bs)); !s) return done(s, {});
               send_imports(std::move(hs), std::move(bs));
               (*step)();
             },
-            [step, done](caf::error& e) {
-              *step = nullptr;
-              done(to_status(e), {});
-            });
+            [done](caf::error& e) { done(to_status(e), {}); });
   };
   (*step)();
 }
@@ -593,6 +608,7 @@ void pre_vote_then_campaign(self_ptr self) {
   auto& st = self->state;
   st.now = role::candidate;  // no second probe, and clients hear an election runs
   std::uint64_t my_term = ++st.term;
+  st.pre_vote_term = my_term;
   majority_round<bool>(
       self, st.config.request_timeout, [](std::uint32_t, bool yes) { return yes; },
       [self, my_term](bool majority) {
@@ -635,14 +651,21 @@ void push_root(self_ptr self) {
     next = st.peers.upper_bound(st.pushed_last);
     if (next == st.peers.end()) next = st.peers.begin();
     st.pushed_last = next->first;
-    if (!st.pushing.count(next->first)) break;
+    auto to = next->second.address();
+    auto out = st.pushing.find(next->first);
+    bool busy = out != st.pushing.end() && out->second.to == to;
+    if (!busy && st.monitored.count(to)) break;
     next = st.peers.end();
   }
   if (next == st.peers.end()) return;
   std::uint32_t id = next->first;
-  st.pushing.insert(id);
   auto peer = next->second;
-  auto over = [self, id](auto&&...) { self->state.pushing.erase(id); };
+  std::uint64_t number = ++st.pushes;
+  st.pushing[id] = {peer.address(), number};
+  auto over = [self, id, number](auto&&...) {
+    auto& p = self->state.pushing;
+    if (auto it = p.find(id); it != p.end() && it->second.number == number) p.erase(it);
+  };
   self->request(st.config.shard(), caf::infinite, commit_atom::value)
       .then(
           [self, peer, over](const std::string& hex) {
@@ -674,6 +697,8 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
     if (it == st.monitored.end()) return;
     std::uint32_t id = it->second;
     st.monitored.erase(it);
+    // No answer can come from it now: its push, if one is out, is over.
+    if (auto p = st.pushing.find(id); p != st.pushing.end() && p->second.to == m.source) st.pushing.erase(p);
     if (st.now != role::follower || id != st.ps.promised.node || st.config.heartbeat.count() == 0) return;
     auto soon = 1 + static_cast<std::uint32_t>(st.rng() % std::max<std::uint32_t>(1, st.config.election_ticks / 2));
     if (st.patience > soon) st.silent = std::max(st.silent, st.patience - soon);
@@ -787,7 +812,17 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
       },
       [=](probe_atom) -> bool {
         auto& st = self->state;
-        return st.now == role::follower && st.silent >= std::max<std::uint32_t>(1, st.config.election_ticks);
+        // A replica running its own pre-vote has heard no live owner for as
+        // long (it began past a patience of at least election_ticks, and an
+        // owner heard since sets its silence back to 0), so it says yes too.
+        // Saying no, two followers that lost the same owner at once (its
+        // monitor reaches both within a heartbeat) refused each other, and
+        // each waited for the dead owner's answer, a whole request timeout,
+        // before trying again. Both may then campaign: ballots decide, as
+        // between any two candidates. A campaign already running says no.
+        bool pre_voting = st.now == role::candidate && st.pre_vote_term == st.term;
+        return (st.now == role::follower || pre_voting) &&
+               st.silent >= std::max<std::uint32_t>(1, st.config.election_ticks);
       },
       [=](beat_atom, std::uint64_t chain) {
         auto& st = self->state;

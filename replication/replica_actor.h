@@ -39,10 +39,11 @@
 //                      random patience, probe, then campaign (as `elect`). Every
 //                      anti_entropy_ticks: push our root to the next peer
 //                      (`sync`), one push at a time.
-//   probe              a pre-vote: yes when we are a follower that heard no
-//                      live owner for election_ticks heartbeats. A follower
-//                      campaigns of its own accord only after a majority
-//                      (itself included) said yes.
+//   probe              a pre-vote: yes when we are a follower, or running a
+//                      pre-vote of our own, that heard no live owner for
+//                      election_ticks heartbeats. A follower campaigns of its
+//                      own accord only after a majority (itself included)
+//                      said yes.
 //   down(peer)         the replica we last promised is gone: campaign soon.
 //   info               role, promise, epoch, checkpointed root, and where we
 //                      stand under the long-absence rule.

@@ -364,6 +364,28 @@ TEST_CASE("replica actors: a new owner recovers every acknowledged write through
   CHECK(c.local(3, "k7") == "new");
 }
 
+TEST_CASE("replica actors: a replica that stops in the middle of a pull keeps nothing of the pull alive") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  c.partition(2);
+  for (int i = 0; i < 40; ++i) CHECK(c.put(1, fmt::format("k{}", i), fmt::format("v{}", i)).is_ok());
+  auto root = c.info(1).root;
+  c.heal();
+  // Node 2 pulls node 1's tree, but its first fetch gets no answer: the
+  // link from node 2 to node 1 drops it, and time stands still.
+  c.links[1][0]->cut = true;
+  auto slot = c.node(2).slot;
+  long idle = slot.use_count();
+  auto dropped = c.links[1][0]->dropped;
+  caf::anon_send(c.node(2).replica, sync_atom::value, root, std::uint32_t{1});
+  c.sched->run();
+  CHECK(c.links[1][0]->dropped == dropped + 1);
+  // The replica stops (its node went away) before the answer: its state, and
+  // with it its hold on the shard's slot and node store, goes.
+  c.down(2);
+  CHECK(slot.use_count() == idle - 1);
+}
+
 TEST_CASE("replica actors: a deposed owner's writes are fenced; the ballot that won later takes the shard") {
   cluster c(3);
   REQUIRE(c.elect(1));
@@ -787,6 +809,61 @@ TEST_CASE("replica actors with heartbeats: an owner emerges unasked; a partition
   // The healed replica did not depose the owner: its pre-votes found no
   // majority missing an owner, so its ballot never outgrew the owner's.
   CHECK(c.owners() == std::vector<std::uint32_t>{o2});
+}
+
+TEST_CASE("replica actors with heartbeats: a replica restarted while pushes to it are still out is caught up by "
+          "anti-entropy at once, not once those pushes time out") {
+  cluster c(3, 10ms);
+  std::uint32_t o = c.owner_elected_unasked();
+  std::uint32_t f = o == 1 ? 2 : 1;
+  REQUIRE(c.put(o, "k", "v").is_ok());
+  // Cut off, f answers nothing: every push sent to it now is out until its
+  // deadline (30 request timeouts: 3 s), as a push to a node whose process
+  // died. Each replica pushes every 100 ms, to its two peers in turn.
+  c.partition(f);
+  REQUIRE(c.put(o, "late", "x").is_ok());  // the third replica makes the majority
+  c.pass(500ms);
+  CHECK(c.local(f, "late") == std::nullopt);
+  // f's process is back: a new replica actor, which the others link again.
+  c.down(f);
+  c.heal();
+  c.restart(f);
+  // The owner's confirm rounds keep f from campaigning, so only a push
+  // brings it "late"; the pushes into the cut are out for 2.5 s more.
+  c.pass(1000ms);
+  CHECK(c.local(f, "late") == "x");
+  auto root = c.info(o).root;
+  for (auto& n : c.nodes) CHECK(c.info(n.id).root == root);
+  CHECK(c.owners() == std::vector<std::uint32_t>{o});
+}
+
+TEST_CASE("replica actors with heartbeats: a replica running its own pre-vote says yes to another's, so two that "
+          "lost their owner at once do not refuse each other until a request times out") {
+  cluster c(3, 10ms);
+  std::uint32_t o = c.owner_elected_unasked();
+  std::uint32_t f = o == 1 ? 2 : 1;
+  // Cut off, f hears no owner: past its patience (50 to 90 ms) it pre-votes,
+  // and with no answers its pre-vote runs a whole request timeout (100 ms).
+  // Cut off, it can only be a candidate by pre-voting: a campaign needs the
+  // pre-vote's majority first.
+  c.partition(f);
+  bool pre_voting = false;
+  for (int i = 0; i < 500 && !pre_voting; ++i) {
+    c.advance(1ms);
+    pre_voting = c.info(f).role == 1;
+  }
+  REQUIRE(pre_voting);
+  // Another replica that lost the owner asks it, as over a link still up.
+  bool yes = false;
+  (*c.client)->send(c.node(f).replica, probe_atom::value);
+  c.drain();
+  (*c.client)->receive([&](bool b) { yes = b; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
+                       caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer to probe"); });
+  CHECK(yes);
+  // Nobody could hear f's pre-votes: the owner stays.
+  c.heal();
+  c.pass(500ms);
+  CHECK(c.owners() == std::vector<std::uint32_t>{o});
 }
 
 TEST_CASE("replica actors: a replica away longer than the tombstone retention does not bring back a delete purged "
