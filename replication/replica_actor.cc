@@ -47,7 +47,7 @@ struct replica_state {
   std::uint64_t ticks = 0;
   std::uint32_t silent = 0;
   std::uint32_t patience = 0;
-  bool beating = false;  // a heartbeat round is out
+  bool beating = false;             // a heartbeat round is out
   std::uint64_t pre_vote_term = 0;  // the term of our own pre-vote, while it runs
   // Anti-entropy: to the peer after the last one, skipping a peer whose
   // last push is still out (a dead or cut-off peer stalls nobody else).
@@ -110,17 +110,18 @@ using self_ptr = replica_actor::stateful_pointer<replica_state>;
 status not_owner(self_ptr self) {
   auto& st = self->state;
   std::string hint;
-  if (st.now == role::candidate) hint = " (an election is running)";
+  if (st.now == role::candidate)
+    hint = " (an election is running)";
   else if (st.ps.promised.node != 0 && st.ps.promised.node != st.config.node)
     hint = fmt::format(" (node {} was promised it last)", st.ps.promised.node);
   return status::busy(fmt::format("node {} does not own this shard{}", st.config.node, hint));
 }
 
 status away(self_ptr self) {
-  return status::busy(fmt::format(
-      "node {} was away longer than half the tombstone retention: it is catching up from its peers "
-      "(docs/design/replication.md, 6)",
-      self->state.config.node));
+  return status::busy(
+      fmt::format("node {} was away longer than half the tombstone retention: it is catching up from its peers "
+                  "(docs/design/replication.md, 6)",
+                  self->state.config.node));
 }
 
 status deposed(std::string_view what) {
@@ -254,8 +255,7 @@ void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> 
             check();
           });
   majority_round<vote>(
-      self, st.config.request_timeout,
-      [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); },
+      self, st.config.request_timeout, [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); },
       [o, check](bool reached) {
         o->peers = reached;
         check();
@@ -275,8 +275,7 @@ void confirm_queued(self_ptr self) {
   st.reads.clear();
   ballot epoch = st.epoch;
   majority_round<vote>(
-      self, st.config.request_timeout,
-      [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); },
+      self, st.config.request_timeout, [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); },
       [self, batch, epoch](bool held) {
         self->state.confirming = false;
         for (auto& r : *batch) r.done(held && r.epoch == epoch);
@@ -349,9 +348,10 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
   auto send_imports = [self, shard, import_failed](std::vector<hash128> hs, std::vector<std::string> bs) {
     if (hs.empty()) return;
     self->request(shard, caf::infinite, import_atom::value, std::move(hs), std::move(bs))
-        .then([](ok_atom) {}, [import_failed](caf::error& e) {
-          if (import_failed->is_ok()) *import_failed = to_status(e);
-        });
+        .then([](ok_atom) {},
+              [import_failed](caf::error& e) {
+                if (import_failed->is_ok()) *import_failed = to_status(e);
+              });
   };
   // Each round of the walk is `step`. Only the fetch out holds it (and the
   // caller during the first round): the step itself refers to itself weakly.
@@ -361,8 +361,8 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
   // then found its data directory locked.
   auto step = std::make_shared<std::function<void()>>();
   std::weak_ptr<std::function<void()>> weak_step = step;
-  *step = [self, root, from, began, adopt, puller, import_failed, shard, send_imports, weak_step,
-           target = peer->second, done]() {
+  *step = [self, root, from, began, adopt, puller, import_failed, shard, send_imports, weak_step, target = peer->second,
+           done]() {
     auto collect = [](std::vector<hash128>& hs, std::vector<std::string>& bs) {
       return [&hs, &bs](const hash128& h, std::string_view bytes) {
         hs.push_back(h);
@@ -547,7 +547,6 @@ void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::
           });
 }
 
-
 // A campaign: mint a ballot above all seen, promise it to ourselves durably,
 // prepare every peer, and with a majority of promises take over. `finish`
 // hears whether we own the shard, or why the campaign could not even start
@@ -631,8 +630,7 @@ void heartbeat(self_ptr self) {
   std::uint64_t my_term = st.term;
   ballot epoch = st.epoch;
   majority_round<vote>(
-      self, st.config.request_timeout,
-      [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); },
+      self, st.config.request_timeout, [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); },
       [self, my_term](bool held) {
         self->state.beating = false;
         if (!held && self->state.term == my_term) step_down(self);
@@ -761,8 +759,11 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         st.silent = 0;  // the owner is alive
         auto rp = self->make_response_promise<vote>();
         self->request(st.config.shard(), caf::infinite, stamped_atom::value, ops)
-            .then([rp, e](const std::vector<bool>&) mutable { rp.deliver(vote{true, e}); },
-                  [rp](caf::error& err) mutable { rp.deliver(err); });
+            .then(
+                [rp, e](const std::vector<bool>&) mutable {
+                  rp.deliver(vote{true, e});
+                },
+                [rp](caf::error& err) mutable { rp.deliver(err); });
         return rp;
       },
       [=](confirm_atom, const ballot& e) -> caf::result<vote> {
@@ -790,8 +791,10 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         if (self->state.absent()) return to_error(away(self));
         auto rp = self->make_response_promise<merge_report>();
         pull_and_merge(self, root, from, [rp](const status& s, const merge_report& r) mutable {
-          if (s) rp.deliver(r);
-          else rp.deliver(to_error(s));
+          if (s)
+            rp.deliver(r);
+          else
+            rp.deliver(to_error(s));
         });
         return rp;
       },
@@ -804,8 +807,10 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
           if (self->state.now == role::owner) return (void)rp.deliver(true);
           if (self->state.now == role::candidate) return (void)rp.deliver(to_error(not_owner(self)));
           campaign(self, [rp](const status& s, bool owns) mutable {
-            if (s) rp.deliver(owns);
-            else rp.deliver(to_error(s));
+            if (s)
+              rp.deliver(owns);
+            else
+              rp.deliver(to_error(s));
           });
         });
         return rp;
@@ -846,9 +851,9 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
                 [self, rp](const std::string& hex) mutable {
                   auto& st = self->state;
                   rp.deliver(replica_info{st.config.node, static_cast<std::uint8_t>(st.now), st.ps.promised,
-                                          st.ps.epoch, hash128::parse_hex(hex).value_or(hash128{}),
-                                          st.pulled_nodes, st.pulled_bytes, st.merged_entries, st.ps.synced_ns,
-                                          st.ps.settled_ns, st.absent()});
+                                          st.ps.epoch, hash128::parse_hex(hex).value_or(hash128{}), st.pulled_nodes,
+                                          st.pulled_bytes, st.merged_entries, st.ps.synced_ns, st.ps.settled_ns,
+                                          st.absent()});
                 },
                 [rp](caf::error& e) mutable { rp.deliver(e); });
         return rp;
@@ -860,8 +865,10 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
           stamped_op op{key, stamp{}, true, value, ttl_ns > 0, 0};
           if (ttl_ns > 0) op.deadline_ns = self->state.config.clock() + static_cast<std::uint64_t>(ttl_ns);
           replicate(self, std::move(op), [rp](const status& s) mutable {
-            if (s) rp.deliver(ok_atom::value);
-            else rp.deliver(to_error(s));
+            if (s)
+              rp.deliver(ok_atom::value);
+            else
+              rp.deliver(to_error(s));
           });
         });
         return rp;
@@ -873,8 +880,10 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
           auto& st = self->state;
           auto purge = st.config.clock() + static_cast<std::uint64_t>(st.config.tombstone_retention.count());
           replicate(self, stamped_op{key, stamp{}, false, std::string(), true, purge}, [rp](const status& s) mutable {
-            if (s) rp.deliver(ok_atom::value);
-            else rp.deliver(to_error(s));
+            if (s)
+              rp.deliver(ok_atom::value);
+            else
+              rp.deliver(to_error(s));
           });
         });
         return rp;
@@ -885,7 +894,8 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         with_key(self, key, [=](bool go) mutable {
           if (!go) return (void)rp.deliver(to_error(not_owner(self)));
           auto v = view_of(self);
-          if (!v) return (void)rp.deliver(to_error(status::io_error("the shard is not serving", status_category::transient)));
+          if (!v)
+            return (void)rp.deliver(to_error(status::io_error("the shard is not serving", status_category::transient)));
           auto current = v->get(key, self->state.config.clock());
           if (!current) return (void)rp.deliver(to_error(current.error()));
           bool matches = current->has_value() == has_expected && (!has_expected || **current == expected);
@@ -906,8 +916,10 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
             op.deadline_ns = st.config.clock() + static_cast<std::uint64_t>(ttl_ns);
           }
           replicate(self, std::move(op), [rp](const status& s) mutable {
-            if (s) rp.deliver(true, false, std::string());
-            else rp.deliver(to_error(s));
+            if (s)
+              rp.deliver(true, false, std::string());
+            else
+              rp.deliver(to_error(s));
           });
         });
         return rp;
@@ -917,7 +929,8 @@ replica_actor::behavior_type replica_behavior(self_ptr self, replica_config conf
         with_key(self, key, [self, rp, key](bool go) mutable {
           if (!go) return (void)rp.deliver(to_error(not_owner(self)));
           auto v = view_of(self);
-          if (!v) return (void)rp.deliver(to_error(status::io_error("the shard is not serving", status_category::transient)));
+          if (!v)
+            return (void)rp.deliver(to_error(status::io_error("the shard is not serving", status_category::transient)));
           auto value = v->get(key, self->state.config.clock());
           if (!value) return (void)rp.deliver(to_error(value.error()));
           confirm(self, [self, rp, value = *value](bool ok) mutable {

@@ -83,11 +83,11 @@ struct replica_config {
   // restarts the shard, and the replica follows (its promise state is the
   // shard's durable one either way).
   std::function<shard_engine_actor()> shard;
-  std::shared_ptr<shard_slot> slot;    // its published views (reads, node fetches)
-  promise_state initial;               // the shard's promise state (from_log of its `(promise)`)
+  std::shared_ptr<shard_slot> slot;  // its published views (reads, node fetches)
+  promise_state initial;             // the shard's promise state (from_log of its `(promise)`)
   std::chrono::milliseconds request_timeout{2000};
-  std::size_t pull_batch = 256;        // nodes per fetch
-  wall_clock_ns clock = system_now_ns; // the owner fixes absolute deadlines with it
+  std::size_t pull_batch = 256;         // nodes per fetch
+  wall_clock_ns clock = system_now_ns;  // the owner fixes absolute deadlines with it
   // A delete's purge comes this long after it; half of it is the long-absence
   // rule's horizon (the cluster file's tombstone_retention_s).
   std::chrono::nanoseconds tombstone_retention = std::chrono::hours(24);

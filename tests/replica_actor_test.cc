@@ -11,8 +11,8 @@
 
 #include <random>
 
-#include "engine/keyspace.h"
 #include "core/fault_env.h"
+#include "engine/keyspace.h"
 #include "replication/replica_actor.h"
 #include "tests/support/register_checker.h"
 #include "tests/support/relay_actor.h"
@@ -99,9 +99,12 @@ struct cluster {
     std::optional<std::string> payload;
     (*client)->send(n.shard, promise_atom::value);
     sched->run();
-    (*client)->receive([&](bool has, const std::string& p) { if (has) payload = p; },
-                       [](caf::error& e) { FAIL(caf::to_string(e)); },
-                       caf::after(std::chrono::seconds(1)) >> [] { FAIL("no promise state"); });
+    (*client)->receive(
+        [&](bool has, const std::string& p) {
+          if (has) payload = p;
+        },
+        [](caf::error& e) { FAIL(caf::to_string(e)); },
+        caf::after(std::chrono::seconds(1)) >> [] { FAIL("no promise state"); });
     replica_config c;
     c.node = n.id;
     c.cluster_size = nodes.size();
@@ -415,9 +418,12 @@ TEST_CASE("replica actors: five nodes tolerate two down; a restarted replica kee
   std::optional<std::string> payload;
   (*c.client)->send(c.node(1).shard, promise_atom::value);
   c.sched->run();
-  (*c.client)->receive([&](bool has, const std::string& p) { if (has) payload = p; },
-                       [](caf::error& e) { FAIL(caf::to_string(e)); },
-                       caf::after(std::chrono::seconds(1)) >> [] { FAIL("no promise state"); });
+  (*c.client)->receive(
+      [&](bool has, const std::string& p) {
+        if (has) payload = p;
+      },
+      [](caf::error& e) { FAIL(caf::to_string(e)); },
+      caf::after(std::chrono::seconds(1)) >> [] { FAIL("no promise state"); });
   auto promised = from_log(payload).value();
   CHECK(promised.promised.node == 3);  // node 1's durable promise, read back after its restart
   CHECK(promised.epoch == promised.promised);
@@ -433,7 +439,7 @@ TEST_CASE("replica actors: an owner cut off by a partition is fenced once it hea
   REQUIRE(c.elect(1));
   CHECK(c.put(1, "k", "from-1").is_ok());
   c.partition(1);
-  REQUIRE(c.elect(2));  // with node 3's promise; node 1 never heard of it
+  REQUIRE(c.elect(2));                        // with node 3's promise; node 1 never heard of it
   auto cut_off = c.put(1, "k", "while-cut");  // its rwrites are dropped: no majority
   CHECK(cut_off.category() == status_category::ambiguous);
   c.heal();
@@ -467,8 +473,8 @@ TEST_CASE("register checker: it accepts linearizable histories and finds the one
   CHECK_FALSE(check({op(K::write, "a", 1, 2), op(K::read, {}, 3, 4, std::nullopt)}));  // lost acknowledged write
   CHECK(check({op(K::write, "a", 1, 4), op(K::read, {}, 2, 3, std::nullopt)}));        // concurrent: either
   CHECK(check({op(K::write, "a", 1, 4), op(K::read, {}, 2, 3, "a")}));
-  CHECK(check({op(K::write, "a", 1, pending), op(K::read, {}, 5, 6, "a")}));            // ambiguous, took effect
-  CHECK(check({op(K::write, "a", 1, pending), op(K::read, {}, 5, 6, std::nullopt)}));   // or not
+  CHECK(check({op(K::write, "a", 1, pending), op(K::read, {}, 5, 6, "a")}));           // ambiguous, took effect
+  CHECK(check({op(K::write, "a", 1, pending), op(K::read, {}, 5, 6, std::nullopt)}));  // or not
   CHECK_FALSE(check({op(K::write, "a", 1, pending), op(K::read, {}, 5, 6, "a"),
                      op(K::read, {}, 7, 8, std::nullopt)}));  // seen, then vanished
   CHECK_FALSE(check({op(K::write, "a", 1, 2), op(K::write, "b", 3, 4), op(K::read, {}, 5, 6, "a")}));  // stale read
@@ -537,7 +543,12 @@ struct random_run {
       switch (history[key][index].what) {
         case K::write:
           self->request(target, std::chrono::seconds(30), put_atom::value, key, value, std::int64_t{0})
-              .then([this, done](ok_atom) { ++acknowledged_writes; done([](auto&) {}); }, on_error);
+              .then(
+                  [this, done](ok_atom) {
+                    ++acknowledged_writes;
+                    done([](auto&) {});
+                  },
+                  on_error);
           break;
         case K::del:
           self->request(target, std::chrono::seconds(30), del_atom::value, key)
@@ -547,14 +558,16 @@ struct random_run {
           self->request(target, std::chrono::seconds(30), get_atom::value, key)
               .then(
                   [done](bool found, const std::string& v) {
-                    done([&](auto& o) { if (found) o.result = v; });
+                    done([&](auto& o) {
+                      if (found) o.result = v;
+                    });
                   },
                   on_error);
           break;
         case K::cas: {
           auto exp = history[key][index].expected;
-          self->request(target, std::chrono::seconds(30), cas_atom::value, key, exp.has_value(), exp.value_or(""),
-                        true, value, std::int64_t{0})
+          self->request(target, std::chrono::seconds(30), cas_atom::value, key, exp.has_value(), exp.value_or(""), true,
+                        value, std::int64_t{0})
               .then(
                   [done](bool swapped, bool has, const std::string& cur) {
                     done([&](auto& o) {
@@ -573,7 +586,11 @@ struct random_run {
     auto target = c.node(node).replica;
     c.sys->spawn([=, this](caf::event_based_actor* self) {
       self->request(target, std::chrono::seconds(30), elect_atom::value)
-          .then([this, node](bool owns) { if (owns) owner_guess = node; }, [](caf::error&) {});
+          .then(
+              [this, node](bool owns) {
+                if (owns) owner_guess = node;
+              },
+              [](caf::error&) {});
     });
   }
 
@@ -609,8 +626,10 @@ struct random_run {
     } else if (r < 80) {
       c.heal();
     } else if (r < 81) {
-      if (c.node(any).up) c.down(any);
-      else c.restart(any);
+      if (c.node(any).up)
+        c.down(any);
+      else
+        c.restart(any);
     } else if (r < 82) {
       crash(any);
     } else if (r < 83) {
@@ -669,8 +688,9 @@ struct random_run {
 
 }  // namespace
 
-TEST_CASE("replica actors: 100 random runs of concurrent clients under partitions, kills and power cuts are "
-          "linearizable, and no acknowledged write is lost") {
+TEST_CASE(
+    "replica actors: 100 random runs of concurrent clients under partitions, kills and power cuts are "
+    "linearizable, and no acknowledged write is lost") {
   std::uint64_t base = doctest::getContextOptions()->rand_seed;
   std::uint64_t acknowledged = 0, ops = 0;
   for (std::uint64_t run = 0; run < 100; ++run) {
@@ -689,8 +709,9 @@ TEST_CASE("replica actors: 100 random runs of concurrent clients under partition
   CHECK(acknowledged > 100);  // the runs did get writes through, not only faults
 }
 
-TEST_CASE("replica actors: reads arriving together share confirm rounds; each round begins after the reads it "
-          "vouches for") {
+TEST_CASE(
+    "replica actors: reads arriving together share confirm rounds; each round begins after the reads it "
+    "vouches for") {
   cluster c(3);
   REQUIRE(c.elect(1));
   for (int i = 0; i < 20; ++i) REQUIRE(c.put(1, fmt::format("k{}", i), fmt::format("v{}", i)).is_ok());
@@ -700,9 +721,12 @@ TEST_CASE("replica actors: reads arriving together share confirm rounds; each ro
   c.drain();
   std::map<std::string, int> answers;
   for (int i = 0; i < 20; ++i)
-    (*c.client)->receive([&](bool found, const std::string& v) { if (found) ++answers[v]; },
-                         [](caf::error& e) { FAIL(caf::to_string(e)); },
-                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("a read was not answered"); });
+    (*c.client)->receive(
+        [&](bool found, const std::string& v) {
+          if (found) ++answers[v];
+        },
+        [](caf::error& e) { FAIL(caf::to_string(e)); },
+        caf::after(std::chrono::seconds(1)) >> [] { FAIL("a read was not answered"); });
   CHECK(answers.size() == 20);
   // The first read's round goes out alone; the 19 that arrived during it
   // share the next: two rounds to two peers, where one round a read takes 40.
@@ -728,8 +752,9 @@ TEST_CASE("replica actors: an owner that missed an election never serves a stale
   CHECK(c.get(2, "k").value() == std::optional<std::string>("new"));
 }
 
-TEST_CASE("replica actors: writes of an owner that missed an election are refused even where it can still reach "
-          "every replica") {
+TEST_CASE(
+    "replica actors: writes of an owner that missed an election are refused even where it can still reach "
+    "every replica") {
   cluster c(3);
   REQUIRE(c.elect(1));
   CHECK(c.put(1, "k", "old").is_ok());
@@ -746,8 +771,9 @@ TEST_CASE("replica actors: writes of an owner that missed an election are refuse
   CHECK(c.local(3, "k") == "new");
 }
 
-TEST_CASE("replica actors: candidates competing for one shard never both own it; the winner takes writes, the "
-          "others refuse them") {
+TEST_CASE(
+    "replica actors: candidates competing for one shard never both own it; the winner takes writes, the "
+    "others refuse them") {
   cluster c(5);
   // Three campaigns start before any of them is answered.
   for (std::uint32_t id : {1u, 2u, 3u}) (*c.client)->send(c.node(id).replica, elect_atom::value);
@@ -771,8 +797,9 @@ TEST_CASE("replica actors: candidates competing for one shard never both own it;
   CHECK(c.get(o, "k").value() == std::optional<std::string>("v"));
 }
 
-TEST_CASE("replica actors with heartbeats: an owner emerges unasked; a partitioned owner steps down and another is "
-          "elected with every acknowledged write; healed, all replicas converge by anti-entropy") {
+TEST_CASE(
+    "replica actors with heartbeats: an owner emerges unasked; a partitioned owner steps down and another is "
+    "elected with every acknowledged write; healed, all replicas converge by anti-entropy") {
   cluster c(3, 10ms);
   c.advance(1000ms);  // 100 heartbeats: patience is 5 to 9
   auto first = c.owners();
@@ -811,8 +838,9 @@ TEST_CASE("replica actors with heartbeats: an owner emerges unasked; a partition
   CHECK(c.owners() == std::vector<std::uint32_t>{o2});
 }
 
-TEST_CASE("replica actors with heartbeats: a replica restarted while pushes to it are still out is caught up by "
-          "anti-entropy at once, not once those pushes time out") {
+TEST_CASE(
+    "replica actors with heartbeats: a replica restarted while pushes to it are still out is caught up by "
+    "anti-entropy at once, not once those pushes time out") {
   cluster c(3, 10ms);
   std::uint32_t o = c.owner_elected_unasked();
   std::uint32_t f = o == 1 ? 2 : 1;
@@ -837,8 +865,9 @@ TEST_CASE("replica actors with heartbeats: a replica restarted while pushes to i
   CHECK(c.owners() == std::vector<std::uint32_t>{o});
 }
 
-TEST_CASE("replica actors with heartbeats: a replica running its own pre-vote says yes to another's, so two that "
-          "lost their owner at once do not refuse each other until a request times out") {
+TEST_CASE(
+    "replica actors with heartbeats: a replica running its own pre-vote says yes to another's, so two that "
+    "lost their owner at once do not refuse each other until a request times out") {
   cluster c(3, 10ms);
   std::uint32_t o = c.owner_elected_unasked();
   std::uint32_t f = o == 1 ? 2 : 1;
@@ -866,8 +895,9 @@ TEST_CASE("replica actors with heartbeats: a replica running its own pre-vote sa
   CHECK(c.owners() == std::vector<std::uint32_t>{o});
 }
 
-TEST_CASE("replica actors: a replica away longer than the tombstone retention does not bring back a delete purged "
-          "meanwhile; it adopts a peer's tree and loses nothing acknowledged") {
+TEST_CASE(
+    "replica actors: a replica away longer than the tombstone retention does not bring back a delete purged "
+    "meanwhile; it adopts a peer's tree and loses nothing acknowledged") {
   // Retention 2 s: a replica is absent once its last sync is 1 s old. Every
   // replica starts absent (it never synced) and settles with the others.
   cluster c(3, 10ms, 2s);
@@ -930,8 +960,9 @@ TEST_CASE("replica actors: an absent replica cut off from the others neither cam
   CHECK(c.local(f, "k") == "v");
 }
 
-TEST_CASE("replica actors: a whole cluster down longer than the tombstone retention settles and keeps every "
-          "acknowledged write") {
+TEST_CASE(
+    "replica actors: a whole cluster down longer than the tombstone retention settles and keeps every "
+    "acknowledged write") {
   cluster c(3, 10ms, 2s);
   std::uint32_t o = c.owner_elected_unasked();
   std::map<std::string, std::string> acked;
