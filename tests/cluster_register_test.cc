@@ -20,7 +20,7 @@
 // How a response is recorded: a success completes the operation (invocation
 // and response times from one counter taken before the request and after the
 // answer, so real-time order holds); `busy` is a refusal by a replica that
-// does not own the shard, sent before anything is stamped (replica_actor.cc:
+// does not own the shard, sent before anything is stamped (replica_owner.cc:
 // with_key answers it before replicate(); a CAS that did not match, and a
 // read, answer it after a failed confirm round, with nothing written), so the
 // operation is left out; any other error or a timeout leaves a write pending
@@ -199,10 +199,10 @@ struct cluster_run {
       if (states[id] == proc_state::down) continue;
       int ws = 0;
       if (::waitpid(pid, &ws, WNOHANG) == pid) {
-        errors.push_back(fmt::format("node {} (pid {}) ended by itself: {}; its output:\n{}", id, pid,
-                                     WIFSIGNALED(ws) ? fmt::format("signal {}", WTERMSIG(ws))
-                                                     : fmt::format("exit {}", WEXITSTATUS(ws)),
-                                     slurp(out_of(id))));
+        errors.push_back(fmt::format(
+            "node {} (pid {}) ended by itself: {}; its output:\n{}", id, pid,
+            WIFSIGNALED(ws) ? fmt::format("signal {}", WTERMSIG(ws)) : fmt::format("exit {}", WEXITSTATUS(ws)),
+            slurp(out_of(id))));
         drop_handle(id);
         states[id] = proc_state::down;
       }
@@ -245,8 +245,7 @@ struct cluster_run {
     auto h = handle(id);
     if (!h) return std::nullopt;
     std::optional<replica_info> out;
-    self->request(*h, timeout, info_atom::value)
-        .receive([&](const replica_info& i) { out = i; }, [&](caf::error&) {});
+    self->request(*h, timeout, info_atom::value).receive([&](const replica_info& i) { out = i; }, [&](caf::error&) {});
     return out;
   }
 };
@@ -306,7 +305,7 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
     const std::string& key = keys[rng() % keys.size()];
     register_op op;
     std::uint64_t roll = rng() % 20;
-    op.what = roll < 7 ? register_op::kind::write
+    op.what = roll < 7    ? register_op::kind::write
               : roll < 14 ? register_op::kind::read
               : roll < 16 ? register_op::kind::del
                           : register_op::kind::cas;
@@ -314,8 +313,10 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
     if (op.what == register_op::kind::write) op.arg = value;
     if (op.what == register_op::kind::cas) {
       std::uint64_t pick = rng() % 4;
-      if (pick < 2) op.expected = last_seen[key];
-      else if (pick == 2) op.expected = h.recent(key, rng);
+      if (pick < 2)
+        op.expected = last_seen[key];
+      else if (pick == 2)
+        op.expected = h.recent(key, rng);
       if (rng() % 10 != 0) op.arg = value;  // else a CAS that deletes
     }
     if (op.arg) h.sent(key, *op.arg);
@@ -358,9 +359,17 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
       op.ret = ++h.clock;
       refusals_in_a_row = 0;
       switch (op.what) {
-        case register_op::kind::read: last_seen[key] = op.result; break;
-        case register_op::kind::write: last_seen[key] = op.arg; ++h.acked_writes; break;
-        case register_op::kind::del: last_seen[key].reset(); ++h.acked_writes; break;
+        case register_op::kind::read:
+          last_seen[key] = op.result;
+          break;
+        case register_op::kind::write:
+          last_seen[key] = op.arg;
+          ++h.acked_writes;
+          break;
+        case register_op::kind::del:
+          last_seen[key].reset();
+          ++h.acked_writes;
+          break;
         case register_op::kind::cas:
           if (op.swapped) {
             last_seen[key] = op.arg;
@@ -379,21 +388,26 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
       ++refusals_in_a_row;
       std::smatch m;
       std::string msg = err->message();
-      if (std::regex_search(msg, m, promised_hint)) target = static_cast<std::uint32_t>(std::stoul(m[1]));
-      else next_node();
+      if (std::regex_search(msg, m, promised_hint))
+        target = static_cast<std::uint32_t>(std::stoul(m[1]));
+      else
+        next_node();
       continue;
     }
     // A timeout, a lost connection, a deposed owner: a write may or may not
     // have taken effect; a read says nothing.
     ++refusals_in_a_row;
-    if (op.what == register_op::kind::read) ++h.failed_reads;
+    if (op.what == register_op::kind::read)
+      ++h.failed_reads;
     else {
       ++h.pending;
       h.add(key, std::move(op));
     }
     auto hint = c.owner_hint.load();
-    if (hint != 0 && hint != target) target = hint;
-    else next_node();
+    if (hint != 0 && hint != target)
+      target = hint;
+    else
+      next_node();
   }
 }
 
@@ -413,7 +427,7 @@ struct fault_runner {
   std::vector<std::string> log;
   fault_counts counts;
   std::map<std::uint32_t, clock_type::time_point> restart_at, cont_at;
-  std::set<std::uint32_t> unlinked;                       // started again, no hello yet
+  std::set<std::uint32_t> unlinked;  // started again, no hello yet
   // Started again and said hello to, when: such a node may still lack writes
   // it missed while down (anti-entropy reaches it within seconds), so it is
   // the one to push into an election.
@@ -548,7 +562,10 @@ struct fault_runner {
     auto now = clock_type::now();
     c.check_alive();
     for (auto it = cont_at.begin(); it != cont_at.end();) {
-      if (it->second > now) { ++it; continue; }
+      if (it->second > now) {
+        ++it;
+        continue;
+      }
       c.sigcont(it->first);
       note("SIGCONT node {} (healed)", it->first);
       it = cont_at.erase(it);
@@ -630,8 +647,7 @@ run_result one_run(std::uint64_t seed, std::uint32_t nodes, std::uint16_t base, 
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
   for (std::uint32_t i = 0; i < clients; ++i)
-    threads.emplace_back(
-        [&, i] { client_loop(sys, c, h, i, seed * 1000 + i, stop); });
+    threads.emplace_back([&, i] { client_loop(sys, c, h, i, seed * 1000 + i, stop); });
   faults.run(clock_type::now() + duration);
   stop = true;
   for (auto& t : threads) t.join();
@@ -759,8 +775,9 @@ TEST_CASE("register checker: a pending CAS seen through keeps the pending write 
   CHECK_FALSE(testing::register_checker(h).linearizable());
 }
 
-TEST_CASE("cluster processes: concurrent clients' register histories stay linearizable under SIGKILL, SIGSTOP "
-          "partitions, competing candidates and restarts in a handoff, and no acknowledged write is lost") {
+TEST_CASE(
+    "cluster processes: concurrent clients' register histories stay linearizable under SIGKILL, SIGSTOP "
+    "partitions, competing candidates and restarts in a handoff, and no acknowledged write is lost") {
   std::uint64_t runs = env_number("MAGNETITE_CLUSTER_RUNS", 3);
   std::uint64_t seconds = env_number("MAGNETITE_CLUSTER_SECONDS", 10);
   std::uint64_t fixed_nodes = env_number("MAGNETITE_CLUSTER_NODES", 0);
@@ -776,14 +793,14 @@ TEST_CASE("cluster processes: concurrent clients' register histories stay linear
     auto nodes = static_cast<std::uint32_t>(fixed_nodes != 0 ? fixed_nodes : (r % 3 == 2 ? 3 : 5));
     auto base = static_cast<std::uint16_t>(block + (r % 20) * 5);
     run_result x = one_run(seed + r, nodes, base, static_cast<std::uint32_t>(clients), std::chrono::seconds(seconds));
-    MESSAGE(fmt::format("run {} seed {} ({} nodes, {:.1f} s): {} ops ({} completed, {} pending), {} writes "
-                        "acknowledged, {} busy refusals, {} failed reads; {} kills ({} of an owner, {} in a "
-                        "handoff after a candidate was seen, {} a few ms after an owner), {} stops ({} of an "
-                        "owner), {} competing elections, {} elections pushed on a node just started again{}",
-                        r, seed + r, nodes, x.seconds, x.ops, x.completed, x.pending, x.acked_writes, x.busy,
-                        x.failed_reads, x.faults.kills, x.faults.owner_kills, x.faults.candidate_kills,
-                        x.faults.quick_second_kills, x.faults.stops, x.faults.owner_stops, x.faults.competes, x.faults.fresh_elects,
-                        x.violation ? "; VIOLATION" : ""));
+    MESSAGE(fmt::format(
+        "run {} seed {} ({} nodes, {:.1f} s): {} ops ({} completed, {} pending), {} writes "
+        "acknowledged, {} busy refusals, {} failed reads; {} kills ({} of an owner, {} in a "
+        "handoff after a candidate was seen, {} a few ms after an owner), {} stops ({} of an "
+        "owner), {} competing elections, {} elections pushed on a node just started again{}",
+        r, seed + r, nodes, x.seconds, x.ops, x.completed, x.pending, x.acked_writes, x.busy, x.failed_reads,
+        x.faults.kills, x.faults.owner_kills, x.faults.candidate_kills, x.faults.quick_second_kills, x.faults.stops,
+        x.faults.owner_stops, x.faults.competes, x.faults.fresh_elects, x.violation ? "; VIOLATION" : ""));
     violations += x.violation;
     ops += x.ops;
     completed += x.completed;
@@ -796,9 +813,10 @@ TEST_CASE("cluster processes: concurrent clients' register histories stay linear
     total.candidate_kills += x.faults.candidate_kills;
     CHECK(x.acked_writes > 0);  // writes got through, not only faults
   }
-  MESSAGE(fmt::format("summary: {} runs, seed {}, {} ops ({} completed, {} pending), {} writes acknowledged, {} "
-                      "busy refusals, {} kills ({} of a candidate), {} stops, {} competing elections, {} violations",
-                      runs, seed, ops, completed, pending, acked, busy, total.kills, total.candidate_kills,
-                      total.stops, total.competes, violations));
+  MESSAGE(
+      fmt::format("summary: {} runs, seed {}, {} ops ({} completed, {} pending), {} writes acknowledged, {} "
+                  "busy refusals, {} kills ({} of a candidate), {} stops, {} competing elections, {} violations",
+                  runs, seed, ops, completed, pending, acked, busy, total.kills, total.candidate_kills, total.stops,
+                  total.competes, violations));
   CHECK(violations == 0);
 }

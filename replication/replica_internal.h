@@ -1,0 +1,204 @@
+// replica_internal: what the replica actor's files share (replica_actor.cc
+// holds the behaviour; replica_owner.cc what an owner does with writes and
+// reads; replica_election.cc campaigns and heartbeats; replica_catch_up.cc
+// anti-entropy and the long-absence rule). Not part of any interface: only
+// the replica's own files include it.
+//
+// Every function takes the actor's self and runs in its context; a callback
+// that outlives a term checks `term` before it acts (a stale callback must
+// change nothing).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "replication/replica_actor.h"
+
+namespace magnetite::replication::replica_internal {
+
+enum class role { follower, candidate, owner };
+
+// Requests on one key at the owner: a write in flight holds the key, and
+// everything after it waits, in order. A waiting request is told whether it
+// may go on (false: the owner stepped down).
+struct key_queue {
+  bool writing = false;
+  std::deque<std::function<void(bool)>> waiting;
+};
+
+// A read (or a CAS refusal) waiting for a confirm round.
+struct queued_read {
+  ballot epoch;  // the owner's when the value was read
+  std::function<void(bool)> done;
+};
+
+struct replica_state {
+  replica_config config;
+  std::map<std::uint32_t, replica_actor> peers;
+  promise_state ps;  // as decided; a reply that depends on it waits for its fsync
+  role now = role::follower;
+  ballot epoch;  // the ballot we campaign with or own with
+  std::uint64_t next_seq = 1;
+  // Changes whenever the role does: a callback of an older term is stale.
+  std::uint64_t term = 0;
+  std::map<std::string, key_queue, std::less<>> keys;
+  // Reads waiting for the next confirm round, and whether one is out.
+  std::vector<queued_read> reads;
+  bool confirming = false;
+
+  // Failure detection: heartbeats heard from nobody in a row, and how many a
+  // follower waits before it campaigns (drawn anew after every campaign).
+  std::mt19937_64 rng;
+  std::uint64_t chain = 0;  // our timer's; a beat of another chain is ignored
+  std::uint64_t ticks = 0;
+  std::uint32_t silent = 0;
+  std::uint32_t patience = 0;
+  bool beating = false;             // a heartbeat round is out
+  std::uint64_t pre_vote_term = 0;  // the term of our own pre-vote, while it runs
+  // Anti-entropy: to the peer after the last one, skipping a peer whose
+  // last push is still out (a dead or cut-off peer stalls nobody else).
+  // A push to a replica that died, or over a connection that broke, is never
+  // answered: it ends only at its deadline (30 request timeouts). So a push
+  // holds back only the handle it went to, and only until that handle is
+  // reported down; a handle reported down gets no push (nothing could answer
+  // it) until the peer is linked again; a peer linked again under a new
+  // handle (a restarted node) is pushed to at once. Held back by peer id
+  // instead, a restarted node got no push from anyone until those deadlines
+  // passed, and nothing else brings it the writes it missed: a live owner's
+  // confirm rounds keep it from campaigning.
+  struct push_out {
+    caf::actor_addr to;
+    std::uint64_t number = 0;  // which push: only its own end clears it
+  };
+  std::map<std::uint32_t, push_out> pushing;
+  std::uint64_t pushes = 0;
+  std::uint32_t pushed_last = 0;
+  // The peers' replicas we monitor, not yet reported down.
+  std::map<caf::actor_addr, std::uint32_t> monitored;
+  std::uint64_t pulled_nodes = 0, pulled_bytes = 0, merged_entries = 0;  // for info
+
+  // The long-absence rule (design, 6). When each peer's last completed pull
+  // into us began; synced_ns as the shard's log holds it; a recovery running,
+  // and what waits for it.
+  std::map<std::uint32_t, std::uint64_t> pulled_at;
+  std::uint64_t durable_synced = 0;
+  std::uint64_t campaign_began = 0;  // a won campaign merged every write committed before it
+  bool recovering = false;
+  std::vector<std::function<void()>> after_recovery;
+
+  std::size_t majority() const { return config.cluster_size / 2 + 1; }
+
+  // Pulls from this many distinct peers reach every majority we are not in,
+  // so they hold every committed write. Zero (one or two nodes): every
+  // committed write is on every replica that is up; nothing can be missed.
+  std::size_t pulls_for_sync() const { return config.cluster_size - majority(); }
+  std::uint64_t half_retention() const { return static_cast<std::uint64_t>(config.tombstone_retention.count()) / 2; }
+  // After this moment we acknowledge nothing until we catch up or settle.
+  std::uint64_t horizon() const {
+    auto base = std::max(ps.synced_ns, ps.settled_ns);
+    return base > UINT64_MAX - half_retention() ? UINT64_MAX : base + half_retention();
+  }
+  bool absent() const { return pulls_for_sync() > 0 && config.clock() > horizon(); }
+  // Whether a peer's answer says it held every committed write recently.
+  bool knows_recent(const replica_info& i) const {
+    return i.synced_ns > UINT64_MAX - half_retention() || i.synced_ns + half_retention() >= config.clock();
+  }
+
+  void draw_patience() {
+    auto k = std::max<std::uint32_t>(1, config.election_ticks);
+    patience = k + static_cast<std::uint32_t>(rng() % k);
+    silent = 0;
+  }
+};
+
+using self_ptr = replica_actor::stateful_pointer<replica_state>;
+
+inline std::shared_ptr<const read_view> view_of(self_ptr self) { return self->state.config.slot->view.load(); }
+
+// One round to every peer, counting ourselves as the first yes: `yes` judges
+// each reply (a failed request is a no). `done(true)` as soon as the yes
+// count reaches a majority, `done(false)` once every peer answered short of
+// it; `done` runs exactly once.
+template <class Reply, class... Ts>
+void majority_round(self_ptr self, caf::timespan timeout, std::function<bool(std::uint32_t, const Reply&)> yes,
+                    std::function<void(bool)> done, const Ts&... xs) {
+  struct tally {
+    std::size_t yes = 1;
+    std::size_t answered = 0;
+    bool finished = false;
+  };
+  auto t = std::make_shared<tally>();
+  std::size_t expected = self->state.peers.size();
+  auto check = [self, t, expected, done]() {
+    if (t->finished) return;
+    if (t->yes >= self->state.majority() || t->answered == expected) {
+      t->finished = true;
+      done(t->yes >= self->state.majority());
+    }
+  };
+  check();  // a cluster of one
+  for (auto& [id, peer] : self->state.peers)
+    self->request(peer, timeout, xs...)
+        .then(
+            [t, check, yes, id = id](const Reply& r) {
+              if (yes(id, r)) ++t->yes;
+              ++t->answered;
+              check();
+            },
+            [t, check](caf::error&) {
+              ++t->answered;
+              check();
+            });
+}
+
+// Asks every peer the same request; `done` gets each peer's answer (an error
+// or a timeout: none) once all are in.
+template <class Reply, class... Ts>
+void ask_every_peer(self_ptr self, caf::timespan timeout,
+                    std::function<void(std::vector<std::pair<std::uint32_t, std::optional<Reply>>>)> done,
+                    const Ts&... xs) {
+  using answers = std::vector<std::pair<std::uint32_t, std::optional<Reply>>>;
+  auto got = std::make_shared<answers>();
+  std::size_t expected = self->state.peers.size();
+  if (expected == 0) return done({});
+  auto add = [got, expected, done](std::uint32_t id, std::optional<Reply> r) {
+    got->emplace_back(id, std::move(r));
+    if (got->size() == expected) done(std::move(*got));
+  };
+  for (auto& [id, peer] : self->state.peers)
+    self->request(peer, timeout, xs...)
+        .then([add, id = id](const Reply& r) { add(id, r); }, [add, id = id](caf::error&) { add(id, std::nullopt); });
+}
+
+// What clients hear (replica_owner.cc).
+status not_owner(self_ptr self);
+status away(self_ptr self);
+status deposed(std::string_view what);
+
+// The owner's side (replica_owner.cc).
+void step_down(self_ptr self);
+void with_key(self_ptr self, const std::string& key, std::function<void(bool)> fn);
+bool counted(self_ptr self, const vote& v, const ballot& epoch);
+void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done);
+void confirm(self_ptr self, std::function<void(bool)> done);
+
+// Elections (replica_election.cc).
+void persist_then(self_ptr self, std::function<void()> next, std::function<void(caf::error&)> failed);
+void campaign(self_ptr self, std::function<void(const status&, bool owns)> finish);
+void pre_vote_then_campaign(self_ptr self);
+void heartbeat(self_ptr self);
+
+// Catching up (replica_catch_up.cc).
+void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
+                    std::function<void(const status&, const merge_report&)> done, bool adopt = false);
+void recover(self_ptr self, std::function<void()> then);
+void push_root(self_ptr self);
+
+}  // namespace magnetite::replication::replica_internal
