@@ -4,11 +4,11 @@
 
 #include "actors/caf_headers.h"  // before any other CAF header
 
-#include <caf/openssl/all.hpp>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
+#include <caf/openssl/all.hpp>
 
 namespace magnetite::replication {
 
@@ -77,14 +77,14 @@ status check_tls_files(const tls_files& files) {
         fmt::format("tls: cannot load the certificate {}: {}", files.certificate, openssl_errors()));
   if (SSL_CTX_use_PrivateKey_file(ctx.get(), files.key.c_str(), SSL_FILETYPE_PEM) != 1) {
     if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
-      return status::invalid_argument(fmt::format("tls: the key {} is not the key of the certificate {}: {}",
-                                                  files.key, files.certificate, openssl_errors()));
-    return status::invalid_argument(fmt::format("tls: cannot load the key {} (it must be PEM, unencrypted): {}",
-                                                files.key, openssl_errors()));
+      return status::invalid_argument(fmt::format("tls: the key {} is not the key of the certificate {}: {}", files.key,
+                                                  files.certificate, openssl_errors()));
+    return status::invalid_argument(
+        fmt::format("tls: cannot load the key {} (it must be PEM, unencrypted): {}", files.key, openssl_errors()));
   }
   if (SSL_CTX_check_private_key(ctx.get()) != 1)
-    return status::invalid_argument(fmt::format("tls: the key {} is not the key of the certificate {}: {}",
-                                                files.key, files.certificate, openssl_errors()));
+    return status::invalid_argument(fmt::format("tls: the key {} is not the key of the certificate {}: {}", files.key,
+                                                files.certificate, openssl_errors()));
   if (SSL_CTX_load_verify_locations(ctx.get(), files.ca.c_str(), nullptr) != 1)
     return status::invalid_argument(fmt::format("tls: cannot load the CA file {}: {}", files.ca, openssl_errors()));
   // The peers will check our certificate against the same CA: check it here,
@@ -97,9 +97,9 @@ status check_tls_files(const tls_files& files) {
     return status::failed("tls: cannot check the certificate: " + openssl_errors());
   X509_STORE_CTX_set_purpose(verify.get(), X509_PURPOSE_SSL_CLIENT);
   if (X509_verify_cert(verify.get()) != 1)
-    return status::invalid_argument(
-        fmt::format("tls: the certificate {} does not check against the CA file {}: {}", files.certificate, files.ca,
-                    X509_verify_cert_error_string(X509_STORE_CTX_get_error(verify.get()))));
+    return status::invalid_argument(fmt::format("tls: the certificate {} does not check against the CA file {}: {}",
+                                                files.certificate, files.ca,
+                                                X509_verify_cert_error_string(X509_STORE_CTX_get_error(verify.get()))));
   return status::ok();
 }
 
@@ -119,8 +119,8 @@ status configure_tls(caf::actor_system_config& cfg, const tls_files& files) {
 result<node_actor> connect_to(caf::actor_system& sys, const std::string& host, std::uint16_t port, bool tls,
                               std::chrono::milliseconds timeout) {
   if (tls && !sys.has_openssl_manager())
-    return status::invalid_argument(fmt::format("{}:{}: a TLS link needs an actor system with configure_tls", host,
-                                                port));
+    return status::invalid_argument(
+        fmt::format("{}:{}: a TLS link needs an actor system with configure_tls", host, port));
   // caf::io::remote_actor and caf::openssl::remote_actor wait for the
   // middleman's answer without a limit; asking its actor ourselves bounds it.
   caf::io::middleman_actor mm = tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
@@ -132,8 +132,7 @@ result<node_actor> connect_to(caf::actor_system& sys, const std::string& host, s
             if (!remote)
               out = status::not_found(fmt::format("{}:{}: no actor is published there", host, port));
             else if (!sys.assignable(ifs, sys.message_types(caf::detail::type_list<node_actor>{})))
-              out = status::invalid_argument(fmt::format("{}:{}: the actor published there is not a node", host,
-                                                         port));
+              out = status::invalid_argument(fmt::format("{}:{}: the actor published there is not a node", host, port));
             else
               out = caf::actor_cast<node_actor>(std::move(remote));
           },
@@ -208,8 +207,8 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
               fmt::format("node {} has cluster file {}, node {} has {}: every node must read the same cluster file",
                           from, theirs.to_hex(), st.id, st.fingerprint.to_hex())));
         if (from == st.id)
-          return to_error(status::invalid_argument(fmt::format("a node calling itself node {} connected to node {}",
-                                                               from, st.id)));
+          return to_error(
+              status::invalid_argument(fmt::format("a node calling itself node {} connected to node {}", from, st.id)));
         // from 0: a client (tools, tests) that talks to the replicas itself.
         return st.replicas;
       },
@@ -258,20 +257,19 @@ result<std::unique_ptr<node>> node::start(node_options options) {
     auto period = options.heartbeat * options.anti_entropy_ticks;
     auto need = 2 * period * static_cast<std::int64_t>(options.cluster.nodes.size() - 1);
     if (std::chrono::seconds(options.cluster.tombstone_retention_s) / 2 < need)
-      return status::invalid_argument(fmt::format(
-          "cluster file {}: tombstone_retention_s {} is too short for anti-entropy every {} ms on {} nodes "
-          "(a healthy replica would count as absent and stop acknowledging writes): at least {} s",
-          options.cluster.name, options.cluster.tombstone_retention_s, period.count(), options.cluster.nodes.size(),
-          (std::chrono::ceil<std::chrono::seconds>(2 * need)).count()));
+      return status::invalid_argument(
+          fmt::format("cluster file {}: tombstone_retention_s {} is too short for anti-entropy every {} ms on {} nodes "
+                      "(a healthy replica would count as absent and stop acknowledging writes): at least {} s",
+                      options.cluster.name, options.cluster.tombstone_retention_s, period.count(),
+                      options.cluster.nodes.size(), (std::chrono::ceil<std::chrono::seconds>(2 * need)).count()));
   }
   auto& sys = options.db->core().system();
-  if (options.cluster.tls &&
-      !(sys.has_openssl_manager() && !sys.config().openssl_certificate.empty() &&
-        !sys.config().openssl_key.empty() && !sys.config().openssl_cafile.empty()))
-    return status::invalid_argument(fmt::format(
-        "cluster file {} says `tls on`: node {} needs its certificate, its key and the cluster's CA "
-        "(replication::configure_tls)",
-        options.cluster.name, options.id));
+  if (options.cluster.tls && !(sys.has_openssl_manager() && !sys.config().openssl_certificate.empty() &&
+                               !sys.config().openssl_key.empty() && !sys.config().openssl_cafile.empty()))
+    return status::invalid_argument(
+        fmt::format("cluster file {} says `tls on`: node {} needs its certificate, its key and the cluster's CA "
+                    "(replication::configure_tls)",
+                    options.cluster.name, options.id));
   std::unique_ptr<node> n(new node(std::move(options)));
   caf::scoped_actor asker{sys};
   std::vector<caf::actor> handles;
@@ -280,8 +278,11 @@ result<std::unique_ptr<node>> node::start(node_options options) {
     std::optional<std::string> payload;
     status failure;
     asker->request(db->core().shard_handle(i), n->options_.request_timeout, promise_atom::value)
-        .receive([&](bool has, const std::string& p) { if (has) payload = p; },
-                 [&](caf::error& e) { failure = to_status(e); });
+        .receive(
+            [&](bool has, const std::string& p) {
+              if (has) payload = p;
+            },
+            [&](caf::error& e) { failure = to_status(e); });
     MAGNETITE_TRY(failure);
     auto initial = from_log(payload);
     if (!initial) return initial.error();
@@ -303,8 +304,7 @@ result<std::unique_ptr<node>> node::start(node_options options) {
   n->gone_ = std::make_shared<lost_nodes>();
   n->watch_ = sys.spawn(link_watch, n->gone_);
   n->offered_ = std::make_shared<offered_nodes>();
-  n->published_ =
-      sys.spawn(node_behavior, n->options_.id, n->options_.cluster.fingerprint(), handles, n->offered_);
+  n->published_ = sys.spawn(node_behavior, n->options_.id, n->options_.cluster.fingerprint(), handles, n->offered_);
   auto port = n->options_.cluster.tls
                   ? caf::openssl::publish(n->published_, self_line->port, self_line->host.c_str(), true)
                   : sys.middleman().publish(n->published_, self_line->port, self_line->host.c_str(), true);
@@ -315,80 +315,82 @@ result<std::unique_ptr<node>> node::start(node_options options) {
   return n;
 }
 
-std::vector<std::uint32_t> node::connect_peers() {
-  auto& sys = options_.db->core().system();
-  if (options_.cluster.tls) clear_network_thread_errors(sys);
-  errors_.clear();
+// Drops the links whose node actor was reported down (not one linked again
+// meanwhile); whether any went.
+bool node::forget_lost_links() {
   std::vector<std::pair<std::uint32_t, caf::actor_addr>> gone;
   {
     std::lock_guard<std::mutex> lock(gone_->m);
     gone.swap(gone_->gone);
   }
-  bool changed = linked_.empty();
   lost_.clear();
   for (const auto& [id, addr] : gone) {
     auto it = linked_.find(id);
     if (it == linked_.end() || it->second.node != addr) continue;  // linked again already
     linked_.erase(it);
     lost_.push_back(id);
-    changed = true;
   }
-  std::vector<std::uint32_t> missing;
-  caf::scoped_actor asker{sys};
-  for (const auto& peer : options_.cluster.nodes) {
-    if (peer.id == options_.id || linked_.count(peer.id)) continue;
-    const bool tls = options_.cluster.tls;
-    caf::actor offer;
-    if (tls && peer.id < options_.id) {
-      std::lock_guard<std::mutex> lock(offered_->m);
-      if (auto it = offered_->by_id.find(peer.id); it != offered_->by_id.end()) offer = it->second;
-    }
-    if (tls && peer.id < options_.id && !offer) {
+  return !lost_.empty();
+}
+
+// Links one peer: its node actor (offered to us over TLS when its id is
+// lower, else connected to), a hello that checks the cluster file, and over
+// TLS our offer to link back. Whether it is linked now; errors_ says why not.
+bool node::link(const cluster_node& peer) {
+  auto& sys = options_.db->core().system();
+  const bool tls = options_.cluster.tls;
+  caf::actor offer;
+  if (tls && peer.id < options_.id) {
+    std::lock_guard<std::mutex> lock(offered_->m);
+    if (auto it = offered_->by_id.find(peer.id); it != offered_->by_id.end()) offer = it->second;
+    if (!offer) {
       errors_.push_back(fmt::format("node {} has not connected to node {} yet (over TLS the lower id connects)",
                                     peer.id, options_.id));
-      missing.push_back(peer.id);
-      continue;
+      return false;
     }
-    auto remote = offer ? result<node_actor>(caf::actor_cast<node_actor>(offer))
-                        : connect_to(sys, peer.host, peer.port, tls, options_.request_timeout);
-    if (!remote) {
-      errors_.push_back(fmt::format("node {} at {}:{}: {}", peer.id, peer.host, peer.port, remote.error().message()));
-      missing.push_back(peer.id);
-      continue;
-    }
-    std::optional<std::vector<caf::actor>> replicas;
-    asker
-        ->request(*remote, options_.request_timeout, hello_atom::value, options_.id, options_.cluster.fingerprint(),
-                  protocol_version)
-        .receive([&](const std::vector<caf::actor>& r) { replicas = r; },
-                 [&](caf::error& e) {
-                   errors_.push_back(fmt::format("node {} refused the link: {}", peer.id, to_status(e).message()));
-                 });
-    if (!replicas || replicas->size() != options_.cluster.shards) {
-      if (replicas)
-        errors_.push_back(fmt::format("node {} offered {} replicas for {} shards", peer.id, replicas->size(),
-                                      options_.cluster.shards));
-      missing.push_back(peer.id);
-      if (offer) {  // gone with its connection, most likely: wait for its next offer
-        std::lock_guard<std::mutex> lock(offered_->m);
-        if (auto it = offered_->by_id.find(peer.id); it != offered_->by_id.end() && it->second == offer)
-          offered_->by_id.erase(it);
-      }
-      continue;
-    }
-    if (tls && !offer) {
-      // Asked, not sent: once connect_peers returns, the peer can link back.
-      bool taken = false;
-      asker->request(*remote, options_.request_timeout, offer_atom::value, options_.id, caf::actor_cast<caf::actor>(published_))
-          .receive([&](bool t) { taken = t; }, [](caf::error&) {});
-      if (!taken) errors_.push_back(fmt::format("node {} did not take our offer to link back", peer.id));
-    }
-    caf::anon_send(watch_, watch_atom::value, peer.id, caf::actor_cast<caf::actor>(*remote));
-    linked_[peer.id] = linked_node{caf::actor_cast<caf::actor_addr>(*remote), std::move(*replicas)};
-    changed = true;
   }
-  if (!changed) return missing;
-  // Every local replica learns the replicas of its shard on the linked nodes.
+  auto remote = offer ? result<node_actor>(caf::actor_cast<node_actor>(offer))
+                      : connect_to(sys, peer.host, peer.port, tls, options_.request_timeout);
+  if (!remote) {
+    errors_.push_back(fmt::format("node {} at {}:{}: {}", peer.id, peer.host, peer.port, remote.error().message()));
+    return false;
+  }
+  caf::scoped_actor asker{sys};
+  std::optional<std::vector<caf::actor>> replicas;
+  asker
+      ->request(*remote, options_.request_timeout, hello_atom::value, options_.id, options_.cluster.fingerprint(),
+                protocol_version)
+      .receive([&](const std::vector<caf::actor>& r) { replicas = r; },
+               [&](caf::error& e) {
+                 errors_.push_back(fmt::format("node {} refused the link: {}", peer.id, to_status(e).message()));
+               });
+  if (!replicas || replicas->size() != options_.cluster.shards) {
+    if (replicas)
+      errors_.push_back(
+          fmt::format("node {} offered {} replicas for {} shards", peer.id, replicas->size(), options_.cluster.shards));
+    if (offer) {  // gone with its connection, most likely: wait for its next offer
+      std::lock_guard<std::mutex> lock(offered_->m);
+      if (auto it = offered_->by_id.find(peer.id); it != offered_->by_id.end() && it->second == offer)
+        offered_->by_id.erase(it);
+    }
+    return false;
+  }
+  if (tls && !offer) {
+    // Asked, not sent: once connect_peers returns, the peer can link back.
+    bool taken = false;
+    asker
+        ->request(*remote, options_.request_timeout, offer_atom::value, options_.id,
+                  caf::actor_cast<caf::actor>(published_))
+        .receive([&](bool t) { taken = t; }, [](caf::error&) {});
+    if (!taken) errors_.push_back(fmt::format("node {} did not take our offer to link back", peer.id));
+  }
+  caf::anon_send(watch_, watch_atom::value, peer.id, caf::actor_cast<caf::actor>(*remote));
+  linked_[peer.id] = linked_node{caf::actor_cast<caf::actor_addr>(*remote), std::move(*replicas)};
+  return true;
+}
+
+// Every local replica learns the replicas of its shard on the linked nodes.
+void node::tell_replicas_their_peers() {
   for (std::size_t i = 0; i < replicas_.size(); ++i) {
     std::vector<std::uint32_t> ids{options_.id};
     std::vector<caf::actor> actors{caf::actor_cast<caf::actor>(replicas_[i])};
@@ -398,6 +400,22 @@ std::vector<std::uint32_t> node::connect_peers() {
     }
     caf::anon_send(replicas_[i], peers_atom::value, ids, actors);
   }
+}
+
+std::vector<std::uint32_t> node::connect_peers() {
+  if (options_.cluster.tls) clear_network_thread_errors(options_.db->core().system());
+  errors_.clear();
+  bool changed = linked_.empty();
+  if (forget_lost_links()) changed = true;
+  std::vector<std::uint32_t> missing;
+  for (const auto& peer : options_.cluster.nodes) {
+    if (peer.id == options_.id || linked_.count(peer.id)) continue;
+    if (link(peer))
+      changed = true;
+    else
+      missing.push_back(peer.id);
+  }
+  if (changed) tell_replicas_their_peers();
   return missing;
 }
 

@@ -129,6 +129,10 @@ class node {
 
  private:
   explicit node(node_options options);
+  // The steps of connect_peers (node.cc).
+  bool forget_lost_links();
+  bool link(const cluster_node& peer);
+  void tell_replicas_their_peers();
 
   node_options options_;
   std::vector<replica_actor> replicas_;
