@@ -122,18 +122,20 @@ std::string changes(const tree_state& before, const tree_state& after) {
   std::string out;
   for (const auto& [k, v] : before) {
     auto it = after.find(k);
-    if (it == after.end()) out += fmt::format("removed {}; ", k);
-    else if (it->second != v) out += fmt::format("changed {} ({} -> {}); ", k, v, it->second);
+    if (it == after.end())
+      out += fmt::format("removed {}; ", k);
+    else if (it->second != v)
+      out += fmt::format("changed {} ({} -> {}); ", k, v, it->second);
   }
   for (const auto& [k, v] : after)
     if (!before.count(k)) out += fmt::format("added {} ({}); ", k, v);
   return out;
 }
 
-#define CHECK_UNCHANGED(before, dir)                   \
-  do {                                                 \
+#define CHECK_UNCHANGED(before, dir)                              \
+  do {                                                            \
     std::string what_changed_ = changes((before), snapshot(dir)); \
-    CHECK_MESSAGE(what_changed_.empty(), what_changed_); \
+    CHECK_MESSAGE(what_changed_.empty(), what_changed_);          \
   } while (0)
 
 bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
@@ -190,7 +192,8 @@ std::map<std::string, std::string> make_settled_database(const std::string& dir,
 void check_error(const status& s, status_code code, std::initializer_list<std::string_view> parts) {
   CHECK_MESSAGE(s.code() == code, s.to_string());
   CHECK_MESSAGE(s.category() == status_category::permanent, s.to_string());
-  for (auto p : parts) CHECK_MESSAGE(contains(s.message(), p), fmt::format("\"{}\" does not name \"{}\"", s.message(), p));
+  for (auto p : parts)
+    CHECK_MESSAGE(contains(s.message(), p), fmt::format("\"{}\" does not name \"{}\"", s.message(), p));
 }
 
 // The first file under `dir` whose name ends in `suffix` (sorted: the oldest).
@@ -220,7 +223,7 @@ void make_header_newer(const std::string& path, std::uint32_t version = 2) {
   std::string b = read_bytes(path);
   REQUIRE(b.size() >= 40);
   put_u32le(b, 8, version);
-  put_u32le(b, 36, wal::checksum32(std::string_view(b).substr(0, 36)));
+  put_u32le(b, 36, magnetite::checksum32(std::string_view(b).substr(0, 36)));
   write_bytes(path, b);
 }
 
@@ -297,9 +300,8 @@ void check_refused(const run_result& r, std::initializer_list<std::string_view> 
 // database: all of them must refuse a bad directory the same way.
 const std::vector<std::vector<std::string>>& every_command() {
   static const std::vector<std::vector<std::string>> cmds = {
-      {"put", "k0", "new"}, {"get", "k0"}, {"del", "k0"},       {"scan"},
-      {"load", "--keys", "5"}, {"commit"}, {"verify"},           {"stats"},
-      {"gc"},
+      {"put", "k0", "new"}, {"get", "k0"}, {"del", "k0"}, {"scan"}, {"load", "--keys", "5"},
+      {"commit"},           {"verify"},    {"stats"},     {"gc"},
   };
   return cmds;
 }
@@ -355,8 +357,9 @@ const std::string long_key(limits::max_user_key_bytes + 1, 'k');
 // Keys
 // =======================================================================================
 
-TEST_CASE("bad input: a key of the maximum length works in every call; one byte more and empty keys are refused by "
-          "every call and change nothing") {
+TEST_CASE(
+    "bad input: a key of the maximum length works in every call; one byte more and empty keys are refused by "
+    "every call and change nothing") {
   watchdog w("keys at the limit");
   testing::temp_dir d("bad-keys");
   auto db = must_open(options_for(d.path()));
@@ -406,8 +409,8 @@ TEST_CASE("bad input: a key of the maximum length works in every call; one byte 
     expect(db->cas(key, std::nullopt, std::string_view("v")).error(), "cas");
     expect(db->cas(key, std::string_view("v"), std::nullopt).error(), "cas delete");
     // One bad key makes the whole batch fail: the good writes beside it are not made.
-    std::vector<batch_write> mixed{{"k0", std::string("changed by a bad batch"), {}}, {key, std::string("v"), {}},
-                                   {"k1", std::nullopt, {}}};
+    std::vector<batch_write> mixed{
+        {"k0", std::string("changed by a bad batch"), {}}, {key, std::string("v"), {}}, {"k1", std::nullopt, {}}};
     expect(db->batch(mixed, std::string_view("one-shard")), "batch");
     std::vector<batch_write> bad_delete{{"k0", std::nullopt, {}}, {key, std::nullopt, {}}};
     expect(db->batch(bad_delete, std::string_view("one-shard")), "batch delete");
@@ -448,8 +451,9 @@ TEST_CASE("bad input: a key of the maximum length works in every call; one byte 
   CHECK(everything(*again) == as_entries(model));
 }
 
-TEST_CASE("bad input: binary keys and values (NUL, 0xff, every byte) round-trip through put, batch, cas, get, scan "
-          "and a reopen, in byte order") {
+TEST_CASE(
+    "bad input: binary keys and values (NUL, 0xff, every byte) round-trip through put, batch, cas, get, scan "
+    "and a reopen, in byte order") {
   watchdog w("binary keys");
   testing::temp_dir d("bad-binary");
   std::map<std::string, std::string> model;
@@ -464,14 +468,18 @@ TEST_CASE("bad input: binary keys and values (NUL, 0xff, every byte) round-trip 
   std::string largest_plain = bin({0xff, 0xfe}) + std::string(limits::max_user_key_bytes - 2, '\xff');
   {
     auto db = must_open(options_for(d.path()));
-    for (const std::string& k : {bin({0xff, 0xff}), bin({0xff, 0xff, 0}), std::string(limits::max_user_key_bytes, '\xff')}) {
+    for (const std::string& k :
+         {bin({0xff, 0xff}), bin({0xff, 0xff, 0}), std::string(limits::max_user_key_bytes, '\xff')}) {
       auto refused = db->put(k, "v");
       CHECK(refused.code() == status_code::invalid_argument);
       CHECK(refused.message().find("reserved for state/") != std::string::npos);
     }
-    std::vector<std::string> keys{bin({0}),          bin({0, 0}),       bin({0, 0xff}),     bin({'a', 0, 'b'}),
-                                  bin({'a'}),        bin({0x7f}),       bin({0x80}),        bin({0xff}),
-                                  bin({0xff, 0xfe}), bin({0xff, 0}),    bin({'\t', '\n'}),  bin({'\\', 'x', '0', '0'}),
+    std::vector<std::string> keys{bin({0}),          bin({0, 0}),
+                                  bin({0, 0xff}),    bin({'a', 0, 'b'}),
+                                  bin({'a'}),        bin({0x7f}),
+                                  bin({0x80}),       bin({0xff}),
+                                  bin({0xff, 0xfe}), bin({0xff, 0}),
+                                  bin({'\t', '\n'}), bin({'\\', 'x', '0', '0'}),
                                   every_byte,        std::string(limits::max_user_key_bytes, '\0'),
                                   largest_plain};
     for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -520,8 +528,9 @@ TEST_CASE("bad input: binary keys and values (NUL, 0xff, every byte) round-trip 
 // Values, batches, TTLs
 // =======================================================================================
 
-TEST_CASE("bad input: a value of the maximum size works; one byte more is refused by put, cas and batch and changes "
-          "nothing") {
+TEST_CASE(
+    "bad input: a value of the maximum size works; one byte more is refused by put, cas and batch and changes "
+    "nothing") {
   watchdog w("values at the limit");
   testing::temp_dir d("bad-values");
   auto db = must_open(options_for(d.path(), 2));
@@ -557,8 +566,9 @@ TEST_CASE("bad input: a value of the maximum size works; one byte more is refuse
   CHECK(db->get("big").value() == std::optional<std::string>(biggest));
 }
 
-TEST_CASE("bad input: batches: empty, past max_batch_mutations and past max_batch_bytes are refused whole; at the "
-          "byte limit one is written") {
+TEST_CASE(
+    "bad input: batches: empty, past max_batch_mutations and past max_batch_bytes are refused whole; at the "
+    "byte limit one is written") {
   watchdog w("batch limits", 600s);
   testing::temp_dir d("bad-batch");
   auto db = must_open(options_for(d.path(), 2));
@@ -579,8 +589,7 @@ TEST_CASE("bad input: batches: empty, past max_batch_mutations and past max_batc
   std::string biggest(limits::max_user_value_bytes, 'v');
   auto four = [&](std::size_t first_key_bytes) {
     std::vector<batch_write> b;
-    for (int i = 0; i < 4; ++i)
-      b.push_back({fmt::format("{:0>{}}", i, i == 0 ? first_key_bytes : 15), biggest, {}});
+    for (int i = 0; i < 4; ++i) b.push_back({fmt::format("{:0>{}}", i, i == 0 ? first_key_bytes : 15), biggest, {}});
     return b;
   };
   std::size_t stored = 0;
@@ -595,8 +604,9 @@ TEST_CASE("bad input: batches: empty, past max_batch_mutations and past max_batc
   for (const auto& x : four(15)) CHECK(db->get(x.key, std::string_view("r")).value() == x.value);
 }
 
-TEST_CASE("bad input: a TTL of 0 or below is refused everywhere; an enormous one works unless it runs past the "
-          "clock's range") {
+TEST_CASE(
+    "bad input: a TTL of 0 or below is refused everywhere; an enormous one works unless it runs past the "
+    "clock's range") {
   watchdog w("ttl");
   testing::temp_dir d("bad-ttl");
   std::atomic<std::uint64_t> now{1'000'000'000};
@@ -639,8 +649,9 @@ TEST_CASE("bad input: a TTL of 0 or below is refused everywhere; an enormous one
 // Options
 // =======================================================================================
 
-TEST_CASE("bad input: invalid options are refused by open, naming the option, before anything is created or "
-          "changed") {
+TEST_CASE(
+    "bad input: invalid options are refused by open, naming the option, before anything is created or "
+    "changed") {
   watchdog w("options");
   testing::temp_dir d("bad-options");
   std::string fresh = d.path() + "/never-created";
@@ -673,8 +684,14 @@ TEST_CASE("bad input: invalid options are refused by open, naming the option, be
          o.shard.fsync_interval = -100ms;
        }},
       {"option clock is empty", [](database_options& o) { o.shard.clock = nullptr; }},
-      {"chunk policy needs 0 < min < target <= max", [](database_options& o) { o.shard.chunking = {0, 0, 0}; }},
-      {"chunk policy needs 0 < min < target <= max", [](database_options& o) { o.shard.chunking = {512, 1024, 256}; }},
+      {"chunk policy needs 0 < min < target <= max",
+       [](database_options& o) {
+         o.shard.chunking = {0, 0, 0};
+       }},
+      {"chunk policy needs 0 < min < target <= max",
+       [](database_options& o) {
+         o.shard.chunking = {512, 1024, 256};
+       }},
   };
   for (const auto& dir : {fresh, existing}) {
     for (const auto& c : cases) {
@@ -758,8 +775,9 @@ TEST_CASE("bad input: a data directory that is a regular file, or inside one, is
   CHECK(everything(*db) == as_entries(model));
 }
 
-TEST_CASE("bad input: a MANIFEST of a newer format version is not_supported; another shard count is refused; "
-          "nothing is modified") {
+TEST_CASE(
+    "bad input: a MANIFEST of a newer format version is not_supported; another shard count is refused; "
+    "nothing is modified") {
   watchdog w("manifest");
   testing::temp_dir d("bad-manifest");
   std::string dir = d.path() + "/db";
@@ -815,8 +833,9 @@ TEST_CASE("bad input: a MANIFEST of a newer format version is not_supported; ano
   CHECK(everything(*db) == as_entries(model));
 }
 
-TEST_CASE("bad input: a WAL segment, a frame, a pack, an index or a node-store manifest of a newer format version "
-          "is not_supported naming the file; nothing is modified") {
+TEST_CASE(
+    "bad input: a WAL segment, a frame, a pack, an index or a node-store manifest of a newer format version "
+    "is not_supported naming the file; nothing is modified") {
   watchdog w("newer formats");
   testing::temp_dir d("bad-format");
   std::string dir = d.path() + "/db";
@@ -828,7 +847,7 @@ TEST_CASE("bad input: a WAL segment, a frame, a pack, an index or a node-store m
   SUBCASE("WAL segment header") {
     victim = find_file(shard + "/wal", ".wal", true);
     make_header_newer(victim);
-    named = {"WAL format version 2", "this build reads version 1"};
+    named = {"WAL segment", "format version 2", "this build reads version 1"};
   }
   SUBCASE("WAL frame of an unknown record type") {
     victim = find_file(shard + "/wal", ".wal", true);
@@ -836,14 +855,14 @@ TEST_CASE("bad input: a WAL segment, a frame, a pack, an index or a node-store m
     REQUIRE(b.size() >= 40 + 24);
     std::uint64_t salt = get_u64le(b, 24);
     b[40 + 16] = static_cast<char>(wal::max_record_type + 1);
-    put_u32le(b, 40, wal::checksum32(std::string_view(b).substr(44, 20), salt));
+    put_u32le(b, 40, magnetite::checksum32(std::string_view(b).substr(44, 20), salt));
     write_bytes(victim, b);
     named = {};  // the message is the log reader's; the path is checked below
   }
   SUBCASE("pack header") {
     victim = find_file(shard + "/nodes", ".pack", true);
     make_header_newer(victim);
-    named = {"format version 2", "this build reads 1"};
+    named = {"node store pack", "format version 2", "this build reads version 1"};
   }
   SUBCASE("index header") {
     victim = find_file(shard + "/nodes", ".idx", true);
@@ -911,7 +930,8 @@ std::string as_unprivileged_child(const std::function<std::string()>& body) {
 void set_writable(const std::string& dir, bool writable) {
   auto mode = [&](const fs::path& p) {
     bool is_dir = fs::is_directory(p);
-    fs::permissions(p, writable ? (is_dir ? fs::perms(0755) : fs::perms(0644)) : (is_dir ? fs::perms(0555) : fs::perms(0444)));
+    fs::permissions(
+        p, writable ? (is_dir ? fs::perms(0755) : fs::perms(0644)) : (is_dir ? fs::perms(0555) : fs::perms(0444)));
   };
   for (const auto& e : fs::recursive_directory_iterator(dir)) mode(e.path());
   mode(dir);
@@ -927,9 +947,9 @@ TEST_CASE("bad input: a read-only data directory is refused with the path and th
   auto model = make_settled_database(dir, 3);
   set_writable(dir, false);
   auto before = snapshot(dir);
-  MESSAGE(fmt::format("read-only directory: chmod 0555/0444{}",
-                      ::geteuid() == 0 ? ", opened by a child that dropped to nobody (root ignores permission bits)"
-                                       : ""));
+  MESSAGE(
+      fmt::format("read-only directory: chmod 0555/0444{}",
+                  ::geteuid() == 0 ? ", opened by a child that dropped to nobody (root ignores permission bits)" : ""));
   std::string answer = as_unprivileged_child([&] {
     auto opened = open_database(options_for(dir, 3));
     if (opened) return std::string("opened");
@@ -978,8 +998,10 @@ TEST_CASE("bad input, tool: keys at and past the limit, empty keys and bad TTLs;
   auto before = snapshot(dir);
   for (const auto& key : {long_key, std::string()}) {
     std::vector<std::string_view> named;
-    if (key.empty()) named = {"invalid argument (permanent)", "key is empty"};
-    else named = {"invalid argument (permanent)", "key of 4081 bytes", "limit of 4080 bytes"};
+    if (key.empty())
+      named = {"invalid argument (permanent)", "key is empty"};
+    else
+      named = {"invalid argument (permanent)", "key of 4081 bytes", "limit of 4080 bytes"};
     for (const auto& args : std::vector<std::vector<std::string>>{{"put", key, "v"}, {"get", key}, {"del", key}}) {
       CAPTURE(args[0]);
       CAPTURE(key.size());
@@ -1041,8 +1063,8 @@ TEST_CASE("bad input, tool: binary keys and values round-trip through put, get, 
     }
   }
   // Keys with 0xff and other high bytes, tabs and backslashes can be arguments.
-  for (const auto& k : {std::string("\xff"), std::string("\xff\xfe\x80"), std::string("tab\there"),
-                        std::string("back\\x00slash")}) {
+  for (const auto& k :
+       {std::string("\xff"), std::string("\xff\xfe\x80"), std::string("tab\there"), std::string("back\\x00slash")}) {
     std::string v = "v" + k;
     REQUIRE(tool(dir, {"put", k, v}).exit_code == 0);
     auto g = tool(dir, {"get", k});
@@ -1060,8 +1082,9 @@ TEST_CASE("bad input, tool: binary keys and values round-trip through put, get, 
   CHECK(reversed.out.starts_with("\\xff\\xfe\\x80\t"));
 }
 
-TEST_CASE("bad input, tool: a data directory that is a file, a newer MANIFEST, a newer log segment or pack, or a "
-          "read-only directory: every command refuses, names the path, and changes nothing") {
+TEST_CASE(
+    "bad input, tool: a data directory that is a file, a newer MANIFEST, a newer log segment or pack, or a "
+    "read-only directory: every command refuses, names the path, and changes nothing") {
   watchdog w("tool directories", 600s);
   testing::temp_dir d("bad-tool-dirs");
   fs::permissions(d.path(), fs::perms(0755));
@@ -1109,7 +1132,7 @@ TEST_CASE("bad input, tool: a data directory that is a file, a newer MANIFEST, a
     std::string segment = find_file(dir + "/shard-002/wal", ".wal", true);
     std::string original = read_bytes(segment);
     make_header_newer(segment);
-    every_command_refuses(dir, {"not supported", segment, "WAL format version 2"});
+    every_command_refuses(dir, {"not supported", segment, "WAL segment", "format version 2"});
     write_bytes(segment, original);
   }
   SUBCASE("a pack of a newer version") {
@@ -1131,14 +1154,14 @@ TEST_CASE("bad input, tool: a data directory that is a file, a newer MANIFEST, a
     set_writable(dir, true);
   }
   SUBCASE("read-only: a read-only bind mount (unprivileged user namespace), which binds root too") {
-    auto probe = run_argv({"unshare", "-rm", "sh", "-c", "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\"",
-                           dir});
+    auto probe =
+        run_argv({"unshare", "-rm", "sh", "-c", "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\"", dir});
     if (probe.exit_code != 0) {
       MESSAGE(fmt::format("no unprivileged user namespaces with mounts here ({}): case skipped", probe.err));
     } else {
-      std::vector<std::string> wrapper{"unshare", "-rm", "sh", "-c",
-                                       "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\" && exec \"$@\"",
-                                       dir};
+      std::vector<std::string> wrapper{
+          "unshare", "-rm", "sh", "-c", "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro \"$0\" && exec \"$@\"",
+          dir};
       every_command_refuses(dir, {"I/O error", dir + "/", "Read-only file system"}, wrapper);
     }
   }

@@ -116,8 +116,9 @@ TEST_CASE("recovery: a torn last frame at every byte offset is cut, and the log 
   }
 }
 
-TEST_CASE("recovery: a flipped bit in the last frame: in its header it is cut as torn, in its payload it is "
-          "corruption") {
+TEST_CASE(
+    "recovery: a flipped bit in the last frame: in its header it is cut as torn, in its payload it is "
+    "corruption") {
   // A torn write leaves a frame short or missing whole sectors (zeros); a bit
   // flipped in a whole frame's payload cannot be one, and the frame may hold
   // an acknowledged write, so it is reported, never cut. A damaged header
@@ -157,8 +158,9 @@ TEST_CASE("recovery: a flipped bit in the last frame: in its header it is cut as
   CHECK(refused > 0);
 }
 
-TEST_CASE("recovery: a frame that lost a whole sector or its end to a crash is torn; one whole sector is not "
-          "damage enough to refuse") {
+TEST_CASE(
+    "recovery: a frame that lost a whole sector or its end to a crash is torn; one whole sector is not "
+    "damage enough to refuse") {
   // Frames of 1 500 bytes span sectors. The last one loses, as a crash may
   // leave it: its last 100 bytes; one 512-byte sector in its middle; the
   // sector holding its end. Each reads as zeros (space reserved or past the old
@@ -331,7 +333,7 @@ TEST_CASE("recovery: headers - any damage is corruption, newer is refused, lefto
     std::string seg = *fx.env.contents(fx.segment_path(1));
     auto* h = reinterpret_cast<std::uint8_t*>(seg.data());
     encode_fixed32_le(h + 8, 2);
-    encode_fixed32_le(h + 36, wal::checksum32(std::string_view(seg).substr(0, 36)));
+    encode_fixed32_le(h + 36, magnetite::checksum32(std::string_view(seg).substr(0, 36)));
     auto f = fx.env.open(fx.segment_path(1), open_mode::create_truncate);
     REQUIRE((*f)->append(seg).is_ok());
     auto r = fx.recover();

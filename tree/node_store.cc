@@ -88,10 +88,10 @@ result<std::shared_ptr<node_store::pack>> node_store::create_pack(std::uint32_t 
   auto f = env_.open(p->path, open_mode::create_truncate);
   if (!f) return f.error();
   p->f = std::move(*f);
-  MAGNETITE_TRY(p->f->append(encode_file_header(pack_magic, number, p->salt)));
+  MAGNETITE_TRY(p->f->append(encode_file_header(pack_magic, {number, p->salt})));
   pack_bytes_written_ += file_header_size;
   if (auto idx = env_.open(path_join(dir_, pack_index_file_name(number)), open_mode::create_truncate)) {
-    if ((*idx)->append(encode_file_header(index_magic, number, p->salt)).is_ok()) p->index = std::move(*idx);
+    if ((*idx)->append(encode_file_header(index_magic, {number, p->salt})).is_ok()) p->index = std::move(*idx);
   }
   return p;
 }

@@ -147,7 +147,7 @@ status node_store::open_kept_pack(std::uint32_t number, std::uint64_t keep, reco
   if (!got) return got.error();
   pack_bytes_read_ += *got;
   header.resize(*got);
-  auto h = parse_file_header(header, pack_magic, "node store pack", lp.p->path);
+  auto h = parse_file_header(header, pack_magic, "node store pack", lp.p->path, format_version);
   if (!h) return h.error();
   if (h->a != number)
     return status::corruption(fmt::format("node store pack {}: header says pack {}", lp.p->path, h->a));
@@ -173,7 +173,7 @@ result<std::uint64_t> node_store::load_index_prefix(recovered_pack& lp, bool exi
   auto bytes = read_whole_file(env_, index_path);
   if (!bytes) return bytes.error();
   lp.index_size = bytes->size();
-  auto ih = parse_file_header(*bytes, index_magic, "node store index", index_path);
+  auto ih = parse_file_header(*bytes, index_magic, "node store index", index_path, format_version);
   // A newer version's index is refused, not rebuilt over (it is not damage).
   if (!ih && ih.error().code() == status_code::not_supported) return ih.error();
   if (!ih || ih->a != lp.p->number || ih->b != lp.p->salt) return covered;
@@ -304,7 +304,7 @@ status node_store::rewrite_indexes(const std::vector<recovered_pack>& live, std:
       auto f = env_.open(index_path, open_mode::create_truncate);
       if (!f) return f.error();
       idx = std::move(*f);
-      MAGNETITE_TRY(idx->append(encode_file_header(index_magic, lp.p->number, lp.p->salt)));
+      MAGNETITE_TRY(idx->append(encode_file_header(index_magic, {lp.p->number, lp.p->salt})));
       lost_bytes = lp.index_exists;
     }
     if (lp.entries.size() > lp.loaded) {

@@ -1,7 +1,5 @@
 #include "tree/pack_format.h"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -15,39 +13,6 @@ const std::uint8_t* u8(const char* p) noexcept { return reinterpret_cast<const s
 std::uint8_t* u8(char* p) noexcept { return reinterpret_cast<std::uint8_t*>(p); }
 
 }  // namespace
-
-std::uint32_t checksum32(std::string_view bytes, std::uint64_t seed) noexcept {
-  return static_cast<std::uint32_t>(XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed));
-}
-
-std::string encode_file_header(const char (&magic)[8], std::uint64_t a, std::uint64_t b, std::uint32_t version) {
-  std::string out(file_header_size, '\0');
-  std::copy_n(magic, 8, out.data());
-  encode_fixed32_le(u8(out.data() + 8), version);
-  encode_fixed64_le(u8(out.data() + 16), a);
-  encode_fixed64_le(u8(out.data() + 24), b);
-  encode_fixed32_le(u8(out.data() + 36), checksum32(std::string_view(out).substr(0, 36)));
-  return out;
-}
-
-result<file_header> parse_file_header(std::string_view bytes, const char (&magic)[8], std::string_view what,
-                                      const std::string& path, std::uint32_t max_version) {
-  auto bad = [&](std::string why) { return status::corruption(fmt::format("{} {}: {}", what, path, why)); };
-  if (bytes.size() < file_header_size)
-    return bad(fmt::format("header is truncated ({} of {} bytes)", bytes.size(), file_header_size));
-  if (!std::equal(magic, magic + 8, bytes.data())) return bad("bad magic");
-  if (decode_fixed32_le(u8(bytes.data() + 36)) != checksum32(bytes.substr(0, 36)))
-    return bad("header checksum mismatch");
-  std::uint32_t version = decode_fixed32_le(u8(bytes.data() + 8));
-  if (version < 1 || version > max_version)
-    return status::make(status_code::not_supported, status_category::permanent,
-                        fmt::format("{} {}: format version {} (this build reads {})", what, path, version,
-                                    max_version == 1 ? std::string("1") : fmt::format("1 to {}", max_version)));
-  if (decode_fixed32_le(u8(bytes.data() + 12)) != 0 || decode_fixed32_le(u8(bytes.data() + 32)) != 0)
-    return status::make(status_code::not_supported, status_category::permanent,
-                        fmt::format("{} {}: unknown header flags", what, path));
-  return file_header{decode_fixed64_le(u8(bytes.data() + 16)), decode_fixed64_le(u8(bytes.data() + 24)), version};
-}
 
 void encode_record(std::string& out, std::uint64_t salt, const hash128& h, std::uint8_t flags, std::string_view payload,
                    std::uint32_t raw) {
@@ -115,8 +80,8 @@ std::optional<std::uint32_t> parse_numbered(std::string_view name, std::string_v
 }
 
 std::string encode_store_manifest(std::uint32_t first, std::uint64_t position, const std::set<std::uint32_t>& dropped) {
-  if (dropped.empty()) return encode_file_header(manifest_magic, first, position);
-  std::string out = encode_file_header(manifest_magic, first, position, manifest_dropped_version);
+  if (dropped.empty()) return encode_file_header(manifest_magic, {first, position});
+  std::string out = encode_file_header(manifest_magic, {first, position, manifest_dropped_version});
   std::string body(4 + 4 * dropped.size(), '\0');
   encode_fixed32_le(u8(body.data()), static_cast<std::uint32_t>(dropped.size()));
   std::size_t at = 4;

@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "core/env.h"
+#include "core/file_header.h"
 #include "core/hash128.h"
 #include "tree/node_store.h"
 
@@ -31,12 +32,9 @@ inline constexpr char index_magic[8] = {'M', 'G', 'N', 'T', 'P', 'I', 'D', 'X'};
 inline constexpr char manifest_magic[8] = {'M', 'G', 'N', 'T', 'P', 'M', 'A', 'N'};
 inline constexpr std::uint32_t format_version = 1;
 
-// Pack, index and manifest files all start with a 40-byte header:
-//   0 8 magic | 8 4 version | 12 4 flags (0) | 16 8 a | 24 8 b | 32 4 reserved (0)
-//   | 36 4 checksum of bytes 0..35
-// where (a, b) is (pack number, salt) for packs and indexes and (first pack,
-// gc position) for the manifest.
-inline constexpr std::size_t file_header_size = 40;
+// Pack, index and manifest files all start with the 40-byte header of
+// core/file_header.h, where (a, b) is (pack number, salt) for packs and
+// indexes and (first pack, gc position) for the manifest.
 
 // Record header, then `stored` payload bytes:
 //   0 4 checksum, seeded with the pack's salt, of bytes 4..35
@@ -62,22 +60,6 @@ inline constexpr std::size_t index_entry_size = 32;
 // those bytes. Without dropped packs it is the version-1 header alone, so a
 // store that never reclaimed stays readable by version-1 builds.
 inline constexpr std::uint32_t manifest_dropped_version = 2;
-
-// The low 32 bits of XXH3-64 with the given seed.
-std::uint32_t checksum32(std::string_view bytes, std::uint64_t seed = 0) noexcept;
-
-// ---- file headers ----------------------------------------------------------------
-std::string encode_file_header(const char (&magic)[8], std::uint64_t a, std::uint64_t b,
-                               std::uint32_t version = format_version);
-
-struct file_header {
-  std::uint64_t a = 0, b = 0;
-  std::uint32_t version = format_version;
-};
-
-// Checks a 40-byte header; the error names `path` and what is wrong.
-result<file_header> parse_file_header(std::string_view bytes, const char (&magic)[8], std::string_view what,
-                                      const std::string& path, std::uint32_t max_version = format_version);
 
 // ---- records -----------------------------------------------------------------------
 // Appends a record: header and payload.

@@ -1,16 +1,11 @@
 #include "wal/format.h"
 
-#include <xxhash.h>
-
 namespace magnetite::wal {
 
-std::string segment_file_name(std::uint64_t number) {
-  return fmt::format("{:020}{}", number, segment_suffix);
-}
+std::string segment_file_name(std::uint64_t number) { return fmt::format("{:020}{}", number, segment_suffix); }
 
 std::optional<std::uint64_t> parse_segment_file_name(std::string_view name) {
-  if (name.size() != 20 + segment_suffix.size() || !name.ends_with(segment_suffix))
-    return std::nullopt;
+  if (name.size() != 20 + segment_suffix.size() || !name.ends_with(segment_suffix)) return std::nullopt;
   std::uint64_t n = 0;
   for (std::size_t i = 0; i < 20; ++i) {
     char c = name[i];
@@ -20,10 +15,6 @@ std::optional<std::uint64_t> parse_segment_file_name(std::string_view name) {
     n = n * 10 + digit;
   }
   return n;
-}
-
-std::uint32_t checksum32(std::string_view bytes, std::uint64_t seed) noexcept {
-  return static_cast<std::uint32_t>(XXH3_64bits_withSeed(bytes.data(), bytes.size(), seed));
 }
 
 std::string segment_temp_file_name(std::uint64_t number) {

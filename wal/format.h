@@ -41,13 +41,14 @@
 #include <string>
 #include <string_view>
 
+#include "core/file_header.h"
 #include "core/limits.h"
 
 namespace magnetite::wal {
 
 inline constexpr char segment_magic[8] = {'M', 'G', 'N', 'T', 'W', 'A', 'L', '1'};
 inline constexpr std::uint32_t format_version = 1;
-inline constexpr std::size_t segment_header_size = 40;
+inline constexpr std::size_t segment_header_size = file_header_size;  // core/file_header.h
 inline constexpr std::size_t frame_header_size = 24;
 inline constexpr std::uint8_t flag_follows_sync = 0x01;
 inline constexpr std::uint8_t known_frame_flags = flag_follows_sync;
@@ -70,8 +71,6 @@ std::string segment_file_name(std::uint64_t number);
 // The segment number of a file name, or nullopt for any other file.
 std::optional<std::uint64_t> parse_segment_file_name(std::string_view name);
 
-// Low 32 bits of XXH3-64 with the given seed.
-std::uint32_t checksum32(std::string_view bytes, std::uint64_t seed = 0) noexcept;
 // Temporary name a segment is written under before it is renamed into place.
 std::string segment_temp_file_name(std::uint64_t number);
 inline constexpr std::string_view temp_suffix = ".tmp";

@@ -11,38 +11,17 @@ const std::uint8_t* u8(std::string_view s) { return reinterpret_cast<const std::
 }  // namespace
 
 void encode_segment_header(std::string& dst, const segment_header& sh) {
-  std::uint8_t h[segment_header_size] = {};
-  std::memcpy(h, segment_magic, sizeof segment_magic);
-  encode_fixed32_le(h + 8, format_version);
-  encode_fixed32_le(h + 12, 0);
-  encode_fixed64_le(h + 16, sh.number);
-  encode_fixed64_le(h + 24, sh.salt);
-  encode_fixed32_le(h + 32, 0);
-  encode_fixed32_le(h + 36, checksum32({reinterpret_cast<const char*>(h), 36}));
-  dst.append(reinterpret_cast<const char*>(h), sizeof h);
+  dst.append(encode_file_header(segment_magic, {sh.number, sh.salt, format_version}));
 }
 
 result<segment_header> check_segment_header(std::string_view bytes, std::uint64_t expected_number,
                                             const std::string& where) {
-  if (bytes.size() < segment_header_size)
-    return status::corruption(fmt::format("{}: segment header is truncated ({} of {} bytes)", where,
-                                          bytes.size(), segment_header_size));
-  const auto* h = u8(bytes);
-  if (std::memcmp(h, segment_magic, sizeof segment_magic) != 0)
-    return status::corruption(fmt::format("{}: not a magnetite WAL segment (bad magic)", where));
-  if (decode_fixed32_le(h + 36) != checksum32(bytes.substr(0, 36)))
-    return status::corruption(fmt::format("{}: segment header checksum mismatch", where));
-  std::uint32_t version = decode_fixed32_le(h + 8);
-  if (version != format_version || decode_fixed32_le(h + 12) != 0 || decode_fixed32_le(h + 32) != 0)
-    return status::make(status_code::not_supported, status_category::permanent,
-                        fmt::format("{}: WAL format version {} (this build reads version {}): "
-                                    "written by a newer magnetite",
-                                    where, version, format_version));
-  segment_header sh{decode_fixed64_le(h + 16), decode_fixed64_le(h + 24)};
-  if (sh.number != expected_number)
+  auto h = parse_file_header(bytes, segment_magic, "WAL segment", where, format_version);
+  if (!h) return h.error();
+  if (h->a != expected_number)
     return status::corruption(
-        fmt::format("{}: header names segment {} but the file name says {}", where, sh.number, expected_number));
-  return sh;
+        fmt::format("WAL segment {}: header names segment {} but the file name says {}", where, h->a, expected_number));
+  return segment_header{h->a, h->b};
 }
 
 std::size_t begin_frame(std::string& dst) {
@@ -51,8 +30,8 @@ std::size_t begin_frame(std::string& dst) {
   return at;
 }
 
-void finish_frame(std::string& dst, std::size_t header_at, std::uint64_t salt, std::uint64_t sequence,
-                  record_type type, std::uint8_t flags) {
+void finish_frame(std::string& dst, std::size_t header_at, std::uint64_t salt, std::uint64_t sequence, record_type type,
+                  std::uint8_t flags) {
   auto* h = reinterpret_cast<std::uint8_t*>(dst.data() + header_at);
   std::size_t length = dst.size() - header_at - frame_header_size;
   encode_fixed32_le(h + 4, static_cast<std::uint32_t>(length));
@@ -74,8 +53,8 @@ frame_check check_frame_header(std::string_view bytes, std::uint64_t salt, frame
   out.flags = h[17];
   out.payload_checksum = decode_fixed32_le(h + 20);
   if (out.length > max_frame_payload) return frame_check::bad;
-  bool known = h[16] >= 1 && h[16] <= max_record_type && (out.flags & ~known_frame_flags) == 0 &&
-               decode_fixed16_le(h + 18) == 0;
+  bool known =
+      h[16] >= 1 && h[16] <= max_record_type && (out.flags & ~known_frame_flags) == 0 && decode_fixed16_le(h + 18) == 0;
   return known ? frame_check::ok : frame_check::unsupported;
 }
 

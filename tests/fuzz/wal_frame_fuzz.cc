@@ -33,8 +33,8 @@ void fix_frame(std::string& b, std::size_t off, std::uint64_t salt) {
     encode_fixed32_le(at(b, off + 4), len);
   }
   std::string_view v(b);
-  encode_fixed32_le(at(b, off + 20), wal::checksum32(v.substr(off + wal::frame_header_size, len), salt));
-  encode_fixed32_le(at(b, off), wal::checksum32(v.substr(off + 4, wal::frame_header_size - 4), salt));
+  encode_fixed32_le(at(b, off + 20), magnetite::checksum32(v.substr(off + wal::frame_header_size, len), salt));
+  encode_fixed32_le(at(b, off), magnetite::checksum32(v.substr(off + 4, wal::frame_header_size - 4), salt));
 }
 
 }  // namespace
@@ -48,7 +48,7 @@ MAGNETITE_FUZZ_TARGET(wal_frame) {
   std::size_t pos = 0;
   if (mode & 4) {
     if ((mode & 2) && b.size() >= wal::segment_header_size)
-      encode_fixed32_le(at(b, 36), wal::checksum32(std::string_view(b).substr(0, 36)));
+      encode_fixed32_le(at(b, 36), magnetite::checksum32(std::string_view(b).substr(0, 36)));
     std::uint64_t number = b.size() >= 24 ? decode_fixed64_le(at(b, 16)) : 0;
     auto sh = wal::check_segment_header(b, number, "fuzz");
     if (sh) {

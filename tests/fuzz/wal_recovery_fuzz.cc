@@ -41,7 +41,7 @@ std::uint8_t* at(std::string& s, std::size_t i) { return reinterpret_cast<std::u
 void fix_segment(std::string& b, std::uint64_t number, unsigned skip) {
   if (b.size() < wal::segment_header_size) return;
   encode_fixed64_le(at(b, 16), number);
-  encode_fixed32_le(at(b, 36), wal::checksum32(std::string_view(b).substr(0, 36)));
+  encode_fixed32_le(at(b, 36), magnetite::checksum32(std::string_view(b).substr(0, 36)));
   std::uint64_t salt = decode_fixed64_le(at(b, 24));
   std::size_t off = wal::segment_header_size;
   for (unsigned k = 1; b.size() - off >= wal::frame_header_size; ++k) {
@@ -55,8 +55,8 @@ void fix_segment(std::string& b, std::uint64_t number, unsigned skip) {
     }
     if (k != skip) {
       std::string_view v(b);
-      encode_fixed32_le(at(b, off + 20), wal::checksum32(v.substr(off + wal::frame_header_size, len), salt));
-      encode_fixed32_le(at(b, off), wal::checksum32(v.substr(off + 4, wal::frame_header_size - 4), salt));
+      encode_fixed32_le(at(b, off + 20), magnetite::checksum32(v.substr(off + wal::frame_header_size, len), salt));
+      encode_fixed32_le(at(b, off), magnetite::checksum32(v.substr(off + 4, wal::frame_header_size - 4), salt));
     }
     off += wal::frame_header_size + len;
   }
