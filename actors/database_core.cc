@@ -9,10 +9,11 @@
 
 #include <xxhash.h>
 
+#include "core/limits.h"
 #include "engine/data_directory.h"
 #include "engine/database_options.h"
 #include "engine/keyspace.h"
-#include "core/limits.h"
+#include "engine/state_space.h"
 #include "ttl/envelope.h"
 
 namespace magnetite {
@@ -76,12 +77,12 @@ status database_core::start() {
     publish_retained();
   }
   supervisor_ = spawn_shard_supervisor(*system_, supervision_, std::move(configs), options_.max_restarts,
-                                      options_.restart_window, options_.restart_backoff);
+                                       options_.restart_window, options_.restart_backoff);
   {
     caf::scoped_actor self{*system_};
     bool ready = false;
-    self->request(supervisor_, caf::infinite, get_atom::value).receive([&](ok_atom) { ready = true; },
-                                                                      [&](caf::error&) {});
+    self->request(supervisor_, caf::infinite, get_atom::value)
+        .receive([&](ok_atom) { ready = true; }, [&](caf::error&) {});
     if (!ready) return status::failed("the shard supervisor did not start");
   }
   // Open is done when every shard has booted (or failed to): a get right after
@@ -97,8 +98,7 @@ database_core::~database_core() {
   if (supervisor_) {
     caf::scoped_actor self{*system_};
     for (std::size_t i = 0; i < slots_.size(); ++i) {
-      self->request(shard_handle(i), caf::infinite, shutdown_atom::value)
-          .receive([](ok_atom) {}, [](caf::error&) {});
+      self->request(shard_handle(i), caf::infinite, shutdown_atom::value).receive([](ok_atom) {}, [](caf::error&) {});
     }
     self->send_exit(supervisor_, caf::exit_reason::user_shutdown);
     self->wait_for(supervisor_);
@@ -127,8 +127,7 @@ result<std::tuple<R...>> database_core::ask(std::size_t shard, Ts&&... xs) {
   caf::scoped_actor self{*system_};
   result<std::tuple<R...>> out = status::io_error("no reply", status_category::transient);
   self->request(shard_handle(shard), caf::infinite, std::forward<Ts>(xs)...)
-      .receive([&](R&... r) { out = std::tuple<R...>(std::move(r)...); },
-               [&](caf::error& e) { out = to_status(e); });
+      .receive([&](R&... r) { out = std::tuple<R...>(std::move(r)...); }, [&](caf::error& e) { out = to_status(e); });
   return out;
 }
 
@@ -146,7 +145,7 @@ status check_routing(std::optional<std::string_view> routing) {
 }  // namespace
 
 result<std::optional<std::string>> database_core::get(std::string_view key, std::optional<std::string_view> routing) {
-  MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(state_space::check_user_key(key));
   MAGNETITE_TRY(check_routing(routing));
   auto view = serving_view(shard_of(routing ? *routing : key));
   if (!view) return view.error();
@@ -175,7 +174,8 @@ result<cas_outcome> database_core::submit(prepared p) {
 }
 
 namespace {
-host_request_ptr make_request(host_request::kind op, std::string_view key, std::optional<std::chrono::nanoseconds> ttl) {
+host_request_ptr make_request(host_request::kind op, std::string_view key,
+                              std::optional<std::chrono::nanoseconds> ttl) {
   auto r = std::make_shared<host_request>();
   r->op = op;
   r->key = std::string(key);
@@ -186,8 +186,10 @@ host_request_ptr make_request(host_request::kind op, std::string_view key, std::
 // The answer of a write whose caller wants the outcome (cas, apply).
 std::function<void(const status&, const cas_outcome&)> with_outcome(std::function<void(result<cas_outcome>)> done) {
   return [done = std::move(done)](const status& s, const cas_outcome& o) {
-    if (s) done(o);
-    else done(s);
+    if (s)
+      done(o);
+    else
+      done(s);
   };
 }
 
@@ -200,10 +202,10 @@ status check_ttl(std::optional<std::chrono::nanoseconds> ttl) {
 }  // namespace
 
 result<database_core::prepared> database_core::prepare_put(std::string_view key, std::string_view value,
-                                                 std::optional<std::chrono::nanoseconds> ttl,
-                                                 std::optional<std::string_view> routing) const {
-  MAGNETITE_TRY(limits::check_user_key(key));
-  MAGNETITE_TRY(limits::check_user_value(value));
+                                                           std::optional<std::chrono::nanoseconds> ttl,
+                                                           std::optional<std::string_view> routing) const {
+  MAGNETITE_TRY(state_space::check_user_key(key));
+  MAGNETITE_TRY(state_space::check_user_value(value));
   MAGNETITE_TRY(check_ttl(ttl));
   MAGNETITE_TRY(check_routing(routing));
   auto r = make_request(host_request::kind::put, key, ttl);
@@ -211,18 +213,20 @@ result<database_core::prepared> database_core::prepare_put(std::string_view key,
   return prepared{shard_of(routing ? *routing : key), std::move(r)};
 }
 
-result<database_core::prepared> database_core::prepare_del(std::string_view key, std::optional<std::string_view> routing) const {
-  MAGNETITE_TRY(limits::check_user_key(key));
+result<database_core::prepared> database_core::prepare_del(std::string_view key,
+                                                           std::optional<std::string_view> routing) const {
+  MAGNETITE_TRY(state_space::check_user_key(key));
   MAGNETITE_TRY(check_routing(routing));
   return prepared{shard_of(routing ? *routing : key), make_request(host_request::kind::del, key, std::nullopt)};
 }
 
-result<database_core::prepared> database_core::prepare_cas(std::string_view key, std::optional<std::string_view> expected,
-                                                 std::optional<std::string_view> desired,
-                                                 std::optional<std::chrono::nanoseconds> ttl,
-                                                 std::optional<std::string_view> routing) const {
-  MAGNETITE_TRY(limits::check_user_key(key));
-  if (desired) MAGNETITE_TRY(limits::check_user_value(*desired));
+result<database_core::prepared> database_core::prepare_cas(std::string_view key,
+                                                           std::optional<std::string_view> expected,
+                                                           std::optional<std::string_view> desired,
+                                                           std::optional<std::chrono::nanoseconds> ttl,
+                                                           std::optional<std::string_view> routing) const {
+  MAGNETITE_TRY(state_space::check_user_key(key));
+  if (desired) MAGNETITE_TRY(state_space::check_user_value(*desired));
   if (!desired && ttl) return status::invalid_argument("a delete takes no ttl");
   MAGNETITE_TRY(check_ttl(ttl));
   MAGNETITE_TRY(check_routing(routing));
@@ -235,53 +239,59 @@ result<database_core::prepared> database_core::prepare_cas(std::string_view key,
 }
 
 result<database_core::prepared> database_core::prepare_batch(std::span<const batch_write> writes,
-                                                   std::optional<std::string_view> routing) const {
+                                                             std::optional<std::string_view> routing) const {
   if (writes.empty()) return status::invalid_argument("batch is empty");
   if (writes.size() > limits::max_batch_mutations)
-    return status::invalid_argument(fmt::format("batch of {} mutations exceeds the limit of {}", writes.size(),
-                                                limits::max_batch_mutations));
+    return status::invalid_argument(
+        fmt::format("batch of {} mutations exceeds the limit of {}", writes.size(), limits::max_batch_mutations));
   MAGNETITE_TRY(check_routing(routing));
   std::size_t target = shard_of(routing ? *routing : writes.front().key);
   auto r = make_request(host_request::kind::batch, writes.front().key, std::nullopt);
   for (const auto& w : writes) {
-    MAGNETITE_TRY(limits::check_user_key(w.key));
-    if (w.value) MAGNETITE_TRY(limits::check_user_value(*w.value));
-    else if (w.ttl) return status::invalid_argument(fmt::format("batch write {}: a delete takes no ttl", r->ops.size()));
+    MAGNETITE_TRY(state_space::check_user_key(w.key));
+    if (w.value)
+      MAGNETITE_TRY(state_space::check_user_value(*w.value));
+    else if (w.ttl)
+      return status::invalid_argument(fmt::format("batch write {}: a delete takes no ttl", r->ops.size()));
     MAGNETITE_TRY(check_ttl(w.ttl));
     if (!routing && shard_of(w.key) != target)
-      return status::invalid_argument(fmt::format(
-          "batch keys route to different shards ({} and {}): pass a routing key to keep them together",
-          target, shard_of(w.key)));
+      return status::invalid_argument(
+          fmt::format("batch keys route to different shards ({} and {}): pass a routing key to keep them together",
+                      target, shard_of(w.key)));
     r->ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
   }
   return prepared{target, std::move(r)};
 }
 
 result<database_core::prepared> database_core::prepare_apply(std::size_t shard, std::vector<state_check> checks,
-                                                   std::span<const batch_write> writes) const {
+                                                             std::span<const batch_write> writes) const {
   if (shard >= slots_.size())
     return status::invalid_argument(fmt::format("no shard {}: the database has {}", shard, slots_.size()));
   if (writes.size() > limits::max_batch_mutations)
-    return status::invalid_argument(fmt::format("state batch of {} writes exceeds the limit of {}", writes.size(),
-                                                limits::max_batch_mutations));
-  for (const auto& c : checks) MAGNETITE_TRY(limits::check_state_key(c.key));
+    return status::invalid_argument(
+        fmt::format("state batch of {} writes exceeds the limit of {}", writes.size(), limits::max_batch_mutations));
+  for (const auto& c : checks) MAGNETITE_TRY(state_space::check_key(c.key));
   auto r = make_request(host_request::kind::apply, {}, std::nullopt);
   r->checks = std::move(checks);
   r->ops.reserve(writes.size());
   for (const auto& w : writes) {
-    MAGNETITE_TRY(limits::check_state_key(w.key));
-    if (w.value) MAGNETITE_TRY(limits::check_state_value(*w.value));
-    else if (w.ttl) return status::invalid_argument(fmt::format("state write {}: a delete takes no ttl", r->ops.size()));
+    MAGNETITE_TRY(state_space::check_key(w.key));
+    if (w.value)
+      MAGNETITE_TRY(state_space::check_value(*w.value));
+    else if (w.ttl)
+      return status::invalid_argument(fmt::format("state write {}: a delete takes no ttl", r->ops.size()));
     MAGNETITE_TRY(check_ttl(w.ttl));
     r->ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
   }
   return prepared{shard, std::move(r)};
 }
 
-result<cas_outcome> database_core::apply(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
-                                    std::optional<std::chrono::steady_clock::time_point> deadline) {
+result<cas_outcome> database_core::apply(std::size_t shard, std::vector<state_check> checks,
+                                         std::vector<batch_write> writes,
+                                         std::optional<std::chrono::steady_clock::time_point> deadline) {
   if (deadline && std::chrono::steady_clock::now() >= *deadline)
-    return status::make(status_code::timeout, status_category::transient, "deadline passed before the request was sent");
+    return status::make(status_code::timeout, status_category::transient,
+                        "deadline passed before the request was sent");
   auto p = prepare_apply(shard, std::move(checks), writes);
   if (!p) return p.error();
   if (!deadline) return submit(std::move(*p));
@@ -312,7 +322,7 @@ result<cas_outcome> database_core::apply(std::size_t shard, std::vector<state_ch
 }
 
 void database_core::apply_async(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
-                           std::function<void(result<cas_outcome>)> done) {
+                                std::function<void(result<cas_outcome>)> done) {
   submit_async(prepare_apply(shard, std::move(checks), writes), with_outcome(std::move(done)));
 }
 
@@ -321,7 +331,7 @@ status without_outcome(const result<cas_outcome>& r) { return r ? status::ok() :
 }  // namespace
 
 status database_core::put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
-                     std::optional<std::string_view> routing) {
+                          std::optional<std::string_view> routing) {
   auto p = prepare_put(key, value, ttl, routing);
   return p ? without_outcome(submit(std::move(*p))) : p.error();
 }
@@ -332,8 +342,9 @@ status database_core::del(std::string_view key, std::optional<std::string_view> 
 }
 
 result<cas_outcome> database_core::cas(std::string_view key, std::optional<std::string_view> expected,
-                                  std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
-                                  std::optional<std::string_view> routing) {
+                                       std::optional<std::string_view> desired,
+                                       std::optional<std::chrono::nanoseconds> ttl,
+                                       std::optional<std::string_view> routing) {
   auto p = prepare_cas(key, expected, desired, ttl, routing);
   if (!p) return p.error();
   return submit(std::move(*p));
@@ -377,8 +388,8 @@ status database_core::ingest(std::span<const std::pair<std::string_view, std::st
   std::vector<answer> asked;
   for (std::size_t s = 0; s < slots_.size(); ++s)
     if (!sizes[s].empty())
-      asked.push_back(self->request(shard_handle(s), caf::infinite, ingest_atom::value, std::move(bytes[s]),
-                                    std::move(sizes[s])));
+      asked.push_back(
+          self->request(shard_handle(s), caf::infinite, ingest_atom::value, std::move(bytes[s]), std::move(sizes[s])));
   status out;
   for (auto& a : asked)
     a.receive([&](hash128&) {},
@@ -388,8 +399,8 @@ status database_core::ingest(std::span<const std::pair<std::string_view, std::st
   return out;
 }
 
-result<std::vector<std::pair<std::string, std::string>>> database_core::range(std::string_view from, std::string_view to,
-                                                                          std::size_t limit) {
+result<std::vector<std::pair<std::string, std::string>>> database_core::range(std::string_view from,
+                                                                              std::string_view to, std::size_t limit) {
   auto c = scan(from, to, std::min<std::size_t>(std::max<std::size_t>(limit, 1), 256));
   if (!c) return c.error();
   std::vector<std::pair<std::string, std::string>> out;
@@ -403,19 +414,19 @@ result<std::vector<std::pair<std::string, std::string>>> database_core::range(st
 }
 
 result<range_cursor> database_core::scan(std::string_view from, std::string_view to, std::size_t chunk) {
-  // Plain scans end where the state space begins (limits::state_prefix).
-  if (to.empty() || to > limits::state_prefix) to = limits::state_prefix;
+  // Plain scans end where the state space begins (state_space::prefix).
+  if (to.empty() || to > state_space::prefix) to = state_space::prefix;
   if (!to.empty() && to <= from)
-    return range_cursor(std::make_unique<merged_cursor>(std::vector<std::shared_ptr<const read_view>>{}, std::string(from),
-                                                        std::string(to), 0, chunk));
+    return range_cursor(std::make_unique<merged_cursor>(std::vector<std::shared_ptr<const read_view>>{},
+                                                        std::string(from), std::string(to), 0, chunk));
   std::vector<std::shared_ptr<const read_view>> views;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     auto v = serving_view(i);
     if (!v) return v.error();
     views.push_back(std::move(*v));
   }
-  return range_cursor(
-      std::make_unique<merged_cursor>(std::move(views), std::string(from), std::string(to), options_.shard.clock(), chunk));
+  return range_cursor(std::make_unique<merged_cursor>(std::move(views), std::string(from), std::string(to),
+                                                      options_.shard.clock(), chunk));
 }
 
 namespace {
@@ -492,8 +503,10 @@ status diff_in(tree::node_store& store, const hash128& a, const hash128& b, std:
     c.old_value = user_value(e.old_value);
     c.new_value = user_value(e.new_value);
     if (!c.old_value && !c.new_value) return inner.is_ok();  // tombstone to tombstone, or corrupt
-    if (!c.old_value) c.what = tree::diff_entry::kind::added;
-    else if (!c.new_value) c.what = tree::diff_entry::kind::removed;
+    if (!c.old_value)
+      c.what = tree::diff_entry::kind::added;
+    else if (!c.new_value)
+      c.what = tree::diff_entry::kind::removed;
     out.push_back(std::move(c));
     return inner.is_ok();
   }));
@@ -521,9 +534,10 @@ result<std::vector<key_change>> database_core::diff(const hash128& a, const hash
     return out;
   }
   if (ca || cb)
-    return status::invalid_argument(fmt::format("{} is a combined checkpoint root and {} is not: diff compares two of "
-                                                "one kind",
-                                                ca ? a : b, ca ? b : a));
+    return status::invalid_argument(
+        fmt::format("{} is a combined checkpoint root and {} is not: diff compares two of "
+                    "one kind",
+                    ca ? a : b, ca ? b : a));
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     auto v = serving_view(i);
     if (!v) return v.error();
@@ -532,9 +546,10 @@ result<std::vector<key_change>> database_core::diff(const hash128& a, const hash
     MAGNETITE_TRY(diff_in(store, a, b, out));
     return out;
   }
-  return status::not_found(fmt::format("no shard holds both {} and {}, and they are not both retained combined "
-                                       "checkpoints",
-                                       a, b));
+  return status::not_found(
+      fmt::format("no shard holds both {} and {}, and they are not both retained combined "
+                  "checkpoints",
+                  a, b));
 }
 
 result<database_verify_report> database_core::verify() {
@@ -558,8 +573,8 @@ result<database_verify_report> database_core::verify() {
     if (!v) return v.error();
     for (const auto& c : kept)
       if (!(*v)->store()->contains(c.roots[i]))
-        out.problems.push_back(fmt::format("shard {}: root {} of checkpoint {} is not in its node store", i,
-                                           c.roots[i], c.combined));
+        out.problems.push_back(
+            fmt::format("shard {}: root {} of checkpoint {} is not in its node store", i, c.roots[i], c.combined));
   }
   return out;
 }
@@ -620,25 +635,24 @@ void database_core::submit_async(result<prepared> p, std::function<void(const st
 }
 
 void database_core::put_async(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
-                         std::function<void(status)> done, std::optional<std::string_view> routing) {
+                              std::function<void(status)> done, std::optional<std::string_view> routing) {
   submit_async(prepare_put(key, value, ttl, routing),
                [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
 }
 
 void database_core::del_async(std::string_view key, std::function<void(status)> done,
-                         std::optional<std::string_view> routing) {
+                              std::optional<std::string_view> routing) {
   submit_async(prepare_del(key, routing), [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
 }
 
 void database_core::cas_async(std::string_view key, std::optional<std::string_view> expected,
-                         std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
-                         std::function<void(result<cas_outcome>)> done, std::optional<std::string_view> routing) {
-  submit_async(prepare_cas(key, expected, desired, ttl, routing),
-               with_outcome(std::move(done)));
+                              std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
+                              std::function<void(result<cas_outcome>)> done, std::optional<std::string_view> routing) {
+  submit_async(prepare_cas(key, expected, desired, ttl, routing), with_outcome(std::move(done)));
 }
 
 void database_core::batch_async(std::span<const batch_write> writes, std::function<void(status)> done,
-                           std::optional<std::string_view> routing) {
+                                std::optional<std::string_view> routing) {
   submit_async(prepare_batch(writes, routing),
                [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
 }

@@ -28,24 +28,14 @@ inline constexpr std::size_t max_replication_state_bytes = 1024 * 1024;
 inline constexpr std::size_t framing_bytes = 16;
 inline constexpr std::size_t max_user_key_bytes = max_key_bytes - framing_bytes;
 inline constexpr std::size_t max_user_value_bytes = max_value_bytes - framing_bytes;
-// User keys that start with these bytes belong to state/ (keyed state,
-// records, streams: docs/formats/state.md), written only through a shard's
-// conditional batch (`apply`). The plain API refuses them, and its scans end
-// before them, so neither side can read or overwrite the other's keys.
-inline constexpr std::string_view state_prefix{"\xff\xff", 2};
-// A value written by `apply` carries its 8-byte revision before the caller's bytes.
-inline constexpr std::size_t revision_bytes = 8;
-inline constexpr std::size_t max_state_value_bytes = max_user_value_bytes - revision_bytes;
 
 // Empty keys are refused: they cannot be told apart from "no key" in several
 // user-facing APIs (scan bounds, cursors).
 status check_key(std::string_view key);
 status check_value(std::string_view value);
-// A plain key: non-empty, within max_user_key_bytes, not in the state space.
-status check_user_key(std::string_view key);
-status check_user_value(std::string_view value);
-// A key of the state space (starts with state_prefix), within max_user_key_bytes.
-status check_state_key(std::string_view key);
-status check_state_value(std::string_view value);
+// The same checks against another limit (the engine's key spaces, which
+// frame what they store, check against smaller ones).
+status check_key_within(std::string_view key, std::size_t limit);
+status check_value_within(std::string_view value, std::size_t limit);
 
 }  // namespace magnetite::limits

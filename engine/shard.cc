@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <bit>
 
-#include "wal/recovery.h"
 #include "core/coding.h"
 #include "core/limits.h"
+#include "engine/state_space.h"
 #include "tree/diff.h"
 #include "tree/prolly_tree.h"
 #include "ttl/envelope.h"
+#include "wal/recovery.h"
 
 namespace magnetite {
 
@@ -32,9 +33,9 @@ status shard_options::validate() const {
   if (!clock) return status::invalid_argument("shard option clock is empty");
   if (tombstone_retention.count() <= 0) return status::invalid_argument("shard option tombstone_retention must be > 0");
   if (max_space_amplification != 0 && !(max_space_amplification > 1.0 && max_space_amplification < 1e6))
-    return status::invalid_argument(fmt::format(
-        "shard option max_space_amplification = {}: must be above 1 (or 0: no automatic reclamation)",
-        max_space_amplification));
+    return status::invalid_argument(
+        fmt::format("shard option max_space_amplification = {}: must be above 1 (or 0: no automatic reclamation)",
+                    max_space_amplification));
   if (reclaim_step_bytes == 0) return status::invalid_argument("shard option reclaim_step_bytes must be > 0");
   return chunking.validate();
 }
@@ -85,17 +86,17 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   // The expiry index: the durable entries of the committed tree first, then
   // the replayed writes move them as they did the first time.
   std::string corrupt;
-  MAGNETITE_TRY(t.scan(root, std::string(1, keyspace::expiry_tag), keyspace::expiry_end(), false,
-                       [&](const tree::entry_view& e) {
-                         std::uint64_t deadline = 0;
-                         std::string_view key;
-                         if (!keyspace::parse_expiry_key(e.key, deadline, key)) {
-                           corrupt = fmt::format("shard {}: malformed expiry entry of {} bytes", s->dir_, e.key.size());
-                           return false;
-                         }
-                         s->expiry_.set(key, deadline);
-                         return true;
-                       }));
+  MAGNETITE_TRY(
+      t.scan(root, std::string(1, keyspace::expiry_tag), keyspace::expiry_end(), false, [&](const tree::entry_view& e) {
+        std::uint64_t deadline = 0;
+        std::string_view key;
+        if (!keyspace::parse_expiry_key(e.key, deadline, key)) {
+          corrupt = fmt::format("shard {}: malformed expiry entry of {} bytes", s->dir_, e.key.size());
+          return false;
+        }
+        s->expiry_.set(key, deadline);
+        return true;
+      }));
   if (!corrupt.empty()) return status::corruption(corrupt);
   s->publish(root, {});
   for (const auto& r : recovered->tail) {
@@ -118,8 +119,8 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
 
 status shard::check_usable() const {
   if (failure_.is_ok()) return status::ok();
-  return status::failed(fmt::format("shard {} stopped after an earlier error ({}); it must be reopened", dir_,
-                                    failure_.message()));
+  return status::failed(
+      fmt::format("shard {} stopped after an earlier error ({}); it must be reopened", dir_, failure_.message()));
 }
 
 status shard::fail(status s) {
@@ -138,7 +139,7 @@ void shard::publish(hash128 root, std::vector<std::shared_ptr<const layer>> laye
 }
 
 result<std::string> shard::envelope_for(std::string_view value, std::optional<std::chrono::nanoseconds> ttl) const {
-  MAGNETITE_TRY(limits::check_user_value(value));
+  MAGNETITE_TRY(state_space::check_user_value(value));
   if (!ttl) return ttl::wrap(value, std::nullopt);
   if (ttl->count() <= 0) return status::invalid_argument(fmt::format("ttl of {} ns: must be > 0", ttl->count()));
   std::uint64_t now = options_.clock();
@@ -196,7 +197,7 @@ status shard::stage(std::string_view key, std::optional<std::string> stored) {
 
 status shard::put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl) {
   MAGNETITE_TRY(check_usable());
-  MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(state_space::check_user_key(key));
   auto stored = envelope_for(value, ttl);
   if (!stored) return stored.error();
   auto seq = log_->append_put(key, *stored);
@@ -206,7 +207,7 @@ status shard::put(std::string_view key, std::string_view value, std::optional<st
 
 status shard::del(std::string_view key) {
   MAGNETITE_TRY(check_usable());
-  MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(state_space::check_user_key(key));
   auto seq = log_->append_delete(key);
   if (!seq) return fail(seq.error());
   return stage(key, std::nullopt);
@@ -215,7 +216,7 @@ status shard::del(std::string_view key) {
 result<cas_outcome> shard::cas(std::string_view key, std::optional<std::string_view> expected,
                                std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl) {
   MAGNETITE_TRY(check_usable());
-  MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(state_space::check_user_key(key));
   if (!desired && ttl) return status::invalid_argument("a delete takes no ttl");
   std::optional<std::string> stored;
   if (desired) {
@@ -242,7 +243,7 @@ result<std::vector<std::optional<std::string>>> shard::prepare_writes(std::span<
     if (writes[i].value) {
       std::string value;
       if (!prefix.empty()) {
-        MAGNETITE_TRY(limits::check_state_value(*writes[i].value));
+        MAGNETITE_TRY(state_space::check_value(*writes[i].value));
         value.reserve(prefix.size() + writes[i].value->size());
         value.append(prefix);
       }
@@ -260,7 +261,7 @@ result<std::vector<std::optional<std::string>>> shard::prepare_writes(std::span<
 status shard::batch(std::span<const batch_write> writes) {
   MAGNETITE_TRY(check_usable());
   if (writes.empty()) return status::invalid_argument("batch is empty");
-  auto stored = prepare_writes(writes, limits::check_user_key, {});
+  auto stored = prepare_writes(writes, state_space::check_user_key, {});
   if (!stored) return stored.error();
   auto seq = log_and_stage(writes, *stored);
   return seq ? status::ok() : seq.error();
@@ -283,7 +284,7 @@ result<std::uint64_t> shard::latest_revision(std::string_view key) const {
   auto v = latest_value(key);
   if (!v) return v.error();
   if (!*v) return std::uint64_t{0};
-  std::uint64_t r = (*v)->size() >= limits::revision_bytes
+  std::uint64_t r = (*v)->size() >= state_space::revision_bytes
                         ? decode_fixed64_le(reinterpret_cast<const std::uint8_t*>((*v)->data()))
                         : 0;
   if (r == 0)
@@ -294,13 +295,13 @@ result<std::uint64_t> shard::latest_revision(std::string_view key) const {
 
 result<cas_outcome> shard::apply(std::span<const state_check> checks, std::span<const batch_write> writes) {
   MAGNETITE_TRY(check_usable());
-  for (const auto& c : checks) MAGNETITE_TRY(limits::check_state_key(c.key));
+  for (const auto& c : checks) MAGNETITE_TRY(state_space::check_key(c.key));
   // The revision every write will carry: the sequence number the log gives
   // the frame appended below (checked after the append).
   std::uint64_t revision = log_->last_sequence() + 1;
-  std::string prefix(limits::revision_bytes, '\0');
+  std::string prefix(state_space::revision_bytes, '\0');
   encode_fixed64_le(reinterpret_cast<std::uint8_t*>(prefix.data()), revision);
-  auto stored = prepare_writes(writes, limits::check_state_key, prefix);
+  auto stored = prepare_writes(writes, state_space::check_key, prefix);
   if (!stored) return stored.error();
   for (std::size_t i = 0; i < checks.size(); ++i) {
     auto found = latest_revision(checks[i].key);
@@ -399,7 +400,7 @@ status shard::sync_durable() {
 }
 
 result<std::optional<std::string>> shard::get(std::string_view key) const {
-  MAGNETITE_TRY(limits::check_user_key(key));
+  MAGNETITE_TRY(state_space::check_user_key(key));
   return view_->get(key, options_.clock());
 }
 
@@ -424,8 +425,8 @@ result<hash128> shard::commit_to_tree(std::span<const tree::edit_view> edits) {
 
 status shard::check_ingest(std::span<const std::pair<std::string_view, std::string_view>> writes) {
   for (std::size_t i = 0; i < writes.size(); ++i) {
-    MAGNETITE_TRY(limits::check_user_key(writes[i].first));
-    MAGNETITE_TRY(limits::check_user_value(writes[i].second));
+    MAGNETITE_TRY(state_space::check_user_key(writes[i].first));
+    MAGNETITE_TRY(state_space::check_user_value(writes[i].second));
     if (i > 0 && !(writes[i - 1].first < writes[i].first))
       return status::invalid_argument(fmt::format("ingest: keys are not strictly increasing at index {}", i));
   }
@@ -461,8 +462,8 @@ result<hash128> shard::ingest(std::string_view bytes, std::span<const std::uint3
     block.append(k);
     std::size_t value_at = block.size();
     ttl::wrap_into(block, v, std::nullopt);
-    edits.push_back({std::string_view(block).substr(key_at, value_at - key_at),
-                     std::string_view(block).substr(value_at)});
+    edits.push_back(
+        {std::string_view(block).substr(key_at, value_at - key_at), std::string_view(block).substr(value_at)});
     if (auto old = expiry_.deadline(k)) expiries.push_back(keyspace::expiry_key(*old, k));
   }
   std::sort(expiries.begin(), expiries.end());

@@ -60,9 +60,10 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/read_view.h"
 #include "core/env.h"
 #include "core/stamp.h"
+#include "engine/read_view.h"
+#include "engine/state_space.h"
 #include "magnetite/options.h"
 #include "magnetite/stats.h"
 #include "magnetite/write.h"
@@ -72,8 +73,6 @@
 #include "wal/log_writer.h"
 
 namespace magnetite {
-
-
 
 // One write of a replicated shard as its owner stamped it.
 struct stamped_write {
@@ -114,11 +113,10 @@ class shard {
   // Swaps in `desired` (nullopt: delete) if the key's value is `expected`
   // (nullopt: absent or expired); otherwise changes nothing and reports the value.
   result<cas_outcome> cas(std::string_view key, std::optional<std::string_view> expected,
-                          std::optional<std::string_view> desired,
-                          std::optional<std::chrono::nanoseconds> ttl = {});
+                          std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl = {});
   status batch(std::span<const batch_write> writes);  // all or nothing
   // The conditional batch of state/ (docs/formats/state.md): every key, in
-  // checks and writes, is a state key (limits::state_prefix). If each check
+  // checks and writes, is a state key (state_space::prefix). If each check
   // holds against the latest state (staged writes included), stages the
   // writes as ONE log frame whose sequence number R is their revision: each
   // stored value is R (u64 LE) followed by the caller's bytes. Otherwise
@@ -269,7 +267,8 @@ class shard {
                                                                  std::string_view prefix) const;
   // Appends ONE batch frame of prepared writes (prepare_writes) and stages
   // them; the frame's sequence number.
-  result<std::uint64_t> log_and_stage(std::span<const batch_write> writes, std::vector<std::optional<std::string>>& stored);
+  result<std::uint64_t> log_and_stage(std::span<const batch_write> writes,
+                                      std::vector<std::optional<std::string>>& stored);
   // Stages a logged change of a user key (stored bytes or a deletion), keeping
   // the expiry entries and the index in step.
   status stage(std::string_view key, std::optional<std::string> stored);
@@ -286,7 +285,7 @@ class shard {
   std::unique_ptr<wal::log_writer> log_;
   std::map<std::string, std::optional<std::string>, std::less<>> staged_;  // tree keys
   std::size_t staged_writes_ = 0;
-  std::size_t staged_expiries_ = 0;  // of staged_writes_, deletions by stage_expired
+  std::size_t staged_expiries_ = 0;         // of staged_writes_, deletions by stage_expired
   bool replication_state_pending_ = false;  // appended, not yet synced
   std::optional<std::string> replication_state_;
   ttl::expiry_index expiry_;

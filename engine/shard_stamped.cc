@@ -9,6 +9,7 @@
 
 #include "core/limits.h"
 #include "engine/keyspace.h"
+#include "engine/state_space.h"
 #include "tree/diff.h"
 #include "ttl/envelope.h"
 
@@ -24,11 +25,11 @@ result<std::vector<bool>> shard::apply_stamped(std::span<const stamped_write> wr
   std::map<std::string_view, stamp> pending;
   for (std::size_t i = 0; i < writes.size(); ++i) {
     const stamped_write& w = writes[i];
-    MAGNETITE_TRY(limits::check_user_key(w.key));
+    MAGNETITE_TRY(state_space::check_user_key(w.key));
     if (w.stamp.epoch.counter == 0)
       return status::invalid_argument(fmt::format("stamped write {}: stamp {} has no epoch", i, to_string(w.stamp)));
     if (w.value) {
-      MAGNETITE_TRY(limits::check_user_value(*w.value));
+      MAGNETITE_TRY(state_space::check_user_value(*w.value));
     } else if (!w.expires_at_ns) {
       return status::invalid_argument(fmt::format("stamped write {}: a tombstone needs a purge deadline", i));
     }

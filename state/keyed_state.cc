@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/limits.h"
+#include "engine/state_space.h"
 #include "state/collection.h"
 #include "state/errors.h"
 #include "state/item_codec.h"
@@ -62,9 +63,9 @@ status collection::check_key_size(std::size_t bytes) const {
 status collection::check_item(const item& v, std::string_view delete_verb) const {
   auto e = encode_item(v, delete_verb);
   if (!e) return e.error();
-  if (e->size() > limits::max_state_value_bytes)
+  if (e->size() > state_space::max_value_bytes)
     return mistake(fmt::format("{}: a value of {} bytes encoded exceeds the limit of {}", describe(), e->size(),
-                               limits::max_state_value_bytes));
+                               state_space::max_value_bytes));
   return status::ok();
 }
 

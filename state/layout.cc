@@ -4,19 +4,20 @@
 
 #include "core/coding.h"
 #include "core/limits.h"
+#include "engine/state_space.h"
 
 namespace magnetite::state {
 
 namespace {
-constexpr char record_tag = 0x72;  // 'r'
-constexpr char stream_tag = 0x73;  // 's'
+constexpr char record_tag = 0x72;      // 'r'
+constexpr char stream_tag = 0x73;      // 's'
 constexpr char collection_tag = 0x63;  // 'c'
 constexpr char value_kind = 0x76;      // 'v'
 constexpr char map_kind = 0x6D;        // 'm'
 constexpr char deque_kind = 0x71;      // 'q'
 
 std::string tagged(char tag) {
-  std::string k(limits::state_prefix);
+  std::string k(state_space::prefix);
   k.push_back(tag);
   return k;
 }
@@ -90,7 +91,8 @@ result<deque_meta> decode_deque_meta(std::string_view body, std::string_view wha
     return status::corruption(fmt::format("{}: not a deque meta ({} bytes)", what, body.size()));
   const auto* p = reinterpret_cast<const std::uint8_t*>(body.data() + 1);
   deque_meta m{decode_fixed64_le(p), decode_fixed64_le(p + 8)};
-  if (m.head > m.tail) return status::corruption(fmt::format("{}: deque meta with head {} past tail {}", what, m.head, m.tail));
+  if (m.head > m.tail)
+    return status::corruption(fmt::format("{}: deque meta with head {} past tail {}", what, m.head, m.tail));
   return m;
 }
 
@@ -108,12 +110,12 @@ std::string prefix_successor(std::string_view prefix) {
 }
 
 result<state_value> split_state_value(std::string_view value, std::string_view what) {
-  if (value.size() < limits::revision_bytes + 1)
+  if (value.size() < state_space::revision_bytes + 1)
     return status::corruption(fmt::format("{}: state value of {} bytes is too short", what, value.size()));
   state_value v;
   v.revision = decode_fixed64_le(reinterpret_cast<const std::uint8_t*>(value.data()));
   if (v.revision == 0) return status::corruption(fmt::format("{}: state value has revision 0", what));
-  v.body = value.substr(limits::revision_bytes);
+  v.body = value.substr(state_space::revision_bytes);
   return v;
 }
 

@@ -1,6 +1,6 @@
 // layout: the keys and values state/ keeps in a shard (docs/formats/state.md).
 //
-// Every state key is a user key in the state space (limits::state_prefix,
+// Every state key is a user key in the state space (state_space::prefix,
 // FF FF), so the log, replay, TTL, verify, diff and gc treat it as any key;
 // only shard::apply writes it. Components are encoded with core's key_encoder:
 // B(x) is prefix-free and keeps the order of x, so distinct tuples never give
@@ -27,6 +27,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "engine/state_space.h"
 
 namespace magnetite::state {
 

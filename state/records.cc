@@ -3,8 +3,9 @@
 #include <fmt/format.h>
 
 #include "actors/database_core.h"
-#include "engine/keyspace.h"
 #include "core/limits.h"
+#include "engine/keyspace.h"
+#include "engine/state_space.h"
 #include "state/errors.h"
 #include "state/item_codec.h"
 #include "state/layout.h"
@@ -30,8 +31,9 @@ result<std::optional<record>> load_from(const database& db, std::size_t shard, c
   if (!view) return view.error();
   // The record's name is formatted only for an error: loads are a hot path.
   auto found = read_item(**view, k, db.core().now_ns(), "stored value");
-  if (!found) return status::make(found.error().code(), found.error().category(),
-                                  fmt::format("{}: {}", describe(ns, key), found.error().message()));
+  if (!found)
+    return status::make(found.error().code(), found.error().category(),
+                        fmt::format("{}: {}", describe(ns, key), found.error().message()));
   if (!*found) return std::optional<record>();
   return std::optional<record>(record{std::move((*found)->value), (*found)->revision});
 }
@@ -63,28 +65,28 @@ result<page> records::list(std::string_view ns, std::string_view prefix, std::op
   std::uint64_t now = db_->core().now_ns();
   status failure;
   // One more than the page, to know whether a next page exists.
-  status s = (*view)->scan(keyspace::data_key(first), keyspace::data_key(end),
-                           [&](std::string_view tree_key, std::string_view stored) {
-    std::string_view user_key = keyspace::user_key_of(tree_key);
-    auto key = bytes_after(ns_prefix, user_key);
-    if (!key) {
-      failure = status::corruption(fmt::format("namespace {:?}: a key of {} bytes is not a record key", ns,
-                                               user_key.size()));
-      return false;
-    }
-    auto found = live_item(stored, now, describe(ns, *key));
-    if (!found) {
-      failure = found.error();
-      return false;
-    }
-    if (!*found) return true;
-    if (out.records.size() == limit) {
-      out.next = out.records.back().first;
-      return false;
-    }
-    out.records.emplace_back(std::move(*key), record{std::move((*found)->value), (*found)->revision});
-    return true;
-  });
+  status s = (*view)->scan(
+      keyspace::data_key(first), keyspace::data_key(end), [&](std::string_view tree_key, std::string_view stored) {
+        std::string_view user_key = keyspace::user_key_of(tree_key);
+        auto key = bytes_after(ns_prefix, user_key);
+        if (!key) {
+          failure = status::corruption(
+              fmt::format("namespace {:?}: a key of {} bytes is not a record key", ns, user_key.size()));
+          return false;
+        }
+        auto found = live_item(stored, now, describe(ns, *key));
+        if (!found) {
+          failure = found.error();
+          return false;
+        }
+        if (!*found) return true;
+        if (out.records.size() == limit) {
+          out.next = out.records.back().first;
+          return false;
+        }
+        out.records.emplace_back(std::move(*key), record{std::move((*found)->value), (*found)->revision});
+        return true;
+      });
   if (!s) return s;
   if (!failure) return failure;
   return out;
@@ -137,9 +139,9 @@ status transaction::put(std::string_view ns, std::string_view key, item value) {
   // Encoded now, so bad input is refused here and not at commit.
   auto stored = encode_item(value, "del(namespace, key)");
   if (!stored) return stored.error();
-  if (stored->size() > limits::max_state_value_bytes)
+  if (stored->size() > state_space::max_value_bytes)
     return mistake(fmt::format("{}: value of {} bytes encoded exceeds the limit of {} bytes", describe(ns, key),
-                               stored->size(), limits::max_state_value_bytes));
+                               stored->size(), state_space::max_value_bytes));
   writes_[*k] = write{std::move(value), std::move(*stored), std::string(ns), std::string(key)};
   return status::ok();
 }

@@ -9,10 +9,11 @@
 #include <map>
 #include <random>
 
-#include "engine/keyspace.h"
 #include "actors/shard_actor.h"
 #include "core/fault_env.h"
 #include "core/limits.h"
+#include "engine/keyspace.h"
+#include "engine/state_space.h"
 #include "tests/support/manual_clock.h"
 
 using namespace magnetite;
@@ -131,7 +132,8 @@ TEST_CASE("shard actor: writes queued together share one fsync, a failing CAS fa
   for (int i = 0; i < 52; ++i)
     client->receive([&](ok_atom) { ++acks; },
                     [&](bool swapped, bool has_current, const std::string& current) {
-                      if (swapped) ++cas_swapped;
+                      if (swapped)
+                        ++cas_swapped;
                       else {
                         ++cas_failed;
                         CHECK(has_current);
@@ -205,7 +207,8 @@ TEST_CASE("shard actor: TTL deletes on time in virtual time, through one armed t
     client->send(shard, stats_atom::value);
     f.sched->run();
     shard_stats s;
-    client->receive([&](const shard_stats& x) { s = x; }, caf::after(std::chrono::seconds(1)) >> [] { FAIL("no stats"); });
+    client->receive([&](const shard_stats& x) { s = x; },
+                    caf::after(std::chrono::seconds(1)) >> [] { FAIL("no stats"); });
     return s;
   };
   auto physically_present = [&](const std::string& k) {
@@ -279,7 +282,7 @@ TEST_CASE("shard actor: writes are checkpointed within checkpoint_interval even 
   CHECK(f.slot->view.load()->layers().size() == 1);  // not yet
   f.advance(std::chrono::seconds(1));
   auto after = f.slot->view.load();
-  CHECK(after->layers().empty());                     // checkpointed into the tree
+  CHECK(after->layers().empty());  // checkpointed into the tree
   CHECK(after->root() != before->root());
   CHECK(f.read("k") == "v");
   // With nothing new, the timer is not armed again: no more checkpoints.
@@ -416,7 +419,8 @@ shard_actor_config interval_config(fixture& f) {
 
 }  // namespace
 
-TEST_CASE("shard actor: under the interval policy an acknowledged write is visible at once and durable after one timer") {
+TEST_CASE(
+    "shard actor: under the interval policy an acknowledged write is visible at once and durable after one timer") {
   fixture f;
   auto shard = f.spawn(interval_config(f));
   caf::scoped_actor client{*f.sys};
@@ -427,14 +431,14 @@ TEST_CASE("shard actor: under the interval policy an acknowledged write is visib
   // The checkpoint timer and ONE durability timer.
   CHECK(f.sched->clock().schedule().size() == 2);
   f.advance(4s);
-  f.put(client, shard, "b", "2");  // a second group while the timer is armed
+  f.put(client, shard, "b", "2");                  // a second group while the timer is armed
   CHECK(f.sched->clock().schedule().size() == 2);  // not armed again
   CHECK(f.stats(client, shard).log_fsyncs == fsyncs);
   f.advance(test_fsync_interval - 4s - 1ms);
   CHECK(f.stats(client, shard).log_fsyncs == fsyncs);  // not yet
   f.advance(1ms);
   CHECK(f.stats(client, shard).log_fsyncs == fsyncs + 1);  // both groups, one fdatasync
-  CHECK(f.sched->clock().schedule().size() == 1);  // only the checkpoint timer is left
+  CHECK(f.sched->clock().schedule().size() == 1);          // only the checkpoint timer is left
   // Nothing pending: more time brings no fsync and no timer.
   f.advance(3 * test_fsync_interval);
   CHECK(f.stats(client, shard).log_fsyncs == fsyncs + 1);
@@ -455,8 +459,10 @@ TEST_CASE("shard actor: under the interval policy a power cut keeps an acknowled
       auto shard = f.spawn(interval_config(f));
       f.put(client, shard, "k", "v");
       REQUIRE(f.read("k") == "v");
-      if (fired) f.advance(test_fsync_interval);
-      else f.advance(test_fsync_interval - 1ms);
+      if (fired)
+        f.advance(test_fsync_interval);
+      else
+        f.advance(test_fsync_interval - 1ms);
       client->send_exit(shard, caf::exit_reason::kill);
       f.sched->run();
     }
@@ -500,13 +506,14 @@ TEST_CASE("shard actor: under the always policy a group fsyncs at once and arms 
   CHECK(f.stats(client, shard).log_fsyncs == fsyncs + 1);
 }
 
-TEST_CASE("shard actor: applies queued together share one group and one fsync; each is checked against the ones "
-          "before it; a refused one is answered after that group") {
+TEST_CASE(
+    "shard actor: applies queued together share one group and one fsync; each is checked against the ones "
+    "before it; a refused one is answered after that group") {
   fixture f;
   auto shard = f.spawn(f.config());
   caf::scoped_actor client{*f.sys};
   auto fsyncs = f.stats(client, shard).log_fsyncs;
-  std::string k = std::string(limits::state_prefix) + "k";
+  std::string k = std::string(state_space::prefix) + "k";
   std::vector<batch_op> write{{k, true, "value", 0}};
   // Two applies in the mailbox before the shard runs, both expecting k
   // absent: the first creates it, so the second is refused.
@@ -515,11 +522,10 @@ TEST_CASE("shard actor: applies queued together share one group and one fsync; e
   f.sched->run();
   std::vector<std::tuple<bool, std::uint64_t, std::uint32_t, std::uint64_t>> answers;
   for (int i = 0; i < 2; ++i)
-    client->receive(
-        [&](bool applied, std::uint64_t revision, std::uint32_t failed, std::uint64_t found) {
-          answers.emplace_back(applied, revision, failed, found);
-        },
-        [](caf::error& e) { FAIL(caf::to_string(e)); }, caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer"); });
+    client->receive([&](bool applied, std::uint64_t revision, std::uint32_t failed,
+                        std::uint64_t found) { answers.emplace_back(applied, revision, failed, found); },
+                    [](caf::error& e) { FAIL(caf::to_string(e)); },
+                    caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer"); });
   REQUIRE(answers.size() == 2);
   auto [ok1, rev1, f1, found1] = answers[0];
   auto [ok2, rev2, f2, found2] = answers[1];
@@ -534,8 +540,9 @@ TEST_CASE("shard actor: applies queued together share one group and one fsync; e
   CHECK(f.read(k)->substr(8) == "value");
 }
 
-TEST_CASE("shard actor: stamped writes and a promise state queued together share one group and one fsync; each "
-          "answer waits for it; the promise survives a restart") {
+TEST_CASE(
+    "shard actor: stamped writes and a promise state queued together share one group and one fsync; each "
+    "answer waits for it; the promise survives a restart") {
   fixture f;
   auto shard = f.spawn(f.config());
   caf::scoped_actor client{*f.sys};
@@ -577,13 +584,16 @@ TEST_CASE("shard actor: stamped writes and a promise state queued together share
   auto again = f.spawn(f.config());
   client->send(again, promise_atom::value);
   f.sched->run();
-  client->receive([&](bool has, const std::string& p) {
-    CHECK(has);
-    CHECK(p == "promised 2.1");
-  }, [](caf::error& e) { FAIL(caf::to_string(e)); }, caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer"); });
+  client->receive(
+      [&](bool has, const std::string& p) {
+        CHECK(has);
+        CHECK(p == "promised 2.1");
+      },
+      [](caf::error& e) { FAIL(caf::to_string(e)); }, caf::after(std::chrono::seconds(1)) >> [] { FAIL("no answer"); });
 }
 
-TEST_CASE("shard actor: space is reclaimed by itself, in steps, keeping retained roots, never while a commit holds it") {
+TEST_CASE(
+    "shard actor: space is reclaimed by itself, in steps, keeping retained roots, never while a commit holds it") {
   fixture f;
   auto c = f.config();
   c.options.checkpoint_bytes = 64 << 10;

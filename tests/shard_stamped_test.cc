@@ -8,10 +8,11 @@
 #include <map>
 #include <random>
 
+#include "core/fault_env.h"
 #include "engine/keyspace.h"
 #include "engine/merged_cursor.h"
 #include "engine/shard.h"
-#include "core/fault_env.h"
+#include "engine/state_space.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/stored_entries.h"
 #include "tests/support/tree_model.h"
@@ -127,7 +128,8 @@ TEST_CASE("stamped: a stamped value expires into a tombstone of its stamp, purge
   CHECK(report.problems.empty());
 }
 
-TEST_CASE("stamped: replicas that receive the same writes in any order, any number of times, hold equal bytes and roots") {
+TEST_CASE(
+    "stamped: replicas that receive the same writes in any order, any number of times, hold equal bytes and roots") {
   // Writes from two epochs to a few keys, with TTLs and deletes; each replica
   // gets a shuffled copy with duplicates, split into calls at random, on its
   // own clock (the owner chose every deadline, so the clocks do not matter
@@ -141,9 +143,15 @@ TEST_CASE("stamped: replicas that receive the same writes in any order, any numb
         std::string key = fmt::format("k{}", rng() % 12);
         stamp s = st(counter, static_cast<std::uint32_t>(counter), seq);
         switch (rng() % 4) {
-          case 0: writes.push_back(tomb(key, s, base + 7'200'000'000'000ull)); break;
-          case 1: writes.push_back(put(key, s, fmt::format("ttl{}", seq), base + 3'600'000'000'000ull)); break;
-          default: writes.push_back(put(key, s, fmt::format("v{}.{}", counter, seq))); break;
+          case 0:
+            writes.push_back(tomb(key, s, base + 7'200'000'000'000ull));
+            break;
+          case 1:
+            writes.push_back(put(key, s, fmt::format("ttl{}", seq), base + 3'600'000'000'000ull));
+            break;
+          default:
+            writes.push_back(put(key, s, fmt::format("v{}.{}", counter, seq)));
+            break;
         }
       }
     std::vector<std::map<std::string, std::string>> bytes;
@@ -206,7 +214,7 @@ TEST_CASE("stamped: bad input refuses the whole call and changes nothing") {
   refused({put("", st(2, 1, 1), "v")}, "empty");
   refused({put(std::string(limits::max_user_key_bytes + 1, 'k'), st(2, 1, 1), "v")}, "key");
   refused({put("k", st(2, 1, 1), std::string(limits::max_user_value_bytes + 1, 'v'))}, "value");
-  refused({put(std::string(limits::state_prefix) + "x", st(2, 1, 1), "v")}, "reserved");
+  refused({put(std::string(state_space::prefix) + "x", st(2, 1, 1), "v")}, "reserved");
   REQUIRE(s->commit_group().is_ok());
   CHECK(s->view()->sequence() == before);
   CHECK(must(s->get("k")) == "v");
@@ -237,8 +245,7 @@ TEST_CASE("stamped: what was durable survives a power cut with its stamps; the p
   CHECK_FALSE(stored(*s, "d").has_value());
   CHECK(*stored(*s, "c") == ttl::wrap_stamped(st(3, 1, 3), std::string_view("3"), std::nullopt));
   // The replayed stamps still fence.
-  CHECK(apply(*s, {put("c", st(3, 1, 2), "older"), put("b", st(3, 1, 1), "older")}) ==
-        std::vector<bool>{false, false});
+  CHECK(apply(*s, {put("c", st(3, 1, 2), "older"), put("b", st(3, 1, 1), "older")}) == std::vector<bool>{false, false});
 }
 
 TEST_CASE("stamped: a promise state is fsynced whatever the policy, and a failed fsync stops the shard") {

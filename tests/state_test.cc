@@ -11,10 +11,11 @@
 #include <set>
 #include <thread>
 
-#include "engine/shard.h"
 #include "core/coding.h"
 #include "core/fault_env.h"
 #include "core/limits.h"
+#include "engine/shard.h"
+#include "engine/state_space.h"
 #include "magnetite/state/records.h"
 #include "magnetite/state/streams.h"
 #include "state/item_codec.h"
@@ -45,7 +46,6 @@ std::string random_bytes(std::mt19937_64& rng, std::size_t max_len) {
 
 json doc(int n) { return json{{"n", n}, {"name", fmt::format("item {}", n)}}; }
 
-
 void check_refused_for_no_json_form(const status& s, const std::string& what) {
   CHECK(s.code() == status_code::invalid_argument);
   CHECK(s.category() == status_category::transient);
@@ -66,13 +66,13 @@ TEST_CASE("state layout: record keys sort as their (namespace, key) tuples and n
   std::set<std::string> keys;
   std::string previous;
   for (const auto& [t, k] : by_tuple) {
-    CHECK(k.starts_with(limits::state_prefix));
+    CHECK(k.starts_with(state_space::prefix));
     CHECK(k > previous);  // tuple order == key order, so also no two equal
     previous = k;
     keys.insert(k);
     CHECK(bytes_after(record_prefix(t.first), k) == std::optional<std::string>(t.second));
-    CHECK(limits::check_state_key(k).is_ok());
-    CHECK_FALSE(limits::check_user_key(k).is_ok());
+    CHECK(state_space::check_key(k).is_ok());
+    CHECK_FALSE(state_space::check_user_key(k).is_ok());
   }
   CHECK(keys.size() == by_tuple.size());
 }
@@ -93,8 +93,8 @@ TEST_CASE("state layout: a key prefix scan range holds exactly the keys with tha
 }
 
 TEST_CASE("state layout: stream keys: entries in seq order, no stream's keys inside another's ranges") {
-  std::vector<std::string> names{"", std::string(1, '\0'), "a", std::string("a\0", 2), std::string("a\0\1", 3), "ab",
-                                 std::string("\xff", 1)};
+  std::vector<std::string> names{"",   std::string(1, '\0'),  "a", std::string("a\0", 2), std::string("a\0\1", 3),
+                                 "ab", std::string("\xff", 1)};
   for (const auto& a : names) {
     CHECK(stream_entry_key(a, 1) < stream_entry_key(a, 2));
     CHECK(stream_entry_key(a, 255) < stream_entry_key(a, 256));
@@ -136,10 +136,17 @@ TEST_CASE("state layout: items round-trip; a JSON null is refused naming the del
     REQUIRE_FALSE(d.is_ok());
     CHECK(d.error().code() == status_code::corruption);
   }
-  CHECK(split_state_value(std::string(8, '\0') + "\x01" "1", "k").error().code() == status_code::corruption);
+  CHECK(split_state_value(std::string(8, '\0') + "\x01"
+                                                 "1",
+                          "k")
+            .error()
+            .code() == status_code::corruption);
   CHECK(split_state_value("short", "k").error().code() == status_code::corruption);
   CHECK(decode_stream_meta(encode_stream_meta(12345), "s").value() == 12345);
-  CHECK_FALSE(decode_stream_meta("\x12" "1234567", "s").is_ok());
+  CHECK_FALSE(decode_stream_meta("\x12"
+                                 "1234567",
+                                 "s")
+                  .is_ok());
 }
 
 TEST_CASE("state layout: a number with no JSON form (NaN, +-infinity), nested too, is refused, saying where") {
@@ -167,7 +174,7 @@ shard_options small_shard_options() {
   return o;
 }
 
-std::string state_key(std::string_view s) { return std::string(limits::state_prefix) + std::string(s); }
+std::string state_key(std::string_view s) { return std::string(state_space::prefix) + std::string(s); }
 
 // The stored revision and rest of a state key in the shard's published view.
 std::optional<std::pair<std::uint64_t, std::string>> stored(shard& s, std::string_view key) {
@@ -196,8 +203,8 @@ TEST_CASE("shard apply: revision is the frame's sequence; checks see staged writ
   CHECK(r2.found == r1.revision);
   CHECK(s->staged() == staged);
   std::vector<state_check> fresh{{state_key("c"), 0}, {state_key("a"), r1.revision}};
-  auto r3 = must(s->apply(fresh, std::vector<batch_write>{{state_key("a"), std::string("A2"), {}},
-                                                          {state_key("b"), std::nullopt, {}}}));
+  auto r3 = must(s->apply(
+      fresh, std::vector<batch_write>{{state_key("a"), std::string("A2"), {}}, {state_key("b"), std::nullopt, {}}}));
   REQUIRE(r3.swapped);
   CHECK(r3.revision == r1.revision + 1);
   // A check alone writes nothing and names the position it was judged at.
@@ -241,7 +248,7 @@ TEST_CASE("shard apply: the two key spaces are kept apart; bad input changes not
     CHECK(s->batch(std::vector<batch_write>{{k, std::string("v"), {}}}).code() == status_code::invalid_argument);
   }
   // A value that would pass the plain limit but not with its revision.
-  std::string big(limits::max_state_value_bytes + 1, 'v');
+  std::string big(state_space::max_value_bytes + 1, 'v');
   auto too_big = s->apply({}, std::vector<batch_write>{{state_key("a"), big, {}}});
   CHECK(too_big.error().code() == status_code::invalid_argument);
   CHECK(s->apply({}, std::vector<batch_write>{{state_key("a"), std::string("x"), -1ns}}).error().code() ==
@@ -303,7 +310,7 @@ TEST_CASE("database: state keys are refused by the plain calls and hidden from i
   REQUIRE(all.size() == 2);
   CHECK(all[0].first == "plain");
   CHECK(all[1].first == std::string("\xff\xfe", 2));
-  CHECK(db->range(std::string(limits::state_prefix), "", 100).value().empty());
+  CHECK(db->range(std::string(state_space::prefix), "", 100).value().empty());
   // apply refuses plain keys and bad shard numbers before sending anything.
   CHECK(db->core().apply(0, {}, std::vector<batch_write>{{"plain", std::string("x"), {}}}).error().code() ==
         status_code::invalid_argument);
@@ -317,19 +324,22 @@ TEST_CASE("database: an actor host sends (apply) to a shard and gets the revisio
   std::vector<batch_op> ops{{state_key("x"), true, std::string(1, '\0') + "raw", 0}};
   std::uint64_t first = 0;
   self->request(db->core().shard_handle(0), 10s, apply_atom::value, std::vector<state_check>{}, ops)
-      .receive([&](bool applied, std::uint64_t revision, std::uint32_t, std::uint64_t) {
-                 CHECK(applied);
-                 first = revision;
-               },
-               [](caf::error& e) { FAIL(caf::to_string(e)); });
+      .receive(
+          [&](bool applied, std::uint64_t revision, std::uint32_t, std::uint64_t) {
+            CHECK(applied);
+            first = revision;
+          },
+          [](caf::error& e) { FAIL(caf::to_string(e)); });
   REQUIRE(first > 0);
-  self->request(db->core().shard_handle(0), 10s, apply_atom::value, std::vector<state_check>{{state_key("x"), first - 1}}, ops)
-      .receive([&](bool applied, std::uint64_t, std::uint32_t failed, std::uint64_t found) {
-                 CHECK_FALSE(applied);
-                 CHECK(failed == 0);
-                 CHECK(found == first);
-               },
-               [](caf::error& e) { FAIL(caf::to_string(e)); });
+  self->request(db->core().shard_handle(0), 10s, apply_atom::value,
+                std::vector<state_check>{{state_key("x"), first - 1}}, ops)
+      .receive(
+          [&](bool applied, std::uint64_t, std::uint32_t failed, std::uint64_t found) {
+            CHECK_FALSE(applied);
+            CHECK(failed == 0);
+            CHECK(found == first);
+          },
+          [](caf::error& e) { FAIL(caf::to_string(e)); });
 }
 
 // ---- records -------------------------------------------------------------------
@@ -436,7 +446,7 @@ TEST_CASE("records: a transaction reads its own writes, repeats its reads, and e
   CHECK(null.message().find("del(") != std::string::npos);
   auto long_key = u.put("n", std::string(limits::max_user_key_bytes, 'k'), json(1));
   CHECK(long_key.code() == status_code::invalid_argument);
-  auto big = u.put("n", "x", bytes{std::string(limits::max_state_value_bytes, 'v')});
+  auto big = u.put("n", "x", bytes{std::string(state_space::max_value_bytes, 'v')});
   CHECK(big.code() == status_code::invalid_argument);
   REQUIRE(u.put("n", "y", json(true)).is_ok());
   REQUIRE(u.commit().is_ok());
@@ -678,8 +688,8 @@ TEST_CASE("streams: names of any bytes, prefixes of each other included, never s
   testing::temp_dir d("state");
   auto db = must_open(options_for(d.path(), 3));
   streams st(*db);
-  std::vector<std::string> names{"", std::string(1, '\0'), "a", std::string("a\0", 2), std::string("a\0\1", 3), "ab",
-                                 std::string("\xff\xff", 2)};
+  std::vector<std::string> names{"",   std::string(1, '\0'),      "a", std::string("a\0", 2), std::string("a\0\1", 3),
+                                 "ab", std::string("\xff\xff", 2)};
   for (std::size_t i = 0; i < names.size(); ++i) {
     std::vector<item> entries;
     for (std::size_t j = 0; j <= i; ++j) entries.push_back(json(fmt::format("{}:{}", i, j)));

@@ -23,8 +23,8 @@
 // all shards share M MiB: database_options::memory_budget; bench gives both
 // engines M MiB). --version prints meson's project version. Every error is one
 // line on stderr and a non-zero exit; an unknown command is named.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <optional>
@@ -32,13 +32,14 @@
 
 #include "actors/database_core.h"
 #include "core/limits.h"
+#include "engine/state_space.h"
 #include "tools/bench_command.h"
 #include "tools/cli_text.h"
-#include "tools/demo.h"
 #include "tools/cluster_demo.h"
-#include "tools/serve.h"
+#include "tools/demo.h"
 #include "tools/load_run.h"
 #include "tools/progress_bar.h"
+#include "tools/serve.h"
 
 using namespace magnetite;
 
@@ -88,7 +89,7 @@ hash128 parse_root(const std::string& text) {
 // What the command line asked for, filled in by CLI11.
 struct command_line {
   std::string dir = "./magnetite-data";
-  std::optional<std::size_t> shards;  // nullopt: database_options::default_shards()
+  std::optional<std::size_t> shards;     // nullopt: database_options::default_shards()
   std::optional<std::size_t> cache_mib;  // nullopt: each shard's default cache
   std::string key, value, ttl;
   std::optional<std::string> from, to, prefix;
@@ -122,7 +123,7 @@ struct command_line {
   std::string cluster;
   CLI::App* cluster_demo = nullptr;
   cluster_demo_options demo_cluster;  // cluster-demo
-  replication::tls_files tls;  // serve, for a cluster file with `tls on`
+  replication::tls_files tls;         // serve, for a cluster file with `tls on`
 };
 
 // Every command and option of the tool, in the order --help lists them. Long
@@ -170,8 +171,9 @@ void declare(CLI::App& app, command_line& c) {
       [](std::string& v) { return v.starts_with('-') ? std::string("must not be negative") : std::string(); },
       "NON-NEGATIVE");
   c.load->add_option("--seed", c.seed, "part of every key and value")->check(non_negative)->capture_default_str();
-  c.load->add_option("--value-seed", c.value_seed,
-                     "draw the values from this seed instead (same keys as --seed, new values)")
+  c.load
+      ->add_option("--value-seed", c.value_seed,
+                   "draw the values from this seed instead (same keys as --seed, new values)")
       ->check(non_negative);
   c.load->add_option("--prefix", c.prefix, "the keys' prefix");
   auto durable = c.load->add_flag("--durable", c.durable, "acknowledge a write after its fsync (the default)");
@@ -190,8 +192,9 @@ void declare(CLI::App& app, command_line& c) {
   c.gc->add_flag("--json", c.json, "one JSON object");
   c.demo = app.add_subcommand("demo", "a guided tour of what magnetite does, on --data");
   c.bench = app.add_subcommand("bench", "bench/db_bench's side-by-side figures: ours beside RocksDB, LMDB, fdatasync");
-  c.bench->add_option("--workload", c.bench_options.workload,
-                      "writes, gets, restart, load, overwrite, reclaim or all (all: every one but reclaim)")
+  c.bench
+      ->add_option("--workload", c.bench_options.workload,
+                   "writes, gets, restart, load, overwrite, reclaim or all (all: every one but reclaim)")
       ->capture_default_str();
   c.bench->add_option("--seconds", c.bench_options.seconds, "length of each measured case (db_bench's default: 3)");
   c.bench->add_option("--keys", c.bench_options.keys,
@@ -242,7 +245,8 @@ void commit(database& db, const command_line& c) {
   auto r = must(db.commit());
   if (c.json) {
     std::string roots;
-    for (std::size_t i = 0; i < r.roots.size(); ++i) roots += fmt::format("{}\"{}\"", i ? "," : "", r.roots[i].to_hex());
+    for (std::size_t i = 0; i < r.roots.size(); ++i)
+      roots += fmt::format("{}\"{}\"", i ? "," : "", r.roots[i].to_hex());
     fmt::print("{{\"roots\":[{}],\"combined\":\"{}\"}}\n", roots, r.combined.to_hex());
     return;
   }
@@ -275,10 +279,11 @@ void load(database& db, const command_line& c) {
   double rate = r.seconds > 0 ? static_cast<double>(r.written) / r.seconds : 0;
   double per_write = r.written ? static_cast<double>(fsyncs) / static_cast<double>(r.written) : 0;
   if (c.json) {
-    fmt::print("{{\"keys\":{},\"writers\":{},\"value_size\":{},\"durable\":{},\"seconds\":{:.3f},"
-               "\"writes_per_second\":{:.0f},\"log_fsyncs\":{},\"fsyncs_per_write\":{:.4f},\"retries\":{}}}\n",
-               r.written, c.writers, c.value_size, c.no_sync ? "false" : "true", r.seconds, rate, fsyncs, per_write,
-               r.retries);
+    fmt::print(
+        "{{\"keys\":{},\"writers\":{},\"value_size\":{},\"durable\":{},\"seconds\":{:.3f},"
+        "\"writes_per_second\":{:.0f},\"log_fsyncs\":{},\"fsyncs_per_write\":{:.4f},\"retries\":{}}}\n",
+        r.written, c.writers, c.value_size, c.no_sync ? "false" : "true", r.seconds, rate, fsyncs, per_write,
+        r.retries);
     return;
   }
   fmt::print("{} keys from {} writers in {:.2f} s: {} writes/s ({}), {} log fsyncs ({:.3f} a write)\n",
@@ -341,15 +346,15 @@ void stats(database& db, const command_line& c) {
   auto combined = db.checkpoints();
   if (c.json) {
     auto one = [&](const shard_stats& s, const shard_usage& u, std::uint64_t r) {
-      return fmt::format("\"keys\":{},\"wal_bytes\":{},\"node_bytes\":{},\"cache_hits\":{},\"cache_misses\":{},"
-                         "\"log_fsyncs\":{},\"node_fsyncs\":{},\"acknowledged_writes\":{},\"groups\":{},"
-                         "\"group_sizes\":{},\"checkpoints\":{},\"expired\":{},\"replayed_records\":{},"
-                         "\"restarts\":{},\"live_node_bytes\":{},\"space_amplification\":{},"
-                         "\"reclaimed_bytes\":{},\"reclaim_cycles\":{},\"record_cache_hits\":{}",
-                         u.keys, u.wal_bytes, u.node_bytes, u.cache_hits, u.cache_misses, s.log_fsyncs, u.node_syncs,
-                         s.acknowledged, s.groups, histogram_json(s.group_sizes), s.checkpoints, s.expired,
-                         s.replayed_records, r, u.live_node_bytes, amplification_json(u), u.reclaimed_bytes,
-                         u.reclaim_cycles, u.record_cache_hits);
+      return fmt::format(
+          "\"keys\":{},\"wal_bytes\":{},\"node_bytes\":{},\"cache_hits\":{},\"cache_misses\":{},"
+          "\"log_fsyncs\":{},\"node_fsyncs\":{},\"acknowledged_writes\":{},\"groups\":{},"
+          "\"group_sizes\":{},\"checkpoints\":{},\"expired\":{},\"replayed_records\":{},"
+          "\"restarts\":{},\"live_node_bytes\":{},\"space_amplification\":{},"
+          "\"reclaimed_bytes\":{},\"reclaim_cycles\":{},\"record_cache_hits\":{}",
+          u.keys, u.wal_bytes, u.node_bytes, u.cache_hits, u.cache_misses, s.log_fsyncs, u.node_syncs, s.acknowledged,
+          s.groups, histogram_json(s.group_sizes), s.checkpoints, s.expired, s.replayed_records, r, u.live_node_bytes,
+          amplification_json(u), u.reclaimed_bytes, u.reclaim_cycles, u.record_cache_hits);
     };
     std::string shards;
     for (std::size_t i = 0; i < st.shards.size(); ++i)
@@ -464,10 +469,10 @@ int execute(const command_line& c) {
   // Bad input is refused before the data directory is opened (or created).
   std::optional<std::chrono::nanoseconds> ttl;
   if (*c.put || *c.get || *c.del) {
-    if (auto s = limits::check_user_key(c.key); !s) die(s);
+    if (auto s = state_space::check_user_key(c.key); !s) die(s);
   }
   if (*c.put) {
-    if (auto s = limits::check_user_value(c.value); !s) die(s);
+    if (auto s = state_space::check_user_value(c.value); !s) die(s);
     if (!c.ttl.empty()) ttl = must(parse_duration(c.ttl));
   }
   shard_options so;

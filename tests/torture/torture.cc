@@ -58,11 +58,11 @@
 // iterations, database::verify() finds no damage. It prints its figures and
 // exits 1 on any violation.
 #include <fcntl.h>
-#include <filesystem>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <filesystem>
 
 #include <algorithm>
 #include <array>
@@ -83,12 +83,13 @@
 #include <fmt/ranges.h>
 
 #include "actors/database_core.h"
-#include "engine/keyspace.h"
 #include "core/limits.h"
+#include "engine/keyspace.h"
+#include "engine/state_space.h"
 #include "magnetite/state/keyed_state.h"
-#include "state/layout.h"
 #include "magnetite/state/records.h"
 #include "magnetite/state/streams.h"
+#include "state/layout.h"
 
 using namespace magnetite;
 using namespace std::chrono_literals;
@@ -143,8 +144,8 @@ std::string stream_name(int thread) { return fmt::format("s{}", thread); }
 // number, then pads (as value_of): the driver tells every write apart and
 // recognises damage.
 state::json record_value(const std::string& ns, const std::string& key, std::uint64_t seq) {
-  return state::json{{"ns", ns}, {"key", key}, {"seq", seq},
-                     {"pad", std::string(seq % 41, static_cast<char>('a' + seq % 26))}};
+  return state::json{
+      {"ns", ns}, {"key", key}, {"seq", seq}, {"pad", std::string(seq % 41, static_cast<char>('a' + seq % 26))}};
 }
 
 std::optional<std::uint64_t> record_seq_of(const std::string& ns, const std::string& key, const state::item& v) {
@@ -158,7 +159,9 @@ std::optional<std::uint64_t> record_seq_of(const std::string& ns, const std::str
 // A stream entry names its stream, its own seq and the append's sequence
 // number: what sits at every seq is known exactly.
 state::json entry_value(const std::string& stream, std::uint64_t at, std::uint64_t op_seq) {
-  return state::json{{"stream", stream}, {"at", at}, {"op", op_seq},
+  return state::json{{"stream", stream},
+                     {"at", at},
+                     {"op", op_seq},
                      {"pad", std::string(op_seq % 23, static_cast<char>('a' + at % 26))}};
 }
 
@@ -174,7 +177,10 @@ std::string keyed_owner(int thread) { return fmt::format("t{}", thread); }
 // and the operation's sequence number and call within it ("<op>.<n>", its
 // token): every write is recognisable, damage and misplacement too.
 state::json keyed_item(const std::string& owner, const std::string& place, std::uint64_t op, std::uint64_t n) {
-  return state::json{{"owner", owner}, {"at", place}, {"op", op}, {"n", n},
+  return state::json{{"owner", owner},
+                     {"at", place},
+                     {"op", op},
+                     {"n", n},
                      {"pad", std::string(op % 29, static_cast<char>('a' + n % 26))}};
 }
 
@@ -287,14 +293,22 @@ mix parse_mix(const std::string& text) {
   mix m{false, false, false, false, false, false, false, false};
   std::stringstream in(text);
   for (std::string op; std::getline(in, op, ',');) {
-    if (op == "put") m.put = true;
-    else if (op == "del") m.del = true;
-    else if (op == "cas") m.cas = true;
-    else if (op == "batch") m.batch = true;
-    else if (op == "ttl") m.ttl = true;
-    else if (op == "txn") m.txn = true;
-    else if (op == "stream") m.stream = true;
-    else if (op == "keyed") m.keyed = true;
+    if (op == "put")
+      m.put = true;
+    else if (op == "del")
+      m.del = true;
+    else if (op == "cas")
+      m.cas = true;
+    else if (op == "batch")
+      m.batch = true;
+    else if (op == "ttl")
+      m.ttl = true;
+    else if (op == "txn")
+      m.txn = true;
+    else if (op == "stream")
+      m.stream = true;
+    else if (op == "keyed")
+      m.keyed = true;
     else {
       fmt::print(stderr, "torture: unknown operation in --mix: {}\n", op);
       std::exit(2);
@@ -307,8 +321,14 @@ mix parse_mix(const std::string& text) {
 // The --mix text that parse_mix reads back as m (passed to the worker).
 std::string mix_text(const mix& m) {
   std::vector<std::string> ops;
-  for (auto [on, name] : {std::pair{m.put, "put"}, {m.del, "del"}, {m.cas, "cas"}, {m.batch, "batch"},
-                          {m.ttl, "ttl"}, {m.txn, "txn"}, {m.stream, "stream"}, {m.keyed, "keyed"}})
+  for (auto [on, name] : {std::pair{m.put, "put"},
+                          {m.del, "del"},
+                          {m.cas, "cas"},
+                          {m.batch, "batch"},
+                          {m.ttl, "ttl"},
+                          {m.txn, "txn"},
+                          {m.stream, "stream"},
+                          {m.keyed, "keyed"}})
     if (on) ops.push_back(name);
   return fmt::format("{}", fmt::join(ops, ","));
 }
@@ -497,8 +517,10 @@ void run_keyed(keyed_handles& h, int t, std::mt19937_64& rng, std::atomic<std::u
         std::optional<std::string> want;
         if (!after.deque.empty()) {
           want = call == 6 ? after.deque.front() : after.deque.back();
-          if (call == 6) after.deque.erase(after.deque.begin());
-          else after.deque.pop_back();
+          if (call == 6)
+            after.deque.erase(after.deque.begin());
+          else
+            after.deque.pop_back();
         }
         std::optional<std::string> got;
         if (*popped) got = keyed_token(owner, "q", **popped);
@@ -707,11 +729,11 @@ struct txn_state {
 
 // An operation begun and not yet acknowledged.
 struct pending_op {
-  std::string kind;  // put del cas batch ttl txn stream keyed
+  std::string kind;                                           // put del cas batch ttl txn stream keyed
   std::vector<std::pair<std::string, std::uint64_t>> writes;  // key (txn: record key), seq (0: delete)
   std::uint64_t ttl_ms = 0, began_ms = 0;
   std::uint64_t first_seq = 0, count = 0, op_seq = 0;  // stream: entries first_seq.. first_seq+count-1
-  keyed_model keyed_after;  // keyed: the owner's whole state once the commit lands
+  keyed_model keyed_after;                             // keyed: the owner's whole state once the commit lands
 };
 
 // The kinds that write plain keys (checked by check_keys).
@@ -721,7 +743,7 @@ struct figures {
   std::uint64_t iterations = 0, acks = 0, keys_checked = 0, pending_applied = 0, pending_absent = 0;
   std::uint64_t killed_in_gc = 0, killed_in_commit = 0, killed_in_reclaim = 0, verifies = 0, violations = 0;
   std::map<std::string, std::uint64_t> acked;  // by kind
-  std::uint64_t killed_in_flight = 0;           // kills with a writer's operation unacknowledged
+  std::uint64_t killed_in_flight = 0;          // kills with a writer's operation unacknowledged
   std::uint64_t records_checked = 0, txn_applied = 0, txn_absent = 0;
   std::uint64_t entries_checked = 0, append_applied = 0, append_absent = 0;
   std::uint64_t owners_checked = 0, keyed_applied = 0, keyed_absent = 0;
@@ -900,8 +922,9 @@ class driver {
     txn_state& th = txns_[t];
     bool ok = true;
     if (rev <= th.last_revision)
-      ok = violation(fmt::format("{}: a commit acknowledged at revision {}, not past the thread's previous commit at {}",
-                                 txn_ns(t), rev, th.last_revision));
+      ok =
+          violation(fmt::format("{}: a commit acknowledged at revision {}, not past the thread's previous commit at {}",
+                                txn_ns(t), rev, th.last_revision));
     th.last_revision = rev;
     for (const auto& [k, s] : op.writes) {
       record_state& st = th.records[k];
@@ -1086,8 +1109,9 @@ class driver {
       if (as_acked && !as_applied) {
         if (would) ++not_applied;
         if (found && revision != st.revision)
-          ok = violation(fmt::format("record {}/{}: seq {} at revision {}, but the commit that wrote it had revision {}",
-                                     ns, key, *found, revision, st.revision));
+          ok =
+              violation(fmt::format("record {}/{}: seq {} at revision {}, but the commit that wrote it had revision {}",
+                                    ns, key, *found, revision, st.revision));
       }
       if (as_applied && !as_acked) {
         ++applied;
@@ -1109,9 +1133,10 @@ class driver {
                                    applied_revisions.size()));
     std::uint64_t rev = *applied_revisions.begin();
     if (rev <= th.last_revision)
-      ok = violation(fmt::format("{}: an unacknowledged transaction landed at revision {}, not past the thread's "
-                                 "previous commit at {}",
-                                 ns, rev, th.last_revision));
+      ok =
+          violation(fmt::format("{}: an unacknowledged transaction landed at revision {}, not past the thread's "
+                                "previous commit at {}",
+                                ns, rev, th.last_revision));
     ++fig.txn_applied;
     th.last_revision = rev;
     for (const auto& [k, s] : op->writes) {
@@ -1151,8 +1176,8 @@ class driver {
     if (!next) return violation(fmt::format("next_seq {}: {}", name, next.error().to_string()));
     std::uint64_t acked = entries.size();
     if (op && op->first_seq != acked)
-      return violation(fmt::format("{}: an append began at seq {} after {} acknowledged entries", name, op->first_seq,
-                                   acked));
+      return violation(
+          fmt::format("{}: an append began at seq {} after {} acknowledged entries", name, op->first_seq, acked));
     if (*next != acked && !(op && *next == acked + op->count))
       return violation(fmt::format("{}: next_seq is {}, but {} entries were acknowledged{}", name, *next, acked,
                                    op ? fmt::format(" and {} more were in flight", op->count) : ""));
@@ -1169,8 +1194,7 @@ class driver {
       for (const auto& e : *page) {
         if (e.seq != from)
           return violation(fmt::format("{}: entry {} is missing (the next one found is {})", name, from, e.seq));
-        if (e.seq >= *next)
-          return violation(fmt::format("{}: entry {} lies past next_seq {}", name, e.seq, *next));
+        if (e.seq >= *next) return violation(fmt::format("{}: entry {} lies past next_seq {}", name, e.seq, *next));
         if (e.value != state::item(entry_value(name, e.seq, entries[e.seq])))
           return violation(fmt::format("{}: entry {} holds {}, not what append {} put there", name, e.seq,
                                        std::holds_alternative<state::json>(e.value)
@@ -1263,9 +1287,9 @@ class driver {
   // meta of every non-empty stream and its entries 0..n-1, every one of them.
   // Runs after check_records and check_streams, whose findings it relies on.
   bool check_state_space(database& db) {
-    std::set<std::string> written;  // records and stream metas
+    std::set<std::string> written;                                        // records and stream metas
     std::map<std::string, std::pair<int, std::uint64_t>> entry_prefixes;  // prefix -> thread, entries
-    std::map<int, std::uint64_t> entries_found;                            // by thread
+    std::map<int, std::uint64_t> entries_found;                           // by thread
     // Keyed state: the value key, the map's entries, the deque's meta (present
     // or not: an emptied deque may keep it) and slots; counted against the
     // model (after check_keyed) below.
@@ -1290,27 +1314,32 @@ class driver {
     for (std::size_t shard = 0; shard < shards_; ++shard) {
       auto view = db.core().view_of(shard);
       if (!view) return violation(fmt::format("view of shard {}: {}", shard, view.error().to_string()));
-      status s = (*view)->scan(keyspace::data_key(limits::state_prefix), keyspace::data_end(),
-                               [&](std::string_view tree_key, std::string_view) {
-        std::string user_key(keyspace::user_key_of(tree_key));
-        if (written.count(user_key)) return true;
-        for (auto& [t, k] : keyed_spaces) {
-          if (user_key == k.value) k.value_found = true;
-          else if (user_key.starts_with(k.map_prefix)) ++k.map_found;
-          else if (user_key.starts_with(k.slots_prefix)) ++k.slots_found;
-          else if (user_key != k.deque_meta) continue;
-          return true;
-        }
-        for (const auto& [prefix, stream] : entry_prefixes) {
-          auto seq = state::stream_seq_of(prefix, user_key);
-          if (seq && *seq < stream.second) {
-            ++entries_found[stream.first];
-            return true;
-          }
-        }
-        ok = violation(fmt::format("shard {}: a state key nobody wrote: {:?}", shard, user_key));
-        return true;
-      });
+      status s =
+          (*view)->scan(keyspace::data_key(state_space::prefix), keyspace::data_end(),
+                        [&](std::string_view tree_key, std::string_view) {
+                          std::string user_key(keyspace::user_key_of(tree_key));
+                          if (written.count(user_key)) return true;
+                          for (auto& [t, k] : keyed_spaces) {
+                            if (user_key == k.value)
+                              k.value_found = true;
+                            else if (user_key.starts_with(k.map_prefix))
+                              ++k.map_found;
+                            else if (user_key.starts_with(k.slots_prefix))
+                              ++k.slots_found;
+                            else if (user_key != k.deque_meta)
+                              continue;
+                            return true;
+                          }
+                          for (const auto& [prefix, stream] : entry_prefixes) {
+                            auto seq = state::stream_seq_of(prefix, user_key);
+                            if (seq && *seq < stream.second) {
+                              ++entries_found[stream.first];
+                              return true;
+                            }
+                          }
+                          ok = violation(fmt::format("shard {}: a state key nobody wrote: {:?}", shard, user_key));
+                          return true;
+                        });
       if (!s) return violation(fmt::format("scan of shard {}'s state space: {}", shard, s.to_string()));
     }
     for (int t = 0; t < threads_; ++t)
@@ -1321,10 +1350,11 @@ class driver {
       const keyed_model& model = keyed_[t];
       if (k.value_found != model.value.has_value() || k.map_found != model.map.size() ||
           k.slots_found != model.deque.size())
-        ok = violation(fmt::format("keyed state of {}: the state space holds {} value keys, {} map entries and {} "
-                                   "deque slots, not {}, {} and {}",
-                                   keyed_owner(t), k.value_found ? 1 : 0, k.map_found, k.slots_found,
-                                   model.value ? 1 : 0, model.map.size(), model.deque.size()));
+        ok =
+            violation(fmt::format("keyed state of {}: the state space holds {} value keys, {} map entries and {} "
+                                  "deque slots, not {}, {} and {}",
+                                  keyed_owner(t), k.value_found ? 1 : 0, k.map_found, k.slots_found,
+                                  model.value ? 1 : 0, model.map.size(), model.deque.size()));
     }
     return ok;
   }
@@ -1363,14 +1393,22 @@ int main(int argc, char** argv) {
       }
       return args[++i];
     };
-    if (args[i] == "--seed") seed = std::stoull(value());
-    else if (args[i] == "--iterations") iterations = std::stoull(value());
-    else if (args[i] == "--shards") shards = std::stoul(value());
-    else if (args[i] == "--threads") threads = std::stoi(value());
-    else if (args[i] == "--keys") keys = std::stoi(value());
-    else if (args[i] == "--mix") mix_arg = value();
-    else if (args[i] == "--dir") dir = value();
-    else if (args[i] == "--verify-every") verify_every = std::max<std::uint64_t>(1, std::stoull(value()));
+    if (args[i] == "--seed")
+      seed = std::stoull(value());
+    else if (args[i] == "--iterations")
+      iterations = std::stoull(value());
+    else if (args[i] == "--shards")
+      shards = std::stoul(value());
+    else if (args[i] == "--threads")
+      threads = std::stoi(value());
+    else if (args[i] == "--keys")
+      keys = std::stoi(value());
+    else if (args[i] == "--mix")
+      mix_arg = value();
+    else if (args[i] == "--dir")
+      dir = value();
+    else if (args[i] == "--verify-every")
+      verify_every = std::max<std::uint64_t>(1, std::stoull(value()));
     else {
       fmt::print(stderr, "torture: unknown argument {}\n", args[i]);
       return 2;
@@ -1401,18 +1439,20 @@ int main(int argc, char** argv) {
   fig.violations = d.violations();
   fmt::print("torture: seed {}, {} iterations in {:.1f} s, {} shards, {} threads x {} keys, mix {}\n", seed,
              fig.iterations, seconds, shards, threads, keys, mix_text(m));
-  fmt::print("torture: {} acknowledged operations, {} key checks, unacknowledged operations found applied {} / absent "
-             "{}, killed in gc {}, in commit {}, in reclamation {}, verify runs {}\n",
-             fig.acks, fig.keys_checked, fig.pending_applied, fig.pending_absent, fig.killed_in_gc,
-             fig.killed_in_commit, fig.killed_in_reclaim, fig.verifies);
+  fmt::print(
+      "torture: {} acknowledged operations, {} key checks, unacknowledged operations found applied {} / absent "
+      "{}, killed in gc {}, in commit {}, in reclamation {}, verify runs {}\n",
+      fig.acks, fig.keys_checked, fig.pending_applied, fig.pending_absent, fig.killed_in_gc, fig.killed_in_commit,
+      fig.killed_in_reclaim, fig.verifies);
   std::vector<std::string> by_kind;
   for (const char* kind : {"put", "del", "cas", "batch", "ttl", "txn", "stream", "keyed"})
     by_kind.push_back(fmt::format("{} {}", kind, fig.acked[kind]));
   fmt::print("torture: acknowledged by kind: {}\n", fmt::join(by_kind, ", "));
-  fmt::print("torture: kills with an operation in flight {}; txn: record checks {}, txns in flight applied {} / absent "
-             "{}; stream: entries checked {}, appends in flight applied {} / absent {}\n",
-             fig.killed_in_flight, fig.records_checked, fig.txn_applied, fig.txn_absent, fig.entries_checked,
-             fig.append_applied, fig.append_absent);
+  fmt::print(
+      "torture: kills with an operation in flight {}; txn: record checks {}, txns in flight applied {} / absent "
+      "{}; stream: entries checked {}, appends in flight applied {} / absent {}\n",
+      fig.killed_in_flight, fig.records_checked, fig.txn_applied, fig.txn_absent, fig.entries_checked,
+      fig.append_applied, fig.append_absent);
   fmt::print("torture: keyed: owner checks {}, commits in flight applied {} / absent {}\n", fig.owners_checked,
              fig.keyed_applied, fig.keyed_absent);
   fmt::print("torture: {} violations\n", fig.violations);
