@@ -212,9 +212,11 @@ auto election_handlers(self_ptr self) {
       });
 }
 
-// Clients: the owner only; writes of one key one at a time.
+// Clients: the owner only; writes of one key one at a time, shipped in
+// batches (rflush: every client message queued before it was taken).
 auto client_handlers(self_ptr self) {
   return std::make_tuple(
+      [=](rflush_atom) { flush_batch(self); },
       [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) -> caf::result<ok_atom> {
         auto rp = self->make_response_promise<ok_atom>();
         with_key(self, key, [self, rp, key, value, ttl_ns](bool go) mutable {

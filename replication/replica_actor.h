@@ -25,9 +25,15 @@
 //                      Otherwise follower again; the answer says which.
 //   put / del / cas    owner only. Writes of one key are serialised: a request
 //                      on a key with a write in flight waits for it. The owner
-//                      checks (CAS), stamps, applies to its own shard and sends
-//                      rwrite to every peer; the client is answered once its
-//                      own shard and majority - 1 peers made it durable. A
+//                      checks (CAS), stamps, and adds the write to its batch.
+//                      The batch goes out once every message queued before it
+//                      was taken (a flush the owner sends itself), or when it
+//                      is full: ONE stamped apply to its own shard and ONE
+//                      rwrite to every peer for all its writes; each client is
+//                      answered once its own shard and majority - 1 peers made
+//                      the batch durable. Batches are pipelined. A write still
+//                      in the batch when the owner steps down is refused
+//                      `busy` (it went nowhere). A
 //                      refusal from a peer, or no majority within
 //                      `request_timeout`, deposes the owner: the client gets
 //                      `ambiguous`, every waiting request too, and the replica

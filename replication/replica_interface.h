@@ -13,6 +13,7 @@
 //   (probe)                              -> bool   would we campaign too: we heard no live owner
 //                                                for election_ticks heartbeats (a pre-vote)
 //   (beat, chain)                        our own heartbeat timer (failure detection, anti-entropy)
+//   (rflush)                             our own: the owner's batch of writes goes out
 //   (info)                               -> replica_info   role, promise, checkpointed root and
 //                                                whether it is absent (the long-absence rule)
 //
@@ -49,6 +50,7 @@ using elect_atom = caf::atom_constant<caf::atom("elect")>;
 using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using info_atom = caf::atom_constant<caf::atom("info")>;
 using probe_atom = caf::atom_constant<caf::atom("probe")>;
+using rflush_atom = caf::atom_constant<caf::atom("rflush")>;
 
 struct promise_reply {
   bool accepted = false;
@@ -100,21 +102,20 @@ typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
            x.pulled_bytes, x.merged_entries, x.synced_ns, x.settled_ns, x.absent);
 }
 
-using replica_actor = caf::typed_actor<
-    caf::replies_to<prepare_atom, ballot>::with<promise_reply>,
-    caf::replies_to<rwrite_atom, ballot, std::vector<stamped_op>>::with<vote>,
-    caf::replies_to<confirm_atom, ballot>::with<vote>,
-    caf::replies_to<fetch_atom, std::vector<hash128>>::with<std::vector<std::string>>,
-    caf::replies_to<sync_atom, hash128, std::uint32_t>::with<merge_report>,
-    caf::reacts_to<peers_atom, std::vector<std::uint32_t>, std::vector<caf::actor>>,
-    caf::replies_to<put_atom, std::string, std::string, std::int64_t>::with<ok_atom>,
-    caf::replies_to<del_atom, std::string>::with<ok_atom>,
-    caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t>::with<bool, bool,
-                                                                                                    std::string>,
-    caf::replies_to<get_atom, std::string>::with<bool, std::string>,
-    caf::replies_to<elect_atom>::with<bool>,
-    caf::replies_to<probe_atom>::with<bool>,
-    caf::reacts_to<beat_atom, std::uint64_t>,
-    caf::replies_to<info_atom>::with<replica_info>>;
+using replica_actor =
+    caf::typed_actor<caf::replies_to<prepare_atom, ballot>::with<promise_reply>,
+                     caf::replies_to<rwrite_atom, ballot, std::vector<stamped_op>>::with<vote>,
+                     caf::replies_to<confirm_atom, ballot>::with<vote>,
+                     caf::replies_to<fetch_atom, std::vector<hash128>>::with<std::vector<std::string>>,
+                     caf::replies_to<sync_atom, hash128, std::uint32_t>::with<merge_report>,
+                     caf::reacts_to<peers_atom, std::vector<std::uint32_t>, std::vector<caf::actor>>,
+                     caf::replies_to<put_atom, std::string, std::string, std::int64_t>::with<ok_atom>,
+                     caf::replies_to<del_atom, std::string>::with<ok_atom>,
+                     caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string,
+                                     std::int64_t>::with<bool, bool, std::string>,
+                     caf::replies_to<get_atom, std::string>::with<bool, std::string>,
+                     caf::replies_to<elect_atom>::with<bool>, caf::replies_to<probe_atom>::with<bool>,
+                     caf::reacts_to<beat_atom, std::uint64_t>, caf::reacts_to<rflush_atom>,
+                     caf::replies_to<info_atom>::with<replica_info>>;
 
 }  // namespace magnetite::replication

@@ -33,6 +33,17 @@ struct key_queue {
   std::deque<std::function<void(bool)>> waiting;
 };
 
+// A write the owner stamped, waiting in its batch to be shipped.
+struct pending_write {
+  stamped_op op;
+  std::function<void(const status&)> done;
+};
+// A batch goes out at once when it holds this many writes or bytes of keys
+// and values; its log frame stays far below limits::max_batch_bytes even
+// with one value of the largest size on top.
+inline constexpr std::size_t max_batch_writes = 1024;
+inline constexpr std::size_t max_batch_bytes = 4 << 20;
+
 // A read (or a CAS refusal) waiting for a confirm round.
 struct queued_read {
   ballot epoch;  // the owner's when the value was read
@@ -49,6 +60,10 @@ struct replica_state {
   // Changes whenever the role does: a callback of an older term is stale.
   std::uint64_t term = 0;
   std::map<std::string, key_queue, std::less<>> keys;
+  // The owner's writes not yet shipped, and whether our flush is queued.
+  std::vector<pending_write> batch;
+  std::size_t batch_bytes = 0;
+  bool flush_queued = false;
   // Reads waiting for the next confirm round, and whether one is out.
   std::vector<queued_read> reads;
   bool confirming = false;
@@ -187,6 +202,7 @@ void step_down(self_ptr self);
 void with_key(self_ptr self, const std::string& key, std::function<void(bool)> fn);
 bool counted(self_ptr self, const vote& v, const ballot& epoch);
 void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done);
+void flush_batch(self_ptr self);
 void confirm(self_ptr self, std::function<void(bool)> done);
 
 // Elections (replica_election.cc).

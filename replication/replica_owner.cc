@@ -28,17 +28,22 @@ status deposed(std::string_view what) {
                       fmt::format("the owner stepped down ({}): the write may or may not survive", what));
 }
 
-// Steps down: every request waiting on a key is refused; writes in flight
-// finish on their own (a majority may still take them).
+// Steps down: every request waiting on a key is refused, and so is every
+// write still in the batch (sent nowhere, so nothing of it was written);
+// batches in flight finish on their own (a majority may still take them).
 void step_down(self_ptr self) {
   auto& st = self->state;
   if (st.now == role::follower) return;
   st.now = role::follower;
   ++st.term;
+  auto batch = std::move(st.batch);
+  st.batch.clear();
+  st.batch_bytes = 0;
   auto keys = std::move(st.keys);
   st.keys.clear();
   for (auto& [k, q] : keys)
     for (auto& f : q.waiting) f(false);
+  for (auto& w : batch) w.done(not_owner(self));
 }
 
 // Runs fn(true) when no write of key is in flight (now or once it finishes),
@@ -50,6 +55,12 @@ void with_key(self_ptr self, const std::string& key, std::function<void(bool)> f
   auto it = st.keys.find(key);
   if (it == st.keys.end() || !it->second.writing) return fn(true);
   it->second.waiting.push_back(std::move(fn));
+}
+
+// A vote that says no because of a higher promise deposes us.
+bool counted(self_ptr self, const vote& v, const ballot& epoch) {
+  if (!v.accepted && v.promised > epoch) step_down(self);
+  return v.accepted;
 }
 
 namespace {
@@ -69,20 +80,25 @@ void release_key(self_ptr self, const std::string& key) {
   if (!it->second.writing && it->second.waiting.empty()) st.keys.erase(it);
 }
 
-}  // namespace
-
-// A vote that says no because of a higher promise deposes us.
-bool counted(self_ptr self, const vote& v, const ballot& epoch) {
-  if (!v.accepted && v.promised > epoch) step_down(self);
-  return v.accepted;
-}
-
-// One write at the owner: stamped, applied to our shard and sent to every
-// peer; `done` hears ok once our shard and majority - 1 peers hold it.
-void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done) {
+// Ships the writes waiting in the batch: ONE stamped apply to our shard and
+// ONE rwrite round to the peers, for all of them; each write's `done` hears
+// ok once our shard and majority - 1 peers made the batch durable. Batches
+// are pipelined (the next may go before this one is answered): the stamps,
+// not the arrival order, decide at every replica, and a key's next write
+// waits for its last one (with_key).
+void ship_batch(self_ptr self) {
   auto& st = self->state;
-  st.keys[op.key].writing = true;
-  op.stamp = stamp{st.epoch, st.next_seq++};
+  if (st.batch.empty()) return;
+  auto ops = std::make_shared<std::vector<stamped_op>>();
+  auto dones = std::make_shared<std::vector<std::function<void(const status&)>>>();
+  ops->reserve(st.batch.size());
+  dones->reserve(st.batch.size());
+  for (auto& w : st.batch) {
+    ops->push_back(std::move(w.op));
+    dones->push_back(std::move(w.done));
+  }
+  st.batch.clear();
+  st.batch_bytes = 0;
   // Decided once our own shard and the round have both answered, or either failed.
   struct outcome {
     std::optional<status> local;
@@ -90,26 +106,28 @@ void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> 
     bool finished = false;
   };
   auto o = std::make_shared<outcome>();
-  // A write that outlives our term (we stepped down, perhaps won again) holds
+  // A batch that outlives our term (we stepped down, perhaps won again) holds
   // no key of the new term and deposes nothing: a new term's handoff began
   // after its local apply was queued, so its spread carried it if it landed.
-  auto check = [self, o, key = op.key, done, my_term = st.term]() {
+  auto check = [self, o, ops, dones, my_term = st.term]() {
     if (o->finished) return;
     bool local_failed = o->local && !o->local->is_ok();
     if (!local_failed && !(o->local && o->peers)) return;
     o->finished = true;
     bool current = self->state.term == my_term;
-    if (current) release_key(self, key);
-    if (!local_failed && *o->peers) return done(status::ok());
-    // No majority holds it, yet our own shard may: we cannot serve reads that
-    // would show it, nor prove it lost.
-    if (current) step_down(self);
-    done(local_failed ? o->local->with_category(status_category::ambiguous)
-                      : deposed("no majority made the write durable in time"));
+    if (current)
+      for (const auto& op : *ops) release_key(self, op.key);
+    bool durable = !local_failed && *o->peers;
+    // No majority holds them, yet our own shard may: we cannot serve reads
+    // that would show them, nor prove them lost.
+    if (!durable && current) step_down(self);
+    status s = durable        ? status::ok()
+               : local_failed ? o->local->with_category(status_category::ambiguous)
+                              : deposed("no majority made the write durable in time");
+    for (const auto& done : *dones) done(s);
   };
-  std::vector<stamped_op> ops{op};
   ballot epoch = st.epoch;
-  self->request(st.config.shard(), caf::infinite, stamped_atom::value, ops)
+  self->request(st.config.shard(), caf::infinite, stamped_atom::value, *ops)
       .then(
           [o, check](const std::vector<bool>&) {
             o->local = status::ok();
@@ -125,7 +143,31 @@ void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> 
         o->peers = reached;
         check();
       },
-      rwrite_atom::value, epoch, ops);
+      rwrite_atom::value, epoch, *ops);
+}
+
+}  // namespace
+
+// One write at the owner: stamped and added to the batch. The batch goes
+// out when the actor has taken every message already in its mailbox (the
+// flush we send ourselves queues behind them), so the writes of clients
+// waiting together share one message to each peer and one log frame at each
+// replica; or at once when it is full.
+void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done) {
+  auto& st = self->state;
+  st.keys[op.key].writing = true;
+  op.stamp = stamp{st.epoch, st.next_seq++};
+  st.batch_bytes += op.key.size() + op.value.size();
+  st.batch.push_back({std::move(op), std::move(done)});
+  if (st.batch.size() >= max_batch_writes || st.batch_bytes >= max_batch_bytes) return ship_batch(self);
+  if (st.flush_queued) return;
+  st.flush_queued = true;
+  self->send(self, rflush_atom::value);
+}
+
+void flush_batch(self_ptr self) {
+  self->state.flush_queued = false;
+  if (self->state.now == role::owner) ship_batch(self);
 }
 
 namespace {

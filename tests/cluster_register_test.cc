@@ -20,10 +20,11 @@
 // How a response is recorded: a success completes the operation (invocation
 // and response times from one counter taken before the request and after the
 // answer, so real-time order holds); `busy` is a refusal by a replica that
-// does not own the shard, sent before anything is stamped (replica_owner.cc:
-// with_key answers it before replicate(); a CAS that did not match, and a
-// read, answer it after a failed confirm round, with nothing written), so the
-// operation is left out; any other error or a timeout leaves a write pending
+// does not own the shard, with nothing written anywhere (replica_owner.cc:
+// with_key answers it before replicate(); step_down answers it for a write
+// still in the owner's batch, which went nowhere; a CAS that did not match,
+// and a read, answer it after a failed confirm round), so the operation is
+// left out; any other error or a timeout leaves a write pending
 // (it may or may not have taken effect); a failed read is left out.
 //
 // `make test` runs 3 runs of 10 s (5, 5 and 3 nodes). At length:

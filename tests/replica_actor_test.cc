@@ -324,6 +324,49 @@ TEST_CASE("replica actors: one owner is elected; its writes are on a majority's 
   CHECK(c.get(1, "k").value() == std::optional<std::string>("v2"));
 }
 
+TEST_CASE("replica actors: writes waiting together reach each peer as one rwrite, and a key's next write waits") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  auto before = c.links[0][1]->passed;  // node 1 -> node 2: rwrite rounds (no heartbeats here)
+  // All sent before the owner takes any: 20 keys, then k0 again, which must
+  // wait for its first write and so goes in a batch of its own.
+  for (int i = 0; i < 20; ++i)
+    (*c.client)->send(c.node(1).replica, put_atom::value, "k" + std::to_string(i), std::string("v"), std::int64_t{0});
+  (*c.client)->send(c.node(1).replica, put_atom::value, std::string("k0"), std::string("again"), std::int64_t{0});
+  c.drain();
+  int ok = 0;
+  for (int i = 0; i < 21; ++i)
+    (*c.client)->receive([&](ok_atom) { ++ok; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
+                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("a put was not answered"); });
+  CHECK(ok == 21);
+  CHECK(c.links[0][1]->passed - before == 2);
+  for (std::uint32_t id = 1; id <= 3; ++id) {
+    CHECK(c.local(id, "k0") == "again");
+    CHECK(c.local(id, "k19") == "v");
+  }
+}
+
+TEST_CASE("replica actors: writes still in the owner's batch when it steps down are refused busy and written nowhere") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  auto before = c.links[0][1]->passed;
+  for (int i = 0; i < 5; ++i)
+    (*c.client)->send(c.node(1).replica, put_atom::value, "b" + std::to_string(i), std::string("v"), std::int64_t{0});
+  // A higher ballot's prepare, taken before the owner's flush: it steps down.
+  (*c.client)->send(c.node(1).replica, prepare_atom::value, ballot{1000, 2});
+  c.drain();
+  int busy = 0, promised = 0;
+  for (int i = 0; i < 6; ++i)
+    (*c.client)->receive([&](const promise_reply& r) { promised += r.accepted ? 1 : 0; },
+                         [&](caf::error& e) { busy += to_status(e).code() == status_code::busy ? 1 : 0; },
+                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("a request was not answered"); });
+  CHECK(promised == 1);
+  CHECK(busy == 5);
+  CHECK(c.links[0][1]->passed == before);  // no rwrite went out
+  for (std::uint32_t id = 1; id <= 3; ++id)
+    for (int i = 0; i < 5; ++i) CHECK_FALSE(c.local(id, "b" + std::to_string(i)).has_value());
+}
+
 TEST_CASE("replica actors: with one of three down writes still commit; with two down the owner steps down, ambiguous") {
   cluster c(3);
   REQUIRE(c.elect(1));
