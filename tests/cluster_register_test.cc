@@ -399,7 +399,7 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
       continue;
     }
     if (err && err->code() == status_code::busy && err->category() != status_category::ambiguous) {
-      // Refused before anything was stamped: the operation did nothing.
+      // Refused with nothing written anywhere: the operation did nothing.
       ++h.busy;
       ++refusals_in_a_row;
       if (auto promised = promised_node(err->message()))
