@@ -165,9 +165,10 @@ void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> 
   self->send(self, rflush_atom::value);
 }
 
+// Stepping down empties the batch, so whatever is in it is this term's.
 void flush_batch(self_ptr self) {
   self->state.flush_queued = false;
-  if (self->state.now == role::owner) ship_batch(self);
+  ship_batch(self);
 }
 
 namespace {
