@@ -44,7 +44,8 @@
 // The cases run R rounds (3), in a rotated order each round; the report is the
 // median over rounds per case: writes/s, p50 and p99 latency, the process's
 // CPU time (getrusage, every thread) as a share of the cores and per write,
-// and the log fdatasyncs per acknowledged write on each node; then the ratios
+// the writes in one batch the owner shipped, on average (replica_info), and
+// the log fdatasyncs per acknowledged write on each node; then the ratios
 // 3 nodes / single node and the steps between, of the medians and per round.
 // After the rounds the three nodes must hold the same roots (every write
 // reached every node), or the run fails. A write that fails is counted by
@@ -95,9 +96,12 @@ struct failures {
   std::string first;
 
   void add(const status& s) {
-    if (s.code() == status_code::busy) ++busy;
-    else if (s.category() == status_category::ambiguous) ++ambiguous;
-    else ++other;
+    if (s.code() == status_code::busy)
+      ++busy;
+    else if (s.category() == status_category::ambiguous)
+      ++ambiguous;
+    else
+      ++other;
     std::lock_guard lock(mu);
     if (first.empty()) first = s.to_string();
   }
@@ -193,9 +197,10 @@ double cpu_seconds() {
 struct case_result {
   std::uint64_t acknowledged = 0;
   double writes_per_s = 0, p50_ms = 0, p99_ms = 0;  // of the acknowledged writes
-  double cpu_busy = 0;       // CPU seconds / (wall seconds x cores), this process
-  double cpu_us_write = 0;   // CPU microseconds per acknowledged write, this process
-  std::vector<double> fsyncs_per_write;  // per node (the owner first)
+  double cpu_busy = 0;                              // CPU seconds / (wall seconds x cores), this process
+  double cpu_us_write = 0;                          // CPU microseconds per acknowledged write, this process
+  std::vector<double> fsyncs_per_write;             // per node (the owner first)
+  double writes_per_batch = 0;                      // the owner's mean batch (replicated cases)
 };
 
 // `ops` writes from thread_count threads; make_writer() runs on each thread
@@ -218,8 +223,10 @@ case_result run_clients(std::uint64_t ops, std::uint64_t seed, failures& failed,
         std::string key = key_of(rng() % key_space), value = value_for(rng());
         auto t0 = clock_type::now();
         status s = write(key, value);
-        if (s) latency[t].push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
-        else failed.add(s);
+        if (s)
+          latency[t].push_back(std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+        else
+          failed.add(s);
       }
     });
   while (ready.load() < thread_count) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -234,9 +241,13 @@ case_result run_clients(std::uint64_t ops, std::uint64_t seed, failures& failed,
   auto at = [&](double q) {
     return all.empty() ? 0.0 : all[std::min(all.size() - 1, static_cast<std::size_t>(q * all.size()))];
   };
-  return {all.size(), static_cast<double>(all.size()) / seconds, at(0.50), at(0.99),
+  return {all.size(),
+          static_cast<double>(all.size()) / seconds,
+          at(0.50),
+          at(0.99),
           cpu / (seconds * std::max(1u, std::thread::hardware_concurrency())),
-          cpu * 1e6 / static_cast<double>(std::max<std::size_t>(1, all.size())), {}};
+          cpu * 1e6 / static_cast<double>(std::max<std::size_t>(1, all.size())),
+          {}};
 }
 
 // A client thread's blocking (put, key, value, 0) to whatever actor
@@ -281,15 +292,38 @@ case_result shard_actor_case(database& db, std::uint64_t ops, std::uint64_t seed
   });
 }
 
+// Batches node 1 shipped as owner and the writes in them, over its shards.
+std::pair<std::uint64_t, std::uint64_t> owner_batches(node_process& owner) {
+  caf::scoped_actor self{*owner.sys};
+  std::pair<std::uint64_t, std::uint64_t> n{0, 0};
+  for (std::size_t s = 0; s < shard_count; ++s) {
+    status failed;
+    self->request(owner.n->replica(s), std::chrono::seconds(30), replication::info_atom::value)
+        .receive(
+            [&](const replication::replica_info& i) {
+              n.first += i.batches;
+              n.second += i.batched_writes;
+            },
+            [&](caf::error& e) { failed = to_status(e); });
+    must(failed, "ask node 1's replica for its info");
+  }
+  return n;
+}
+
 // Through the owner replica (node 1) of the key's shard; fsyncs on every node.
 case_result replicated_case(cluster& c, std::uint64_t ops, std::uint64_t seed, failures& failed) {
   std::vector<database*> dbs;
   for (auto& p : c.nodes) dbs.push_back(p->db.get());
   node_process& owner = *c.nodes[0];
-  return counted_case(dbs, ops, seed, failed, [&] {
+  auto before = owner_batches(owner);
+  auto r = counted_case(dbs, ops, seed, failed, [&] {
     return scoped_put(*owner.sys,
                       [&owner](const std::string& key) { return owner.n->replica(owner.db->shard_of(key)); });
   });
+  auto after = owner_batches(owner);
+  r.writes_per_batch = static_cast<double>(after.second - before.second) /
+                       static_cast<double>(std::max<std::uint64_t>(1, after.first - before.first));
+  return r;
 }
 
 case_result raw_case(const std::string& path) {
@@ -328,19 +362,32 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return std::strtoull(argv[++i], nullptr, 10); };
-    if (a == "--dir" && i + 1 < argc) base = argv[++i];
-    else if (a == "--ops" && i + 1 < argc) ops = next();
-    else if (a == "--threads" && i + 1 < argc) thread_count = next();
-    else if (a == "--keys" && i + 1 < argc) key_space = next();
-    else if (a == "--value-bytes" && i + 1 < argc) value_bytes = next();
-    else if (a == "--shards" && i + 1 < argc) shard_count = next();
-    else if (a == "--rounds" && i + 1 < argc) rounds = next();
-    else if (a == "--warmup" && i + 1 < argc) warmup = next();
-    else if (a == "--port" && i + 1 < argc) port = next();
-    else if (a == "--request-timeout-ms" && i + 1 < argc) request_timeout = std::chrono::milliseconds(next());
-    else if (a == "--max-errors" && i + 1 < argc) max_errors = next();
-    else if (a == "--node-spin-polls" && i + 1 < argc) node_spin_polls = next();
-    else usage();
+    if (a == "--dir" && i + 1 < argc)
+      base = argv[++i];
+    else if (a == "--ops" && i + 1 < argc)
+      ops = next();
+    else if (a == "--threads" && i + 1 < argc)
+      thread_count = next();
+    else if (a == "--keys" && i + 1 < argc)
+      key_space = next();
+    else if (a == "--value-bytes" && i + 1 < argc)
+      value_bytes = next();
+    else if (a == "--shards" && i + 1 < argc)
+      shard_count = next();
+    else if (a == "--rounds" && i + 1 < argc)
+      rounds = next();
+    else if (a == "--warmup" && i + 1 < argc)
+      warmup = next();
+    else if (a == "--port" && i + 1 < argc)
+      port = next();
+    else if (a == "--request-timeout-ms" && i + 1 < argc)
+      request_timeout = std::chrono::milliseconds(next());
+    else if (a == "--max-errors" && i + 1 < argc)
+      max_errors = next();
+    else if (a == "--node-spin-polls" && i + 1 < argc)
+      node_spin_polls = next();
+    else
+      usage();
   }
   if (ops == 0 || thread_count == 0 || key_space == 0 || value_bytes < 16 || shard_count == 0 || rounds == 0 ||
       port == 0 || port > 65535 - 8)
@@ -357,8 +404,8 @@ int main(int argc, char** argv) {
   auto single = must(database::open(single_options), "open the single node");
   auto one = std::make_unique<cluster>(base + "/one", 1, static_cast<std::uint16_t>(port));
   auto three = std::make_unique<cluster>(base + "/three", 3, static_cast<std::uint16_t>(port + 1));
-  say("setup: {:.1f} s (3 nodes linked on ports {}-{}, node 1 elected owner of {} shard{})\n", since(t_setup),
-      port + 1, port + 3, shard_count, shard_count == 1 ? "" : "s");
+  say("setup: {:.1f} s (3 nodes linked on ports {}-{}, node 1 elected owner of {} shard{})\n", since(t_setup), port + 1,
+      port + 3, shard_count, shard_count == 1 ? "" : "s");
 
   struct named_case {
     std::string name;
@@ -414,8 +461,8 @@ int main(int argc, char** argv) {
     return median(v);
   };
   say("{} rounds in {:.1f} s; medians over the rounds:\n", rounds, run_s);
-  say("{:<26} {:>9} {:>7} {:>7} {:>5} {:>8}  {:<20} {}\n", "case", "writes/s", "p50 ms", "p99 ms", "cpu",
-      "cpu us/w", "log fsyncs/write", "failed");
+  say("{:<26} {:>9} {:>7} {:>7} {:>5} {:>8} {:>6}  {:<20} {}\n", "case", "writes/s", "p50 ms", "p99 ms", "cpu",
+      "cpu us/w", "batch", "log fsyncs/write", "failed");
   for (auto& cp : cases) {
     auto& c = *cp;
     bool raw = &c == cases[raw_i].get();
@@ -426,14 +473,18 @@ int main(int argc, char** argv) {
       fsyncs += fmt::format("{}{:.3f}", i ? " " : "", median(v));
     }
     auto or_dash = [raw](std::string s) { return raw ? std::string("-") : s; };
-    say("{:<26} {:>9.0f} {:>7.2f} {:>7} {:>5} {:>8}  {:<20} {}\n", c.name, med(c, &case_result::writes_per_s),
+    double batch = med(c, &case_result::writes_per_batch);
+    say("{:<26} {:>9.0f} {:>7.2f} {:>7} {:>5} {:>8} {:>6}  {:<20} {}\n", c.name, med(c, &case_result::writes_per_s),
         med(c, &case_result::p50_ms), or_dash(fmt::format("{:.2f}", med(c, &case_result::p99_ms))),
         or_dash(fmt::format("{:.0f}%", 100 * med(c, &case_result::cpu_busy))),
-        or_dash(fmt::format("{:.0f}", med(c, &case_result::cpu_us_write))), fsyncs, raw ? std::string("-")
-                    : fmt::format("{} (busy {}, ambiguous {}, other {})", c.failed.total(), c.failed.busy.load(),
-                                  c.failed.ambiguous.load(), c.failed.other.load()));
+        or_dash(fmt::format("{:.0f}", med(c, &case_result::cpu_us_write))),
+        batch > 0 ? fmt::format("{:.1f}", batch) : std::string("-"), fsyncs,
+        raw ? std::string("-")
+            : fmt::format("{} (busy {}, ambiguous {}, other {})", c.failed.total(), c.failed.busy.load(),
+                          c.failed.ambiguous.load(), c.failed.other.load()));
   }
-  say("(cpu: this process's CPU time over the case / (its wall time x {} cores), and per write; log fsyncs per\n"
+  say("(cpu: this process's CPU time over the case / (its wall time x {} cores), and per write; batch: the\n"
+      " writes in one batch the owner shipped to its peers, on average; log fsyncs per\n"
       " write for 3 nodes: node 1, the owner, then nodes 2 and 3; raw: the mean time of one write + sync as p50)\n",
       std::max(1u, std::thread::hardware_concurrency()));
   say("writes/s per round:\n");

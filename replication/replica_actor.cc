@@ -173,7 +173,8 @@ auto transfer_handlers(self_ptr self) {
                   auto& st = self->state;
                   rp.deliver(replica_info{st.config.node, static_cast<std::uint8_t>(st.now), st.ps.promised,
                                           st.ps.epoch, root, st.pulled_nodes, st.pulled_bytes, st.merged_entries,
-                                          st.ps.synced_ns, st.ps.settled_ns, st.absent()});
+                                          st.ps.synced_ns, st.ps.settled_ns, st.absent(), st.batches_shipped,
+                                          st.writes_shipped});
                 },
                 [rp](caf::error& e) mutable { rp.deliver(e); });
         return rp;

@@ -94,12 +94,16 @@ struct replica_info {
   std::uint64_t synced_ns = 0;
   std::uint64_t settled_ns = 0;
   bool absent = false;
+  // As owner since it started: batches of writes it shipped to its peers,
+  // and the writes in them (their ratio is the mean batch).
+  std::uint64_t batches = 0;
+  std::uint64_t batched_writes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
   return f(caf::meta::type_name("replica_info"), x.node, x.role, x.promised, x.epoch, x.root, x.pulled_nodes,
-           x.pulled_bytes, x.merged_entries, x.synced_ns, x.settled_ns, x.absent);
+           x.pulled_bytes, x.merged_entries, x.synced_ns, x.settled_ns, x.absent, x.batches, x.batched_writes);
 }
 
 using replica_actor =

@@ -64,6 +64,7 @@ struct replica_state {
   std::vector<pending_write> batch;
   std::size_t batch_bytes = 0;
   bool flush_queued = false;
+  std::uint64_t batches_shipped = 0, writes_shipped = 0;  // for info
   // Reads waiting for the next confirm round, and whether one is out.
   std::vector<queued_read> reads;
   bool confirming = false;

@@ -89,6 +89,8 @@ void release_key(self_ptr self, const std::string& key) {
 void ship_batch(self_ptr self) {
   auto& st = self->state;
   if (st.batch.empty()) return;
+  ++st.batches_shipped;
+  st.writes_shipped += st.batch.size();
   auto ops = std::make_shared<std::vector<stamped_op>>();
   auto dones = std::make_shared<std::vector<std::function<void(const status&)>>>();
   ops->reserve(st.batch.size());

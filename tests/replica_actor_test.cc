@@ -328,10 +328,11 @@ TEST_CASE("replica actors: writes waiting together reach each peer as one rwrite
   cluster c(3);
   REQUIRE(c.elect(1));
   auto before = c.links[0][1]->passed;  // node 1 -> node 2: rwrite rounds (no heartbeats here)
+  auto counted = c.info(1);
   // All sent before the owner takes any: 20 keys, then k0 again, which must
   // wait for its first write and so goes in a batch of its own.
   for (int i = 0; i < 20; ++i)
-    (*c.client)->send(c.node(1).replica, put_atom::value, "k" + std::to_string(i), std::string("v"), std::int64_t{0});
+    (*c.client)->send(c.node(1).replica, put_atom::value, fmt::format("k{}", i), std::string("v"), std::int64_t{0});
   (*c.client)->send(c.node(1).replica, put_atom::value, std::string("k0"), std::string("again"), std::int64_t{0});
   c.drain();
   int ok = 0;
@@ -340,6 +341,10 @@ TEST_CASE("replica actors: writes waiting together reach each peer as one rwrite
                          caf::after(std::chrono::seconds(1)) >> [] { FAIL("a put was not answered"); });
   CHECK(ok == 21);
   CHECK(c.links[0][1]->passed - before == 2);
+  // What info counts is what went out: two batches, 21 writes in them.
+  auto after = c.info(1);
+  CHECK(after.batches - counted.batches == 2);
+  CHECK(after.batched_writes - counted.batched_writes == 21);
   for (std::uint32_t id = 1; id <= 3; ++id) {
     CHECK(c.local(id, "k0") == "again");
     CHECK(c.local(id, "k19") == "v");
@@ -351,7 +356,7 @@ TEST_CASE("replica actors: writes still in the owner's batch when it steps down 
   REQUIRE(c.elect(1));
   auto before = c.links[0][1]->passed;
   for (int i = 0; i < 5; ++i)
-    (*c.client)->send(c.node(1).replica, put_atom::value, "b" + std::to_string(i), std::string("v"), std::int64_t{0});
+    (*c.client)->send(c.node(1).replica, put_atom::value, fmt::format("b{}", i), std::string("v"), std::int64_t{0});
   // A higher ballot's prepare, taken before the owner's flush: it steps down.
   (*c.client)->send(c.node(1).replica, prepare_atom::value, ballot{1000, 2});
   c.drain();
@@ -364,7 +369,7 @@ TEST_CASE("replica actors: writes still in the owner's batch when it steps down 
   CHECK(busy == 5);
   CHECK(c.links[0][1]->passed == before);  // no rwrite went out
   for (std::uint32_t id = 1; id <= 3; ++id)
-    for (int i = 0; i < 5; ++i) CHECK_FALSE(c.local(id, "b" + std::to_string(i)).has_value());
+    for (int i = 0; i < 5; ++i) CHECK_FALSE(c.local(id, fmt::format("b{}", i)).has_value());
 }
 
 TEST_CASE("replica actors: with one of three down writes still commit; with two down the owner steps down, ambiguous") {
