@@ -126,9 +126,11 @@ class shard {
   // Stages, as ONE log frame, each write whose stamp is above the stamp the
   // key holds now (staged writes included; an unstamped value or no value
   // holds the zero stamp); the others change nothing. Per write, whether it
-  // was taken. Writes of one call are judged in order. Bad input (a key or
-  // value over the limits, a zero stamp, a tombstone with no deadline)
-  // refuses the whole call and changes nothing.
+  // was taken. Writes of one call are judged in order. Keys of either space
+  // (the replica keeps its request records in the state space; it refuses
+  // state keys from clients). Bad input (a key or value over the limits, a
+  // zero stamp, a tombstone with no deadline) refuses the whole call and
+  // changes nothing.
   result<std::vector<bool>> apply_stamped(std::span<const stamped_write> writes);
   // Deletes (stages) up to `limit` keys whose deadline has passed, turning a
   // stamped value into its tombstone instead; how many.

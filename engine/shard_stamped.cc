@@ -25,7 +25,9 @@ result<std::vector<bool>> shard::apply_stamped(std::span<const stamped_write> wr
   std::map<std::string_view, stamp> pending;
   for (std::size_t i = 0; i < writes.size(); ++i) {
     const stamped_write& w = writes[i];
-    MAGNETITE_TRY(state_space::check_user_key(w.key));
+    // State keys too: the replica stamps its request records there
+    // (replication/request_record.h); it refuses them from clients.
+    MAGNETITE_TRY(limits::check_key_within(w.key, limits::max_user_key_bytes));
     if (w.stamp.epoch.counter == 0)
       return status::invalid_argument(fmt::format("stamped write {}: stamp {} has no epoch", i, to_string(w.stamp)));
     if (w.value) {

@@ -25,6 +25,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<promise_reply>("magnetite::replication::promise_reply");
   cfg.add_message_type<vote>("magnetite::replication::vote");
   cfg.add_message_type<replica_info>("magnetite::replication::replica_info");
+  cfg.add_message_type<request_id>("magnetite::replication::request_id");
 }
 
 core_options core_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys) {

@@ -1,5 +1,6 @@
 #include "replication/replica_actor.h"
 
+#include "engine/state_space.h"
 #include "replication/replica_internal.h"
 
 namespace magnetite::replication {
@@ -213,64 +214,170 @@ auto election_handlers(self_ptr self) {
       });
 }
 
+// A client's write, at most once: without a request id, `write(nullopt)` at
+// once. With one, after any earlier attempt of the same request was decided:
+// `applied()` if its record is in our tree (it took place), else
+// `write(record)`, the record to ship with the write. The record's key is
+// held from the look-up on, so a retry arriving meanwhile waits; `write` then
+// replicates the record or lets its key go (release_key).
+void at_most_once(self_ptr self, const std::optional<request_id>& rid, std::function<void(const status&)> refuse,
+                  std::function<void()> applied, std::function<void(std::optional<stamped_op>)> write) {
+  if (!rid) return write(std::nullopt);
+  auto key = request_record_key(*rid);
+  with_key(self, key, [=](bool go) {
+    if (!go) return refuse(not_owner(self));
+    auto v = view_of(self);
+    if (!v) return refuse(status::io_error("the shard is not serving", status_category::transient));
+    auto& st = self->state;
+    // A record we can see is of a decided batch of this term (a batch in
+    // flight holds its key), which a majority holds: we still own the shard.
+    auto found = v->get(key, st.config.clock());
+    if (!found) return refuse(found.error());
+    if (found->has_value()) return applied();
+    st.keys[key].writing = true;
+    auto expires = st.config.clock() + static_cast<std::uint64_t>(st.config.request_memory.count());
+    write(stamped_op{key, stamp{}, true, std::string(), true, expires});
+  });
+}
+
+// What a refused client request hears.
+template <class Promise>
+std::function<void(const status&)> refusal(Promise rp) {
+  return [rp](const status& s) mutable { rp.deliver(to_error(s)); };
+}
+
+// Lets a request record's key go when the write it guards was not shipped.
+void drop(self_ptr self, const std::optional<stamped_op>& record) {
+  if (record) release_key(self, record->key);
+}
+
+caf::result<ok_atom> client_put(self_ptr self, const std::string& key, const std::string& value, std::int64_t ttl_ns,
+                                std::optional<request_id> rid) {
+  if (auto s = state_space::check_user_key(key); !s) return to_error(s);
+  if (auto s = state_space::check_user_value(value); !s) return to_error(s);
+  auto rp = self->make_response_promise<ok_atom>();
+  at_most_once(
+      self, rid, refusal(rp), [rp]() mutable { rp.deliver(ok_atom::value); },
+      [self, rp, key, value, ttl_ns](std::optional<stamped_op> record) mutable {
+        with_key(self, key, [self, rp, key, value, ttl_ns, record](bool go) mutable {
+          if (!go) {
+            drop(self, record);
+            return (void)rp.deliver(to_error(not_owner(self)));
+          }
+          stamped_op op{key, stamp{}, true, value, ttl_ns > 0, 0};
+          if (ttl_ns > 0) op.deadline_ns = self->state.config.clock() + static_cast<std::uint64_t>(ttl_ns);
+          replicate(
+              self, std::move(op), [rp](const status& s) mutable { answer(rp, s, ok_atom::value); }, std::move(record));
+        });
+      });
+  return rp;
+}
+
+caf::result<ok_atom> client_del(self_ptr self, const std::string& key, std::optional<request_id> rid) {
+  if (auto s = state_space::check_user_key(key); !s) return to_error(s);
+  auto rp = self->make_response_promise<ok_atom>();
+  at_most_once(
+      self, rid, refusal(rp), [rp]() mutable { rp.deliver(ok_atom::value); },
+      [self, rp, key](std::optional<stamped_op> record) mutable {
+        with_key(self, key, [self, rp, key, record](bool go) mutable {
+          if (!go) {
+            drop(self, record);
+            return (void)rp.deliver(to_error(not_owner(self)));
+          }
+          auto& st = self->state;
+          auto purge = st.config.clock() + static_cast<std::uint64_t>(st.config.tombstone_retention.count());
+          replicate(
+              self, stamped_op{key, stamp{}, false, std::string(), true, purge},
+              [rp](const status& s) mutable { answer(rp, s, ok_atom::value); }, std::move(record));
+        });
+      });
+  return rp;
+}
+
+// The CAS itself, with the key held: a refusal is a read (confirmed, and it
+// writes no record: its retry is a new attempt); a swap is a write.
+void cas_held(self_ptr self, caf::typed_response_promise<bool, bool, std::string> rp, const std::string& key,
+              bool has_expected, const std::string& expected, bool has_desired, const std::string& desired,
+              std::int64_t ttl_ns, std::optional<stamped_op> record) {
+  auto v = view_of(self);
+  if (!v) {
+    drop(self, record);
+    return (void)rp.deliver(to_error(status::io_error("the shard is not serving", status_category::transient)));
+  }
+  auto current = v->get(key, self->state.config.clock());
+  if (!current) {
+    drop(self, record);
+    return (void)rp.deliver(to_error(current.error()));
+  }
+  bool matches = current->has_value() == has_expected && (!has_expected || **current == expected);
+  if (!matches) {
+    drop(self, record);
+    // A refusal is a read: it must hold at a moment we still owned the shard.
+    return confirm(self, [self, rp, current = *current](bool ok) mutable {
+      if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
+      rp.deliver(false, current.has_value(), current.value_or(std::string()));
+    });
+  }
+  auto& st = self->state;
+  stamped_op op{key, stamp{}, has_desired, has_desired ? desired : std::string(), false, 0};
+  if (!has_desired) {
+    op.has_deadline = true;
+    op.deadline_ns = st.config.clock() + static_cast<std::uint64_t>(st.config.tombstone_retention.count());
+  } else if (ttl_ns > 0) {
+    op.has_deadline = true;
+    op.deadline_ns = st.config.clock() + static_cast<std::uint64_t>(ttl_ns);
+  }
+  replicate(
+      self, std::move(op), [rp](const status& s) mutable { answer(rp, s, true, false, std::string()); },
+      std::move(record));
+}
+
+caf::result<bool, bool, std::string> client_cas(self_ptr self, const std::string& key, bool has_expected,
+                                                const std::string& expected, bool has_desired,
+                                                const std::string& desired, std::int64_t ttl_ns,
+                                                std::optional<request_id> rid) {
+  if (auto s = state_space::check_user_key(key); !s) return to_error(s);
+  for (const auto* v : {has_expected ? &expected : nullptr, has_desired ? &desired : nullptr})
+    if (v)
+      if (auto s = state_space::check_user_value(*v); !s) return to_error(s);
+  auto rp = self->make_response_promise<bool, bool, std::string>();
+  at_most_once(
+      self, rid, refusal(rp), [rp]() mutable { rp.deliver(true, false, std::string()); },
+      [=](std::optional<stamped_op> record) mutable {
+        with_key(self, key, [=](bool go) mutable {
+          if (!go) {
+            drop(self, record);
+            return (void)rp.deliver(to_error(not_owner(self)));
+          }
+          cas_held(self, rp, key, has_expected, expected, has_desired, desired, ttl_ns, std::move(record));
+        });
+      });
+  return rp;
+}
+
 // Clients: the owner only; writes of one key one at a time, shipped in
 // batches (rflush: every client message queued before it was taken).
 auto client_handlers(self_ptr self) {
   return std::make_tuple(
       [=](rflush_atom) { flush_batch(self); },
-      [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) -> caf::result<ok_atom> {
-        auto rp = self->make_response_promise<ok_atom>();
-        with_key(self, key, [self, rp, key, value, ttl_ns](bool go) mutable {
-          if (!go) return (void)rp.deliver(to_error(not_owner(self)));
-          stamped_op op{key, stamp{}, true, value, ttl_ns > 0, 0};
-          if (ttl_ns > 0) op.deadline_ns = self->state.config.clock() + static_cast<std::uint64_t>(ttl_ns);
-          replicate(self, std::move(op), [rp](const status& s) mutable { answer(rp, s, ok_atom::value); });
-        });
-        return rp;
+      [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) {
+        return client_put(self, key, value, ttl_ns, std::nullopt);
       },
-      [=](del_atom, const std::string& key) -> caf::result<ok_atom> {
-        auto rp = self->make_response_promise<ok_atom>();
-        with_key(self, key, [self, rp, key](bool go) mutable {
-          if (!go) return (void)rp.deliver(to_error(not_owner(self)));
-          auto& st = self->state;
-          auto purge = st.config.clock() + static_cast<std::uint64_t>(st.config.tombstone_retention.count());
-          replicate(self, stamped_op{key, stamp{}, false, std::string(), true, purge},
-                    [rp](const status& s) mutable { answer(rp, s, ok_atom::value); });
-        });
-        return rp;
+      [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns, const request_id& rid) {
+        return client_put(self, key, value, ttl_ns, rid);
+      },
+      [=](del_atom, const std::string& key) { return client_del(self, key, std::nullopt); },
+      [=](del_atom, const std::string& key, const request_id& rid) { return client_del(self, key, rid); },
+      [=](cas_atom, const std::string& key, bool has_expected, const std::string& expected, bool has_desired,
+          const std::string& desired, std::int64_t ttl_ns) {
+        return client_cas(self, key, has_expected, expected, has_desired, desired, ttl_ns, std::nullopt);
       },
       [=](cas_atom, const std::string& key, bool has_expected, const std::string& expected, bool has_desired,
-          const std::string& desired, std::int64_t ttl_ns) -> caf::result<bool, bool, std::string> {
-        auto rp = self->make_response_promise<bool, bool, std::string>();
-        with_key(self, key, [=](bool go) mutable {
-          if (!go) return (void)rp.deliver(to_error(not_owner(self)));
-          auto v = view_of(self);
-          if (!v)
-            return (void)rp.deliver(to_error(status::io_error("the shard is not serving", status_category::transient)));
-          auto current = v->get(key, self->state.config.clock());
-          if (!current) return (void)rp.deliver(to_error(current.error()));
-          bool matches = current->has_value() == has_expected && (!has_expected || **current == expected);
-          if (!matches) {
-            // A refusal is a read: it must hold at a moment we still owned the shard.
-            return confirm(self, [self, rp, current = *current](bool ok) mutable {
-              if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
-              rp.deliver(false, current.has_value(), current.value_or(std::string()));
-            });
-          }
-          auto& st = self->state;
-          stamped_op op{key, stamp{}, has_desired, has_desired ? desired : std::string(), false, 0};
-          if (!has_desired) {
-            op.has_deadline = true;
-            op.deadline_ns = st.config.clock() + static_cast<std::uint64_t>(st.config.tombstone_retention.count());
-          } else if (ttl_ns > 0) {
-            op.has_deadline = true;
-            op.deadline_ns = st.config.clock() + static_cast<std::uint64_t>(ttl_ns);
-          }
-          replicate(self, std::move(op), [rp](const status& s) mutable { answer(rp, s, true, false, std::string()); });
-        });
-        return rp;
+          const std::string& desired, std::int64_t ttl_ns, const request_id& rid) {
+        return client_cas(self, key, has_expected, expected, has_desired, desired, ttl_ns, rid);
       },
       [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
+        if (auto s = state_space::check_user_key(key); !s) return to_error(s);
         auto rp = self->make_response_promise<bool, std::string>();
         with_key(self, key, [self, rp, key](bool go) mutable {
           if (!go) return (void)rp.deliver(to_error(not_owner(self)));

@@ -97,6 +97,9 @@ struct replica_config {
   // A delete's purge comes this long after it; half of it is the long-absence
   // rule's horizon (the cluster file's tombstone_retention_s).
   std::chrono::nanoseconds tombstone_retention = std::chrono::hours(24);
+  // How long the record of a write with a request_id is kept
+  // (request_record.h): retries within it never apply a write twice.
+  std::chrono::nanoseconds request_memory = default_request_memory;
   // Failure detection, failover and anti-entropy run on a heartbeat timer
   // (the actor's scheduler clock); zero turns them all off, and elections
   // happen only on `elect` (the deterministic tests drive them so).

@@ -23,6 +23,9 @@
 //   (del, key)                           -> ok      a stamped tombstone, the same way
 //   (cas, key, has_expected, expected,
 //         has_desired, desired, ttl_ns)  -> (swapped, has_current, current)
+//   the same three with a request_id last: at most once (request_record.h):
+//   a retry of a write that took place answers ok (a CAS: swapped) and
+//   writes nothing; one still in flight is waited for first
 //   (get, key)                           -> (found, value)   linearizable: confirmed with a majority
 //   (elect)                              -> owns    campaign now; true when this replica owns the shard
 //
@@ -37,6 +40,7 @@
 #include "actors/caf_headers.h"  // before any other CAF header
 
 #include "actors/shard_interface.h"
+#include "replication/request_record.h"
 
 namespace magnetite::replication {
 
@@ -117,6 +121,10 @@ using replica_actor =
                      caf::replies_to<del_atom, std::string>::with<ok_atom>,
                      caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string,
                                      std::int64_t>::with<bool, bool, std::string>,
+                     caf::replies_to<put_atom, std::string, std::string, std::int64_t, request_id>::with<ok_atom>,
+                     caf::replies_to<del_atom, std::string, request_id>::with<ok_atom>,
+                     caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t,
+                                     request_id>::with<bool, bool, std::string>,
                      caf::replies_to<get_atom, std::string>::with<bool, std::string>,
                      caf::replies_to<elect_atom>::with<bool>, caf::replies_to<probe_atom>::with<bool>,
                      caf::reacts_to<beat_atom, std::uint64_t>, caf::reacts_to<rflush_atom>,

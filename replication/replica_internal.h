@@ -33,9 +33,11 @@ struct key_queue {
   std::deque<std::function<void(bool)>> waiting;
 };
 
-// A write the owner stamped, waiting in its batch to be shipped.
+// A write the owner stamped, waiting in its batch to be shipped; with its
+// request record (request_record.h), which goes in the same batch.
 struct pending_write {
   stamped_op op;
+  std::optional<stamped_op> record;
   std::function<void(const status&)> done;
 };
 // A batch goes out at once when it holds this many writes or bytes of keys
@@ -201,8 +203,13 @@ status deposed(std::string_view what);
 // The owner's side (replica_owner.cc).
 void step_down(self_ptr self);
 void with_key(self_ptr self, const std::string& key, std::function<void(bool)> fn);
+// Lets the next request waiting on key go (a hold taken without a write).
+void release_key(self_ptr self, const std::string& key);
 bool counted(self_ptr self, const vote& v, const ballot& epoch);
-void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done);
+// `record`: the request record of a write that carries a request_id; it
+// holds its key until the batch is decided, and is stamped after op.
+void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done,
+               std::optional<stamped_op> record = std::nullopt);
 void flush_batch(self_ptr self);
 void confirm(self_ptr self, std::function<void(bool)> done);
 

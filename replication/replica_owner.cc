@@ -63,8 +63,6 @@ bool counted(self_ptr self, const vote& v, const ballot& epoch) {
   return v.accepted;
 }
 
-namespace {
-
 void release_key(self_ptr self, const std::string& key) {
   auto& st = self->state;
   auto it = st.keys.find(key);
@@ -79,6 +77,8 @@ void release_key(self_ptr self, const std::string& key) {
   }
   if (!it->second.writing && it->second.waiting.empty()) st.keys.erase(it);
 }
+
+namespace {
 
 // Ships the writes waiting in the batch: ONE stamped apply to our shard and
 // ONE rwrite round to the peers, for all of them; each write's `done` hears
@@ -97,6 +97,7 @@ void ship_batch(self_ptr self) {
   dones->reserve(st.batch.size());
   for (auto& w : st.batch) {
     ops->push_back(std::move(w.op));
+    if (w.record) ops->push_back(std::move(*w.record));
     dones->push_back(std::move(w.done));
   }
   st.batch.clear();
@@ -155,12 +156,19 @@ void ship_batch(self_ptr self) {
 // flush we send ourselves queues behind them), so the writes of clients
 // waiting together share one message to each peer and one log frame at each
 // replica; or at once when it is full.
-void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done) {
+void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done,
+               std::optional<stamped_op> record) {
   auto& st = self->state;
   st.keys[op.key].writing = true;
   op.stamp = stamp{st.epoch, st.next_seq++};
   st.batch_bytes += op.key.size() + op.value.size();
-  st.batch.push_back({std::move(op), std::move(done)});
+  if (record) {
+    st.keys[record->key].writing = true;
+    record->stamp = stamp{st.epoch, st.next_seq++};
+    record->value = request_record_value(record->stamp.seq);
+    st.batch_bytes += record->key.size() + record->value.size();
+  }
+  st.batch.push_back({std::move(op), std::move(record), std::move(done)});
   if (st.batch.size() >= max_batch_writes || st.batch_bytes >= max_batch_bytes) return ship_batch(self);
   if (st.flush_queued) return;
   st.flush_queued = true;

@@ -12,6 +12,7 @@
 #include <random>
 
 #include "core/fault_env.h"
+#include "core/limits.h"
 #include "engine/keyspace.h"
 #include "replication/replica_actor.h"
 #include "tests/support/register_checker.h"
@@ -212,8 +213,12 @@ struct cluster {
     return owns;
   }
 
-  status put(std::uint32_t id, const std::string& k, const std::string& v) {
-    (*client)->send(node(id).replica, put_atom::value, k, v, std::int64_t{0});
+  // With a request id, as the cluster client sends them (at most once).
+  status put(std::uint32_t id, const std::string& k, const std::string& v, std::optional<request_id> rid = {}) {
+    if (rid)
+      (*client)->send(node(id).replica, put_atom::value, k, v, std::int64_t{0}, *rid);
+    else
+      (*client)->send(node(id).replica, put_atom::value, k, v, std::int64_t{0});
     drain();
     status out = status::io_error("no answer");
     (*client)->receive([&](ok_atom) { out = status::ok(); }, [&](caf::error& e) { out = to_status(e); },
@@ -221,8 +226,11 @@ struct cluster {
     return out;
   }
 
-  status del(std::uint32_t id, const std::string& k) {
-    (*client)->send(node(id).replica, del_atom::value, k);
+  status del(std::uint32_t id, const std::string& k, std::optional<request_id> rid = {}) {
+    if (rid)
+      (*client)->send(node(id).replica, del_atom::value, k, *rid);
+    else
+      (*client)->send(node(id).replica, del_atom::value, k);
     drain();
     status out = status::io_error("no answer");
     (*client)->receive([&](ok_atom) { out = status::ok(); }, [&](caf::error& e) { out = to_status(e); },
@@ -245,9 +253,14 @@ struct cluster {
   // (swapped, current) or the error.
   result<std::pair<bool, std::optional<std::string>>> cas(std::uint32_t id, const std::string& k,
                                                           std::optional<std::string> expected,
-                                                          std::optional<std::string> desired) {
-    (*client)->send(node(id).replica, cas_atom::value, k, expected.has_value(), expected.value_or(""),
-                    desired.has_value(), desired.value_or(""), std::int64_t{0});
+                                                          std::optional<std::string> desired,
+                                                          std::optional<request_id> rid = {}) {
+    if (rid)
+      (*client)->send(node(id).replica, cas_atom::value, k, expected.has_value(), expected.value_or(""),
+                      desired.has_value(), desired.value_or(""), std::int64_t{0}, *rid);
+    else
+      (*client)->send(node(id).replica, cas_atom::value, k, expected.has_value(), expected.value_or(""),
+                      desired.has_value(), desired.value_or(""), std::int64_t{0});
     drain();
     result<std::pair<bool, std::optional<std::string>>> out = status::io_error("no answer");
     (*client)->receive(
@@ -349,6 +362,85 @@ TEST_CASE("replica actors: writes waiting together reach each peer as one rwrite
     CHECK(c.local(id, "k0") == "again");
     CHECK(c.local(id, "k19") == "v");
   }
+}
+
+TEST_CASE("replica actors: a write retried with its request id is applied once, and answered as it was") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  request_id first{hash128{7, 7}, 1}, second{hash128{7, 7}, 2}, gone{hash128{7, 7}, 3};
+  CHECK(c.put(1, "k", "a", first).is_ok());
+  CHECK(c.put(1, "k", "b").is_ok());
+  // The retry of a put that took place: ok, and the later write stays.
+  CHECK(c.put(1, "k", "a", first).is_ok());
+  for (std::uint32_t id = 1; id <= 3; ++id) CHECK(c.local(id, "k") == "b");
+  // A CAS that took place answers swapped on its retry, not "found 1".
+  auto swapped = c.cas(1, "n", std::nullopt, std::string("1"), second).value();
+  CHECK(swapped.first);
+  auto retried = c.cas(1, "n", std::nullopt, std::string("1"), second).value();
+  CHECK(retried.first);
+  CHECK(c.get(1, "n").value() == std::optional<std::string>("1"));
+  // A refused CAS leaves no record: its retry is a new attempt, and may swap.
+  auto refused = c.cas(1, "m", std::string("x"), std::string("y"), gone).value();
+  CHECK_FALSE(refused.first);
+  CHECK(c.put(1, "m", "x").is_ok());
+  CHECK(c.cas(1, "m", std::string("x"), std::string("y"), gone).value().first);
+  CHECK(c.get(1, "m").value() == std::optional<std::string>("y"));
+  // A delete's retry does not delete what came after it.
+  request_id third{hash128{7, 7}, 4};
+  CHECK(c.del(1, "k", third).is_ok());
+  CHECK(c.put(1, "k", "c").is_ok());
+  CHECK(c.del(1, "k", third).is_ok());
+  CHECK(c.get(1, "k").value() == std::optional<std::string>("c"));
+}
+
+TEST_CASE("replica actors: a retry that arrives while its first attempt is in flight waits for it, writes nothing") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  request_id rid{hash128{1, 2}, 9};
+  auto counted = c.info(1);
+  // All queued before the owner takes any. The first attempt waits for the
+  // key behind "z" (so its record is not yet being written when the retry
+  // comes); the retry comes after another client's write of the same key,
+  // which it must not undo.
+  (*c.client)->send(c.node(1).replica, put_atom::value, std::string("k"), std::string("z"), std::int64_t{0});
+  (*c.client)->send(c.node(1).replica, put_atom::value, std::string("k"), std::string("a"), std::int64_t{0}, rid);
+  (*c.client)->send(c.node(1).replica, put_atom::value, std::string("k"), std::string("b"), std::int64_t{0});
+  (*c.client)->send(c.node(1).replica, put_atom::value, std::string("k"), std::string("a"), std::int64_t{0}, rid);
+  c.drain();
+  int ok = 0;
+  for (int i = 0; i < 4; ++i)
+    (*c.client)->receive([&](ok_atom) { ++ok; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
+                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("a put was not answered"); });
+  CHECK(ok == 4);
+  CHECK(c.info(1).batched_writes - counted.batched_writes == 3);
+  for (std::uint32_t id = 1; id <= 3; ++id) CHECK(c.local(id, "k") == "b");
+}
+
+TEST_CASE("replica actors: after a failover the new owner knows the writes that took place by their request ids") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  request_id rid{hash128{3, 4}, 1};
+  CHECK(c.put(1, "k", "a", rid).is_ok());
+  CHECK(c.put(1, "k", "b").is_ok());
+  c.down(1);
+  REQUIRE(c.elect(2));
+  CHECK(c.put(2, "k", "a", rid).is_ok());
+  CHECK(c.get(2, "k").value() == std::optional<std::string>("b"));
+  // The record expires after the request memory (10 minutes by default);
+  // until then it is a state-space key, which plain reads cannot see.
+  CHECK(c.get(2, std::string("\xff\xff", 2) + "i").error().code() == status_code::invalid_argument);
+}
+
+TEST_CASE("replica actors: bad keys and values are refused before anything is queued") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  CHECK(c.put(1, "", "v").code() == status_code::invalid_argument);
+  CHECK(c.put(1, std::string("\xff\xff", 2) + "x", "v").code() == status_code::invalid_argument);
+  CHECK(c.put(1, std::string(limits::max_user_key_bytes + 1, 'k'), "v").code() == status_code::invalid_argument);
+  CHECK(c.put(1, "k", std::string(limits::max_user_value_bytes + 1, 'v')).code() == status_code::invalid_argument);
+  CHECK(c.del(1, "").code() == status_code::invalid_argument);
+  CHECK(c.cas(1, "", std::nullopt, std::string("v")).error().code() == status_code::invalid_argument);
+  CHECK(c.info(1).batched_writes == 0);
 }
 
 TEST_CASE("replica actors: writes still in the owner's batch when it steps down are refused busy and written nowhere") {

@@ -214,11 +214,15 @@ TEST_CASE("stamped: bad input refuses the whole call and changes nothing") {
   refused({put("", st(2, 1, 1), "v")}, "empty");
   refused({put(std::string(limits::max_user_key_bytes + 1, 'k'), st(2, 1, 1), "v")}, "key");
   refused({put("k", st(2, 1, 1), std::string(limits::max_user_value_bytes + 1, 'v'))}, "value");
-  refused({put(std::string(state_space::prefix) + "x", st(2, 1, 1), "v")}, "reserved");
   REQUIRE(s->commit_group().is_ok());
   CHECK(s->view()->sequence() == before);
   CHECK(must(s->get("k")) == "v");
   CHECK(s->failure().is_ok());
+  // A state key is taken (the replica's request records live there).
+  std::string record = std::string(state_space::prefix) + "i";
+  CHECK(apply(*s, {put(record, st(2, 1, 1), "r")}) == std::vector<bool>{true});
+  REQUIRE(s->commit_group().is_ok());
+  CHECK(s->view()->sequence() > before);
 }
 
 TEST_CASE("stamped: what was durable survives a power cut with its stamps; the promise state with it") {
