@@ -7,9 +7,8 @@
 #include <mutex>
 #include <thread>
 
-#include <xxhash.h>
-
 #include "core/limits.h"
+#include "core/shard_routing.h"
 #include "engine/data_directory.h"
 #include "engine/database_options.h"
 #include "engine/keyspace.h"
@@ -108,7 +107,7 @@ database_core::~database_core() {
 }
 
 std::size_t database_core::shard_of(std::string_view routing_key) const noexcept {
-  return static_cast<std::size_t>(XXH3_64bits(routing_key.data(), routing_key.size()) % slots_.size());
+  return shard_for(routing_key, slots_.size());
 }
 
 result<std::optional<std::size_t>> database_core::recorded_shards(const std::string& dir, env* fs) {

@@ -22,6 +22,7 @@
 #include "actors/caf_headers.h"  // before any other CAF header
 
 #include "core/env.h"
+#include "magnetite/cluster_client.h"
 #include "replication/node.h"
 #include "tests/support/magnetite_process.h"
 #include "tests/support/poll.h"
@@ -56,9 +57,10 @@ struct serve_cluster {
 
   // `settings`: cluster-file lines before the nodes.
   explicit serve_cluster(const std::string& name, const std::string& settings = "") {
-    std::string text = fmt::format("cluster {}\nshards 2\n{}node 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
-                                   "node 3 127.0.0.1 {}\n",
-                                   name, settings, base, base + 1, base + 2);
+    std::string text = fmt::format(
+        "cluster {}\nshards 2\n{}node 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
+        "node 3 127.0.0.1 {}\n",
+        name, settings, base, base + 1, base + 2);
     std::ofstream(cluster_path) << text;
     cluster = must(cluster_file::parse(text));
     for (std::uint32_t id = 1; id <= 3; ++id) pids.push_back(start(id, fmt::format("out{}", id)));
@@ -100,8 +102,9 @@ struct serve_cluster {
     auto node = sys->middleman().remote_actor<node_actor>("127.0.0.1", base + id - 1);
     if (!node) return std::nullopt;
     std::vector<caf::actor> out;
-    (*client)->request(*node, std::chrono::seconds(10), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
-                       protocol_version)
+    (*client)
+        ->request(*node, std::chrono::seconds(10), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
+                  protocol_version)
         .receive([&](const std::vector<caf::actor>& r) { out = r; }, [&](caf::error&) {});
     if (out.size() != 2) return std::nullopt;
     return caf::actor_cast<replica_actor>(out[0]);
@@ -120,7 +123,8 @@ struct serve_cluster {
 
   std::optional<replica_info> info_of(std::uint32_t id) {
     std::optional<replica_info> out;
-    (*client)->request(replicas[id], std::chrono::seconds(10), info_atom::value)
+    (*client)
+        ->request(replicas[id], std::chrono::seconds(10), info_atom::value)
         .receive([&](const replica_info& i) { out = i; }, [&](caf::error&) {});
     return out;
   }
@@ -155,21 +159,24 @@ struct serve_cluster {
 
   status put(std::uint32_t id, const std::string& k, const std::string& v) {
     status out = status::io_error("no answer");
-    (*client)->request(replicas[id], std::chrono::seconds(5), put_atom::value, k, v, std::int64_t{0})
+    (*client)
+        ->request(replicas[id], std::chrono::seconds(5), put_atom::value, k, v, std::int64_t{0})
         .receive([&](ok_atom) { out = status::ok(); }, [&](caf::error& e) { out = to_status(e); });
     return out;
   }
 
   status del(std::uint32_t id, const std::string& k) {
     status out = status::io_error("no answer");
-    (*client)->request(replicas[id], std::chrono::seconds(5), del_atom::value, k)
+    (*client)
+        ->request(replicas[id], std::chrono::seconds(5), del_atom::value, k)
         .receive([&](ok_atom) { out = status::ok(); }, [&](caf::error& e) { out = to_status(e); });
     return out;
   }
 
   result<std::optional<std::string>> get(std::uint32_t id, const std::string& k) {
     result<std::optional<std::string>> out = status::io_error("no answer");
-    (*client)->request(replicas[id], std::chrono::seconds(10), get_atom::value, k)
+    (*client)
+        ->request(replicas[id], std::chrono::seconds(10), get_atom::value, k)
         .receive([&](bool found, const std::string& v) { out = found ? std::optional<std::string>(v) : std::nullopt; },
                  [&](caf::error& e) { out = to_status(e); });
     return out;
@@ -187,11 +194,16 @@ struct serve_cluster {
   }
 };
 
-TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another takes over unasked with every "
-          "acknowledged write; restarted, the killed node catches up") {
+TEST_CASE(
+    "cluster processes: the owner is SIGKILLed during writes; another takes over unasked with every "
+    "acknowledged write; restarted, the killed node catches up") {
   serve_cluster c("killtest");
   std::optional<std::uint32_t> first;
-  REQUIRE(testing::poll_until([&] { return (first = c.owner_among({1, 2, 3})).has_value(); }, std::chrono::seconds(60)));
+  REQUIRE(testing::poll_until(
+      [&] {
+        return (first = c.owner_among({1, 2, 3})).has_value();
+      },
+      std::chrono::seconds(60)));
   MESSAGE("node " << *first << " was elected owner of shard 0 unasked");
 
   // Writes one after another; a thread SIGKILLs the owner at a random moment
@@ -250,8 +262,9 @@ TEST_CASE("cluster processes: the owner is SIGKILLed during writes; another take
   c.stop();
 }
 
-TEST_CASE("cluster processes: a node SIGKILLed and kept down past the tombstone retention comes back absent, "
-          "adopts a peer's tree, and does not bring back a key deleted and purged meanwhile") {
+TEST_CASE(
+    "cluster processes: a node SIGKILLed and kept down past the tombstone retention comes back absent, "
+    "adopts a peer's tree, and does not bring back a key deleted and purged meanwhile") {
   // Retention 10 s: a replica is absent 5 s after its last sync; anti-entropy
   // syncs each about once a second.
   serve_cluster c("absence", "tombstone_retention_s 10\n");
@@ -290,12 +303,13 @@ TEST_CASE("cluster processes: a node SIGKILLed and kept down past the tombstone 
   c.stop();
 }
 
-TEST_CASE("magnetite cluster-demo: failover after SIGKILL loses nothing acknowledged, and the killed node catches "
-          "up by delta") {
+TEST_CASE(
+    "magnetite cluster-demo: failover after SIGKILL loses nothing acknowledged, and the killed node catches "
+    "up by delta") {
   testing::temp_dir dir("cluster-demo");
   std::string out = dir / "out";
-  pid_t pid = testing::spawn_magnetite(
-      {"cluster-demo", "--dir", dir / "nodes", "--keys", "300", "--missed", "100"}, out);
+  pid_t pid =
+      testing::spawn_magnetite({"cluster-demo", "--dir", dir / "nodes", "--keys", "300", "--missed", "100"}, out);
   int wstatus = 0;
   ::waitpid(pid, &wstatus, 0);
   std::string text = slurp(out);
@@ -310,4 +324,57 @@ TEST_CASE("magnetite cluster-demo: failover after SIGKILL loses nothing acknowle
   pid = testing::spawn_magnetite({"cluster-demo", "--dir", dir / "nodes"}, "/dev/null");
   ::waitpid(pid, &wstatus, 0);
   CHECK((WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 2));
+}
+
+TEST_CASE("cluster processes: a cluster client's CAS increments survive SIGKILL of the owner, each exactly once") {
+  serve_cluster c("once");
+  REQUIRE(testing::poll_until([&] { return c.owner_among({1, 2, 3}).has_value(); }, std::chrono::seconds(60)));
+  cluster_client_options o;
+  o.cluster_file = c.cluster_path;
+  o.call_timeout = std::chrono::seconds(60);  // a failover takes a few heartbeats
+  o.attempt_timeout = std::chrono::milliseconds(1000);
+  auto client = must(cluster_client::connect(o));
+  // Four counters on shard 0 (the one owner_among watches), one a thread:
+  // read, then CAS n -> n + 1. A CAS applied but answered "refused" (or
+  // applied twice) would leave a counter above its thread's count.
+  std::vector<std::string> counters;
+  for (int i = 0; counters.size() < 4; ++i)
+    if (client->shard_of(fmt::format("counter{}", i)) == 0) counters.push_back(fmt::format("counter{}", i));
+  constexpr int per_thread = 60;
+  std::vector<int> swapped(counters.size(), 0);
+  std::vector<std::string> failed(counters.size());
+  std::atomic<int> total{0};
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < counters.size(); ++t)
+    threads.emplace_back([&, t] {
+      while (swapped[t] < per_thread) {
+        auto now = client->get(counters[t]);
+        if (!now) return (void)(failed[t] = now.error().to_string());
+        int n = now->has_value() ? std::stoi(**now) : 0;
+        auto next = std::to_string(n + 1);
+        auto out = n == 0 ? client->cas(counters[t], std::nullopt, std::string_view(next))
+                          : client->cas(counters[t], std::string_view(**now), std::string_view(next));
+        if (!out) return (void)(failed[t] = out.error().to_string());
+        if (out->swapped) {
+          ++swapped[t];
+          ++total;
+        }
+      }
+    });
+  // SIGKILL the owner of shard 0 once some increments are in.
+  std::mt19937_64 rng(doctest::getContextOptions()->rand_seed);
+  int kill_after = 20 + static_cast<int>(rng() % 60);
+  while (total.load() < kill_after) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+  auto owner = c.owner_among({1, 2, 3});
+  REQUIRE(owner);
+  ::kill(c.pids[*owner - 1], SIGKILL);
+  for (auto& th : threads) th.join();
+  for (const auto& f : failed) CHECK(f == "");
+  for (std::size_t t = 0; t < counters.size(); ++t)
+    CHECK(client->get(counters[t]).value() == std::optional<std::string>(std::to_string(swapped[t])));
+  CHECK(client->owner_of(0) != *owner);
+  CHECK(client->retries() >= 1);
+  MESSAGE("node " << *owner << " killed after " << kill_after << " increments; " << client->retries()
+                  << " calls retried");
 }
