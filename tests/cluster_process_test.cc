@@ -22,6 +22,7 @@
 #include "actors/caf_headers.h"  // before any other CAF header
 
 #include "core/env.h"
+#include "core/shard_routing.h"
 #include "magnetite/cluster_client.h"
 #include "replication/node.h"
 #include "tests/support/magnetite_process.h"
@@ -377,4 +378,52 @@ TEST_CASE("cluster processes: a cluster client's CAS increments survive SIGKILL 
   CHECK(client->retries() >= 1);
   MESSAGE("node " << *owner << " killed after " << kill_after << " increments; " << client->retries()
                   << " calls retried");
+}
+
+namespace {
+
+// `magnetite args...` to its end: exit code and output.
+std::pair<int, std::string> run_tool(const std::vector<std::string>& args, const std::string& out) {
+  pid_t pid = testing::spawn_magnetite(args, out);
+  int wstatus = 0;
+  ::waitpid(pid, &wstatus, 0);
+  return {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, slurp(out)};
+}
+
+}  // namespace
+
+TEST_CASE("cluster processes: the magnetite tool puts, gets and deletes through a cluster file") {
+  serve_cluster c("tool");
+  REQUIRE(testing::poll_until([&] { return c.owner_among({1, 2, 3}).has_value(); }, std::chrono::seconds(60)));
+  std::string out = c.dir / "tool-out";
+  // Keys of both shards: the tool finds each one's owner.
+  for (int i = 0; i < 4; ++i) {
+    auto k = fmt::format("key{}", i);
+    CHECK(run_tool({"put", k, "v" + k, "--cluster", c.cluster_path}, out).first == 0);
+  }
+  for (int i = 0; i < 4; ++i) {
+    auto k = fmt::format("key{}", i);
+    auto got = run_tool({"get", k, "--cluster", c.cluster_path}, out);
+    CHECK(got.first == 0);
+    CHECK(got.second == "v" + k + "\n");
+  }
+  // Shard 0's owner (the one this fixture watches) holds its keys.
+  std::string on0;
+  for (int i = 0; i < 4 && on0.empty(); ++i)
+    if (shard_for(fmt::format("key{}", i), c.cluster.shards) == 0) on0 = fmt::format("key{}", i);
+  REQUIRE_FALSE(on0.empty());
+  auto owner = c.owner_among({1, 2, 3});
+  REQUIRE(owner);
+  CHECK(c.get(*owner, on0).value() == std::optional<std::string>("v" + on0));
+  CHECK(run_tool({"del", on0, "--cluster", c.cluster_path}, out).first == 0);
+  CHECK_FALSE(c.get(*owner, on0).value().has_value());
+  auto gone = run_tool({"get", on0, "--cluster", c.cluster_path}, out);
+  CHECK(gone.first == 1);
+  CHECK(gone.second == "not found\n");
+  // Bad input and a missing file: a clear error, exit 2.
+  auto bad = run_tool({"put", "", "v", "--cluster", c.cluster_path}, out);
+  CHECK(bad.first == 2);
+  auto missing = run_tool({"get", "k", "--cluster", c.dir / "nope"}, out);
+  CHECK(missing.first == 2);
+  CHECK(missing.second.find(c.dir / "nope") != std::string::npos);
 }

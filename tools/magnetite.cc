@@ -33,6 +33,7 @@
 #include "actors/database_core.h"
 #include "core/limits.h"
 #include "engine/state_space.h"
+#include "magnetite/cluster_client.h"
 #include "tools/bench_command.h"
 #include "tools/cli_text.h"
 #include "tools/cluster_demo.h"
@@ -151,6 +152,14 @@ void declare(CLI::App& app, command_line& c) {
   c.get->add_option("KEY", c.key)->required();
   c.del = app.add_subcommand("del", "delete KEY, durably");
   c.del->add_option("KEY", c.key)->required();
+  // The same three on a replicated cluster, through its owners, instead of
+  // a data directory (include/magnetite/cluster_client.h).
+  for (CLI::App* command : {c.put, c.get, c.del}) {
+    command->add_option("--cluster", c.cluster, "a cluster file: go through the cluster's owners, not --data");
+    command->add_option("--tls-cert", c.tls.certificate, "with --cluster and `tls on`: this client's certificate");
+    command->add_option("--tls-key", c.tls.key, "with --cluster and `tls on`: its key");
+    command->add_option("--tls-ca", c.tls.ca, "with --cluster and `tls on`: the cluster's CA certificate");
+  }
   c.scan = app.add_subcommand("scan", "print live entries as key<TAB>value in key order, escaped");
   c.scan->add_option("--from", c.from, "first key (inclusive)");
   c.scan->add_option("--to", c.to, "end key (exclusive)");
@@ -454,6 +463,29 @@ void gc(database& db, const command_line& c) {
     fmt::print("dropped {} damaged lines of CHECKPOINTS\n", report.damaged_checkpoints_dropped);
 }
 
+// put, get or del through a cluster's owners (--cluster).
+int cluster_call(const command_line& c, std::optional<std::chrono::nanoseconds> ttl) {
+  cluster_client_options o;
+  o.cluster_file = c.cluster;
+  o.tls_certificate = c.tls.certificate;
+  o.tls_key = c.tls.key;
+  o.tls_ca = c.tls.ca;
+  auto client = must(cluster_client::connect(o));
+  if (*c.put) {
+    if (auto s = client->put(c.key, c.value, ttl); !s) die(s);
+  } else if (*c.get) {
+    auto v = must(client->get(c.key));
+    if (!v) {
+      fmt::print(stderr, "not found\n");
+      return 1;
+    }
+    fmt::print("{}\n", *v);
+  } else if (*c.del) {
+    if (auto s = client->del(c.key); !s) die(s);
+  }
+  return 0;
+}
+
 // The command's exit code; failures are thrown.
 int execute(const command_line& c) {
   if (*c.verify) return verify(c);
@@ -475,6 +507,7 @@ int execute(const command_line& c) {
     if (auto s = state_space::check_user_value(c.value); !s) die(s);
     if (!c.ttl.empty()) ttl = must(parse_duration(c.ttl));
   }
+  if (!c.cluster.empty()) return cluster_call(c, ttl);
   shard_options so;
   if (*c.load && c.no_sync) so.fsync = wal::fsync_policy::interval;
   bool creates = *c.put || *c.del || *c.load;
