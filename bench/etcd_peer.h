@@ -37,13 +37,14 @@
 
 namespace magnetite::bench::etcd {
 
+inline bool executable(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec) && ::access(path.c_str(), X_OK) == 0;
+}
+
 // The etcd binary: the first `etcd` on PATH, else Debian's /usr/bin/etcd;
 // none when neither is an executable file.
 inline std::optional<std::string> find_binary() {
-  auto executable = [](const std::string& p) {
-    std::error_code ec;
-    return std::filesystem::is_regular_file(p, ec) && ::access(p.c_str(), X_OK) == 0;
-  };
   if (const char* path = std::getenv("PATH")) {
     std::string_view rest = path;
     while (true) {
