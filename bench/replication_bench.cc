@@ -1,11 +1,13 @@
 // replication_bench: replicated durable writes (issue 8): writes/s and the
 // latency of one write through the owner of a 3-node cluster on loopback,
-// beside the same writes on a single node without replication, in one run.
+// beside the same writes on a single node without replication and on a
+// three-member etcd cluster (issue 22), in one run.
 //
 //   replication_bench [--dir D] [--ops N] [--threads T] [--keys K]
 //                     [--value-bytes B] [--shards S] [--rounds R]
 //                     [--warmup N] [--port P] [--request-timeout-ms MS]
 //                     [--max-errors E] [--node-spin-polls N]
+//                     [--etcd PATH|none]
 //
 // Every case but the raw one takes N writes (20 000 by default) from T client
 // threads (32), N / T each, one at a time per thread; keys are 16 bytes, drawn
@@ -34,19 +36,39 @@
 //                  nodes 2 and 3 over TCP. The clients live in node 1's actor
 //                  system, so a client's request crosses no socket: the case
 //                  adds replication only, not a client's network hop;
+//   etcd, 3 members  the same keys and values put into etcd (Debian's
+//                  etcd-server, 3.4): three `etcd` child processes, a static
+//                  cluster on 127.0.0.1 with etcd's default durability (its
+//                  WAL fdatasync'd before an answer) and its own data under
+//                  D. Each client thread has its own keep-alive HTTP/1.1
+//                  connection to the leader's HTTP/JSON gateway and sends
+//                  POST /v3/kv/put (etcd_peer.h): a client that needs no
+//                  library, but whose JSON, and the gateway's hop into etcd's
+//                  gRPC server, etcd pays for in CPU and latency, as it pays
+//                  for the loopback socket a client of node 1 does not cross.
+//                  Every write goes to the leader (as it was when the cluster
+//                  became ready), as every write of the 3-node case goes to
+//                  the owner: none pays a follower's forwarding hop. etcd is
+//                  found on PATH, else at /usr/bin/etcd, or given by --etcd;
+//                  without it (or with --etcd none) the row is skipped, said
+//                  in one line, and the other cases run as ever;
 //   raw fdatasync  the physical limit of one sync per write: ONE thread
 //                  writing 116-byte records into a preallocated file,
 //                  fdatasync after each (bench_support.h), for 1 s.
 // The three nodes share this machine's cores and its one disk: every write
 // goes into three logs on the same device, and three nodes' actors run on the
-// same cores as the 32 clients. Separate machines would not pay that.
+// same cores as the 32 clients. Separate machines would not pay that; nor
+// would etcd's three members, which pay it here alike.
 //
 // The cases run R rounds (3), in a rotated order each round; the report is the
 // median over rounds per case: writes/s, p50 and p99 latency, the process's
-// CPU time (getrusage, every thread) as a share of the cores and per write,
-// the writes in one batch the owner shipped, on average (replica_info), and
-// the log fdatasyncs per acknowledged write on each node; then the ratios
-// 3 nodes / single node and the steps between, of the medians and per round.
+// CPU time (getrusage, every thread) as a share of the cores and per write
+// (for etcd, plus its members' from /proc/<pid>/stat: they are other
+// processes), the writes in one batch the owner shipped, on average
+// (replica_info), and the log fdatasyncs per acknowledged write on each node
+// (etcd's members: their WAL's, from etcd's own /metrics); then the ratios
+// 3 nodes / single node and the steps between, and 3 nodes / etcd (issue 22
+// asks for 5x at 32 clients), of the medians and per round.
 // After the rounds the three nodes must hold the same roots (every write
 // reached every node), or the run fails. A write that fails is counted by
 // kind (busy: not the owner; ambiguous: the owner stepped down; other); more
@@ -55,7 +77,10 @@
 // CAF's 100, as `magnetite serve`; a database with its own system uses
 // 20 000); --request-timeout-ms the nodes' request_timeout (2000, as
 // node_options: an owner that hears from no majority within it steps down).
-// Data under D (default ./bench-data/replication), removed at the end.
+// Ports: P to P + 3 for the nodes, P + 4 to P + 9 for etcd (default: 16 a
+// process from 30000, by pid, so that runs side by side do not collide).
+// Data under D (default ./bench-data/replication), removed at the end; the
+// etcd members are stopped and reaped before, on every way out.
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -69,6 +94,7 @@
 #include "actors/caf_headers.h"  // before any other CAF header
 
 #include "bench/bench_support.h"
+#include "bench/etcd_peer.h"
 #include "replication/node.h"
 
 using namespace magnetite;
@@ -197,16 +223,19 @@ double cpu_seconds() {
 struct case_result {
   std::uint64_t acknowledged = 0;
   double writes_per_s = 0, p50_ms = 0, p99_ms = 0;  // of the acknowledged writes
-  double cpu_busy = 0;                              // CPU seconds / (wall seconds x cores), this process
-  double cpu_us_write = 0;                          // CPU microseconds per acknowledged write, this process
-  std::vector<double> fsyncs_per_write;             // per node (the owner first)
+  double cpu_busy = 0;                              // CPU seconds / (wall seconds x cores), of cpu_now()
+  double cpu_us_write = 0;                          // CPU microseconds per acknowledged write, of cpu_now()
+  std::vector<double> fsyncs_per_write;             // per node (the owner or leader first)
   double writes_per_batch = 0;                      // the owner's mean batch (replicated cases)
 };
 
 // `ops` writes from thread_count threads; make_writer() runs on each thread
-// before the start and returns its `status write(key, value)`.
+// before the start and returns its `status write(key, value)`. cpu_now() is
+// the CPU seconds the case is charged so far: this process's, unless the
+// servers run in other processes too.
 template <class MakeWriter>
-case_result run_clients(std::uint64_t ops, std::uint64_t seed, failures& failed, MakeWriter make_writer) {
+case_result run_clients(std::uint64_t ops, std::uint64_t seed, failures& failed, MakeWriter make_writer,
+                        const std::function<double()>& cpu_now = cpu_seconds) {
   std::atomic<std::size_t> ready{0};
   std::atomic<bool> go{false};
   std::vector<std::vector<double>> latency(thread_count);
@@ -231,10 +260,10 @@ case_result run_clients(std::uint64_t ops, std::uint64_t seed, failures& failed,
     });
   while (ready.load() < thread_count) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   auto t0 = clock_type::now();
-  double cpu0 = cpu_seconds();
+  double cpu0 = cpu_now();
   go.store(true, std::memory_order_release);
   for (auto& th : threads) th.join();
-  double seconds = since(t0), cpu = cpu_seconds() - cpu0;
+  double seconds = since(t0), cpu = cpu_now() - cpu0;
   std::vector<double> all;
   for (auto& l : latency) all.insert(all.end(), l.begin(), l.end());
   std::sort(all.begin(), all.end());
@@ -326,6 +355,31 @@ case_result replicated_case(cluster& c, std::uint64_t ops, std::uint64_t seed, f
   return r;
 }
 
+// etcd through its HTTP/JSON gateway: each client thread with its own
+// keep-alive connection to the leader, as it was when the cluster became
+// ready: the fastest way in, since a follower forwards every write to the
+// leader, and the way node 1's clients reach the owner. The case is charged
+// this process's CPU and the members'.
+case_result etcd_case(etcd::cluster& c, std::uint64_t ops, std::uint64_t seed, failures& failed) {
+  std::vector<std::uint64_t> before;
+  for (const auto& m : c.members()) before.push_back(must(etcd::cluster::wal_fsyncs(m), "count etcd's WAL fsyncs"));
+  auto r = run_clients(
+      ops, seed, failed,
+      [&c] {
+        auto to = std::make_unique<etcd::http_connection>(c.leader().client_port);
+        (void)to->open();  // connected before the start; a failure shows on the first write
+        return [to = std::move(to)](const std::string& key, const std::string& value) {
+          return etcd::put(*to, key, value);
+        };
+      },
+      [&c] { return cpu_seconds() + c.cpu_seconds(); });
+  for (std::size_t i = 0; i < c.members().size(); ++i)
+    r.fsyncs_per_write.push_back(
+        static_cast<double>(must(etcd::cluster::wal_fsyncs(c.members()[i]), "count etcd's WAL fsyncs") - before[i]) /
+        static_cast<double>(std::max<std::uint64_t>(1, r.acknowledged)));
+  return r;
+}
+
 case_result raw_case(const std::string& path) {
   auto file = must(preallocated_file::create(path, std::uint64_t{4} << 20), "preallocate");
   std::uint64_t n = 0;
@@ -349,7 +403,8 @@ double median(std::vector<double> v) {
 [[noreturn]] void usage() {
   fmt::print(stderr,
              "usage: replication_bench [--dir D] [--ops N] [--threads T] [--keys K] [--value-bytes B] [--shards S] "
-             "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] [--node-spin-polls N]\n");
+             "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] [--node-spin-polls N] "
+             "[--etcd PATH|none]\n");
   std::exit(2);
 }
 
@@ -358,7 +413,9 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string base = "bench-data/replication";
   std::uint64_t ops = 20'000, rounds = 3, warmup = 640, max_errors = 5;
-  std::uint64_t port = 30000 + static_cast<std::uint64_t>(::getpid() % 3000) * 8;
+  // 16 ports from P: the nodes take P to P + 3, etcd P + 4 to P + 9.
+  std::uint64_t port = 30000 + static_cast<std::uint64_t>(::getpid() % 2000) * 16;
+  std::string etcd_choice;  // --etcd: a binary, or "none"
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return std::strtoull(argv[++i], nullptr, 10); };
@@ -386,12 +443,21 @@ int main(int argc, char** argv) {
       max_errors = next();
     else if (a == "--node-spin-polls" && i + 1 < argc)
       node_spin_polls = next();
+    else if (a == "--etcd" && i + 1 < argc)
+      etcd_choice = argv[++i];
     else
       usage();
   }
   if (ops == 0 || thread_count == 0 || key_space == 0 || value_bytes < 16 || shard_count == 0 || rounds == 0 ||
-      port == 0 || port > 65535 - 8)
+      port == 0 || port > 65535 - 16)
     usage();
+  std::optional<std::string> etcd_binary;  // none: no etcd row
+  if (etcd_choice.empty())
+    etcd_binary = etcd::find_binary();
+  else if (etcd_choice != "none" && etcd::executable(etcd_choice))
+    etcd_binary = etcd_choice;
+  else if (etcd_choice != "none")
+    fail("--etcd", status::invalid_argument(fmt::format("{} is not an executable file", etcd_choice)));
   std::filesystem::remove_all(base);
   std::filesystem::create_directories(base);
 
@@ -406,6 +472,20 @@ int main(int argc, char** argv) {
   auto three = std::make_unique<cluster>(base + "/three", 3, static_cast<std::uint16_t>(port + 1));
   say("setup: {:.1f} s (3 nodes linked on ports {}-{}, node 1 elected owner of {} shard{})\n", since(t_setup), port + 1,
       port + 3, shard_count, shard_count == 1 ? "" : "s");
+  std::unique_ptr<etcd::cluster> etcd_members;
+  if (etcd_binary) {
+    auto t_etcd = clock_type::now();
+    etcd_members = must(etcd::cluster::start(*etcd_binary, base + "/etcd", static_cast<std::uint16_t>(port + 4),
+                                             std::chrono::seconds(20)),
+                        "start etcd");
+    say("etcd {} ({}): 3 members ready in {:.1f} s, client ports {}-{}, leader {}; each client thread with its own\n"
+        "  keep-alive HTTP/1.1 connection to the leader's JSON gateway, POST /v3/kv/put\n",
+        etcd_members->version(), *etcd_binary, since(t_etcd), port + 4, port + 6, etcd_members->leader().name);
+  } else {
+    say("etcd, 3 members: skipped ({})\n",
+        etcd_choice == "none" ? "--etcd none"
+                              : "no etcd on PATH nor at /usr/bin/etcd: Debian's etcd-server is not installed");
+  }
 
   struct named_case {
     std::string name;
@@ -420,14 +500,16 @@ int main(int argc, char** argv) {
     made->run = [f, c = made.get()](std::uint64_t round) { return f(round, c->failed); };
     cases.push_back(std::move(made));
   };
-  // In this order: the indices below name them.
-  enum : std::size_t { raw_i, single_i, shard_i, one_i, three_i };
+  // In this order: the indices below name them (etcd_i only when etcd runs).
+  enum : std::size_t { raw_i, single_i, shard_i, one_i, three_i, etcd_i };
   add("raw fdatasync, 1 thread", [&](std::uint64_t, failures&) { return raw_case(base + "/raw"); });
   add("single node: put", [&](std::uint64_t r, failures& f) { return single_case(*single, ops, r + 1, f); });
   add("single node: shard actor",
       [&](std::uint64_t r, failures& f) { return shard_actor_case(*single, ops, r + 1, f); });
   add("1-node cluster", [&](std::uint64_t r, failures& f) { return replicated_case(*one, ops, r + 1, f); });
   add("3 nodes, loopback", [&](std::uint64_t r, failures& f) { return replicated_case(*three, ops, r + 1, f); });
+  if (etcd_members)
+    add("etcd, 3 members", [&](std::uint64_t r, failures& f) { return etcd_case(*etcd_members, ops, r + 1, f); });
 
   // Warm-up, not reported: files reserved, sockets and mailboxes busy once.
   failures warm;
@@ -435,6 +517,7 @@ int main(int argc, char** argv) {
   (void)shard_actor_case(*single, warmup, 999, warm);
   (void)replicated_case(*one, warmup, 999, warm);
   (void)replicated_case(*three, warmup, 999, warm);
+  if (etcd_members) (void)etcd_case(*etcd_members, warmup, 999, warm);
   if (warm.total() > 0) fail("warm-up", status::failed(fmt::format("{} writes failed: {}", warm.total(), warm.first)));
 
   auto t_run = clock_type::now();
@@ -472,6 +555,7 @@ int main(int argc, char** argv) {
       for (const auto& x : c.results) v.push_back(x.fsyncs_per_write[i]);
       fsyncs += fmt::format("{}{:.3f}", i ? " " : "", median(v));
     }
+    if (fsyncs.empty()) fsyncs = "-";
     auto or_dash = [raw](std::string s) { return raw ? std::string("-") : s; };
     double batch = med(c, &case_result::writes_per_batch);
     say("{:<26} {:>9.0f} {:>7.2f} {:>7} {:>5} {:>8} {:>6}  {:<20} {}\n", c.name, med(c, &case_result::writes_per_s),
@@ -487,6 +571,9 @@ int main(int argc, char** argv) {
       " writes in one batch the owner shipped to its peers, on average; log fsyncs per\n"
       " write for 3 nodes: node 1, the owner, then nodes 2 and 3; raw: the mean time of one write + sync as p50)\n",
       std::max(1u, std::thread::hardware_concurrency()));
+  if (etcd_members)
+    say("(etcd: cpu is this process's and its three members' (/proc/<pid>/stat: they are other processes); log\n"
+        " fsyncs are each member's WAL fdatasyncs (etcd's /metrics), the leader first)\n");
   say("writes/s per round:\n");
   for (auto& c : cases) {
     say("  {:<26}", c->name);
@@ -509,6 +596,7 @@ int main(int argc, char** argv) {
   ratio(three_i, one_i);
   ratio(one_i, shard_i);
   ratio(shard_i, single_i);
+  if (etcd_members) ratio(three_i, etcd_i);
   say("against raw fdatasync: single node: put {:.2f}x, 3 nodes {:.2f}x\n",
       med(*cases[single_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s),
       med(*cases[three_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s));
@@ -522,6 +610,7 @@ int main(int argc, char** argv) {
                  c->failed.total(), max_errors, c->failed.first);
       rc = 1;
     }
+  etcd_members.reset();
   three.reset();
   one.reset();
   single.reset();
