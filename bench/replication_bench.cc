@@ -78,7 +78,8 @@
 // 20 000); --request-timeout-ms the nodes' request_timeout (2000, as
 // node_options: an owner that hears from no majority within it steps down).
 // Ports: P to P + 3 for the nodes, P + 4 to P + 9 for etcd (default: 16 a
-// process from 30000, by pid, so that runs side by side do not collide).
+// process from 10000, by pid, below the ephemeral ports, so that runs side by
+// side do not collide).
 // Data under D (default ./bench-data/replication), removed at the end; the
 // etcd members are stopped and reaped before, on every way out.
 #include <sys/resource.h>
@@ -413,8 +414,10 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   std::string base = "bench-data/replication";
   std::uint64_t ops = 20'000, rounds = 3, warmup = 640, max_errors = 5;
-  // 16 ports from P: the nodes take P to P + 3, etcd P + 4 to P + 9.
-  std::uint64_t port = 30000 + static_cast<std::uint64_t>(::getpid() % 2000) * 16;
+  // 16 ports from P: the nodes take P to P + 3, etcd P + 4 to P + 9. Below
+  // 32768, where Linux's ephemeral ports begin: a port an outgoing
+  // connection held moments ago may not be listened on again at once.
+  std::uint64_t port = 10000 + static_cast<std::uint64_t>(::getpid() % 1360) * 16;
   std::string etcd_choice;  // --etcd: a binary, or "none"
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
