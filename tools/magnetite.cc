@@ -463,7 +463,26 @@ void gc(database& db, const command_line& c) {
     fmt::print("dropped {} damaged lines of CHECKPOINTS\n", report.damaged_checkpoints_dropped);
 }
 
-// put, get or del through a cluster's owners (--cluster).
+// put, get or del, on a database or through a cluster's owners (their calls
+// are alike).
+template <class Store>
+int key_command(Store& store, const command_line& c, std::optional<std::chrono::nanoseconds> ttl) {
+  if (*c.put) {
+    if (auto s = store.put(c.key, c.value, ttl); !s) die(s);
+  } else if (*c.get) {
+    auto v = must(store.get(c.key));
+    if (!v) {
+      fmt::print(stderr, "not found\n");
+      return 1;
+    }
+    fmt::print("{}\n", *v);
+  } else if (*c.del) {
+    if (auto s = store.del(c.key); !s) die(s);
+  }
+  return 0;
+}
+
+// --cluster: the key commands go to the cluster, not to a data directory.
 int cluster_call(const command_line& c, std::optional<std::chrono::nanoseconds> ttl) {
   cluster_client_options o;
   o.cluster_file = c.cluster;
@@ -471,19 +490,7 @@ int cluster_call(const command_line& c, std::optional<std::chrono::nanoseconds> 
   o.tls_key = c.tls.key;
   o.tls_ca = c.tls.ca;
   auto client = must(cluster_client::connect(o));
-  if (*c.put) {
-    if (auto s = client->put(c.key, c.value, ttl); !s) die(s);
-  } else if (*c.get) {
-    auto v = must(client->get(c.key));
-    if (!v) {
-      fmt::print(stderr, "not found\n");
-      return 1;
-    }
-    fmt::print("{}\n", *v);
-  } else if (*c.del) {
-    if (auto s = client->del(c.key); !s) die(s);
-  }
-  return 0;
+  return key_command(*client, c, ttl);
 }
 
 // The command's exit code; failures are thrown.
@@ -507,23 +514,13 @@ int execute(const command_line& c) {
     if (auto s = state_space::check_user_value(c.value); !s) die(s);
     if (!c.ttl.empty()) ttl = must(parse_duration(c.ttl));
   }
-  if (!c.cluster.empty()) return cluster_call(c, ttl);
+  if (!c.cluster.empty() && (*c.put || *c.get || *c.del)) return cluster_call(c, ttl);
   shard_options so;
   if (*c.load && c.no_sync) so.fsync = wal::fsync_policy::interval;
   bool creates = *c.put || *c.del || *c.load;
   auto db = open_db(c.dir, c.shards, creates, c.cache_mib, so);
-  if (*c.put) {
-    if (auto s = db->put(c.key, c.value, ttl); !s) die(s);
-  } else if (*c.get) {
-    auto v = must(db->get(c.key));
-    if (!v) {
-      fmt::print(stderr, "not found\n");
-      return 1;
-    }
-    fmt::print("{}\n", *v);
-  } else if (*c.del) {
-    if (auto s = db->del(c.key); !s) die(s);
-  } else if (*c.scan) {
+  if (*c.put || *c.get || *c.del) return key_command(*db, c, ttl);
+  if (*c.scan) {
     scan(*db, c);
   } else if (*c.commit) {
     commit(*db, c);
