@@ -427,3 +427,52 @@ TEST_CASE("cluster processes: the magnetite tool puts, gets and deletes through 
   CHECK(missing.first == 2);
   CHECK(missing.second.find(c.dir / "nope") != std::string::npos);
 }
+
+TEST_CASE(
+    "cluster processes: magnetite load --cluster rides through SIGKILL of an owner; every acknowledged "
+    "write reads back") {
+  serve_cluster c("loadkill");
+  REQUIRE(testing::poll_until([&] { return c.owner_among({1, 2, 3}).has_value(); }, std::chrono::seconds(60)));
+  std::string acks = c.dir / "acks", out = c.dir / "load-out";
+  constexpr int keys = 2000;
+  pid_t load = testing::spawn_magnetite(
+      {"load", "--keys", std::to_string(keys), "--writers", "8", "--ack-log", acks, "--cluster", c.cluster_path}, out);
+  auto lines = [&] {
+    auto text = slurp(acks);
+    return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+  };
+  std::mt19937_64 rng(doctest::getContextOptions()->rand_seed);
+  int kill_after = 200 + static_cast<int>(rng() % 600);
+  REQUIRE(testing::poll_until([&] { return lines() >= kill_after; }, std::chrono::seconds(60)));
+  auto owner = c.owner_among({1, 2, 3});
+  REQUIRE(owner);
+  ::kill(c.pids[*owner - 1], SIGKILL);
+  int wstatus = 0;
+  ::waitpid(load, &wstatus, 0);
+  INFO(slurp(out));
+  REQUIRE(WIFEXITED(wstatus));
+  CHECK(WEXITSTATUS(wstatus) == 0);
+  // Every line of the ack log is a write the cluster acknowledged: each one
+  // reads back through a client, with its value.
+  cluster_client_options o;
+  o.cluster_file = c.cluster_path;
+  o.call_timeout = std::chrono::seconds(60);
+  auto client = must(cluster_client::connect(o));
+  auto text = slurp(acks);
+  int checked = 0, wrong = 0;
+  for (std::size_t at = 0; at < text.size();) {
+    auto end = text.find('\n', at);
+    REQUIRE(end != std::string::npos);
+    auto line = text.substr(at, end - at);
+    at = end + 1;
+    auto tab = line.find('\t');
+    REQUIRE(tab != std::string::npos);
+    auto got = client->get(line.substr(0, tab));
+    REQUIRE(got.is_ok());
+    if (*got != line.substr(tab + 1)) ++wrong;
+    ++checked;
+  }
+  CHECK(checked == keys);
+  CHECK(wrong == 0);
+  MESSAGE("node " << *owner << " killed after " << kill_after << " acknowledged writes; " << checked << " read back");
+}

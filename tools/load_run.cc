@@ -62,10 +62,11 @@ class ack_log {
     do n = ::write(fd_, line.data(), line.size());
     while (n < 0 && errno == EINTR);
     if (n == static_cast<ssize_t>(line.size())) return status::ok();
-    broken_ = status::io_error(fmt::format("writing the ack log {}: {}", path_, n < 0 ? std::strerror(errno) : "short write"));
+    broken_ = status::io_error(
+        fmt::format("writing the ack log {}: {}", path_, n < 0 ? std::strerror(errno) : "short write"));
     if (start >= 0 && ::ftruncate(fd_, start) != 0)
-      broken_ = status::io_error(fmt::format("{}; and cutting the torn line failed: {}", broken_.message(),
-                                             std::strerror(errno)));
+      broken_ = status::io_error(
+          fmt::format("{}; and cutting the torn line failed: {}", broken_.message(), std::strerror(errno)));
     return broken_;
   }
 
@@ -84,6 +85,10 @@ bool worth_retrying(const status& s) {
 }  // namespace
 
 result<load_result> run_load(database& db, const load_options& o) {
+  return run_load([&db](const std::string& key, const std::string& value) { return db.put(key, value); }, o);
+}
+
+result<load_result> run_load(const load_put& put, const load_options& o) {
   if (o.writers == 0) return status::invalid_argument("load: --writers must be at least 1");
   auto log = ack_log::open(o.ack_log);
   if (!log) return log.error();
@@ -103,7 +108,7 @@ result<load_result> run_load(database& db, const load_options& o) {
       auto first = std::chrono::steady_clock::now();
       status s;
       for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, std::chrono::milliseconds(100))) {
-        s = db.put(key, value);
+        s = put(key, value);
         if (s || !worth_retrying(s) || std::chrono::steady_clock::now() - first > o.retry_for) break;
         retries.fetch_add(1, std::memory_order_relaxed);
         std::this_thread::sleep_for(pause);  // the shard is restarting: give it time

@@ -1,5 +1,6 @@
-// load_run: N distinct keys written by W concurrent writers through the
-// database's blocking put, as `magnetite load` and the demo run them.
+// load_run: N distinct keys written by W concurrent writers through a
+// blocking put (a database's, or a cluster client's), as `magnetite load`
+// and the demo run them.
 //
 // Key i (0 <= i < N) is "<prefix><seed>-<i>" and its value the `value_size`
 // bytes load_value(value_seed, i, value_size), value_seed being seed unless
@@ -60,6 +61,10 @@ struct load_result {
 std::string load_key(const std::string& prefix, std::uint64_t seed, std::uint64_t i);
 std::string load_value(std::uint64_t seed, std::uint64_t i, std::size_t size);
 
+// A blocking put of key = value: ok once durable.
+using load_put = std::function<status(const std::string& key, const std::string& value)>;
+
+result<load_result> run_load(const load_put& put, const load_options& o);
 result<load_result> run_load(database& db, const load_options& o);
 
 }  // namespace magnetite

@@ -152,14 +152,6 @@ void declare(CLI::App& app, command_line& c) {
   c.get->add_option("KEY", c.key)->required();
   c.del = app.add_subcommand("del", "delete KEY, durably");
   c.del->add_option("KEY", c.key)->required();
-  // The same three on a replicated cluster, through its owners, instead of
-  // a data directory (include/magnetite/cluster_client.h).
-  for (CLI::App* command : {c.put, c.get, c.del}) {
-    command->add_option("--cluster", c.cluster, "a cluster file: go through the cluster's owners, not --data");
-    command->add_option("--tls-cert", c.tls.certificate, "with --cluster and `tls on`: this client's certificate");
-    command->add_option("--tls-key", c.tls.key, "with --cluster and `tls on`: its key");
-    command->add_option("--tls-ca", c.tls.ca, "with --cluster and `tls on`: the cluster's CA certificate");
-  }
   c.scan = app.add_subcommand("scan", "print live entries as key<TAB>value in key order, escaped");
   c.scan->add_option("--from", c.from, "first key (inclusive)");
   c.scan->add_option("--to", c.to, "end key (exclusive)");
@@ -191,6 +183,14 @@ void declare(CLI::App& app, command_line& c) {
   durable->excludes(no_sync);
   c.load->add_option("--ack-log", c.ack_log, "append key<TAB>value to FILE as each write is acknowledged");
   c.load->add_flag("--json", c.json, "print the figures as one JSON object");
+  // put, get, del and load on a replicated cluster, through its owners,
+  // instead of a data directory (include/magnetite/cluster_client.h).
+  for (CLI::App* command : {c.put, c.get, c.del, c.load}) {
+    command->add_option("--cluster", c.cluster, "a cluster file: go through the cluster's owners, not --data");
+    command->add_option("--tls-cert", c.tls.certificate, "with --cluster and `tls on`: this client's certificate");
+    command->add_option("--tls-key", c.tls.key, "with --cluster and `tls on`: its key");
+    command->add_option("--tls-ca", c.tls.ca, "with --cluster and `tls on`: the cluster's CA certificate");
+  }
   c.stats = app.add_subcommand("stats", "per shard and in total: keys, bytes, cache, fsyncs, groups, roots");
   c.stats->add_flag("--json", c.json, "one JSON object");
   c.verify = app.add_subcommand("verify", "check every node, log frame and expiry entry; exit 1 on damage");
@@ -263,7 +263,7 @@ void commit(database& db, const command_line& c) {
   fmt::print("combined   {}\n", r.combined.to_hex());
 }
 
-void load(database& db, const command_line& c) {
+load_options load_options_of(const command_line& c) {
   load_options o;
   o.keys = c.keys;
   o.writers = c.writers;
@@ -272,6 +272,11 @@ void load(database& db, const command_line& c) {
   o.value_seed = c.value_seed;
   o.prefix = c.prefix.value_or("");
   o.ack_log = c.ack_log;
+  return o;
+}
+
+void load(database& db, const command_line& c) {
+  auto o = load_options_of(c);
   progress_bar bar(c.keys, "writes");
   if (bar.enabled() && !c.json) o.progress = [&](std::uint64_t done) { bar.update(done); };
   auto before = must(db.stats());
@@ -299,6 +304,30 @@ void load(database& db, const command_line& c) {
              with_commas(r.written), c.writers, r.seconds, with_commas(static_cast<std::uint64_t>(rate)),
              c.no_sync ? "no-sync: acknowledged before the fsync" : "durable: acknowledged after the fsync",
              with_commas(fsyncs), per_write);
+}
+
+// load --cluster: the same keys through the cluster's owners. The client
+// retries a write itself (at most once by request id) until its deadline;
+// what reaches the load's own retries is a call that ran out of time.
+void load(cluster_client& client, const command_line& c) {
+  auto o = load_options_of(c);
+  progress_bar bar(c.keys, "writes");
+  if (bar.enabled() && !c.json) o.progress = [&](std::uint64_t done) { bar.update(done); };
+  auto r = must(run_load([&client](const std::string& k, const std::string& v) { return client.put(k, v); }, o));
+  bar.finish();
+  double rate = r.seconds > 0 ? static_cast<double>(r.written) / r.seconds : 0;
+  if (c.json) {
+    fmt::print(
+        "{{\"keys\":{},\"writers\":{},\"value_size\":{},\"durable\":true,\"seconds\":{:.3f},"
+        "\"writes_per_second\":{:.0f},\"retries\":{},\"client_retries\":{}}}\n",
+        r.written, c.writers, c.value_size, r.seconds, rate, r.retries, client.retries());
+    return;
+  }
+  fmt::print(
+      "{} keys from {} writers in {:.2f} s: {} writes/s (acknowledged once a majority made each durable), "
+      "{} calls retried by the client\n",
+      with_commas(r.written), c.writers, r.seconds, with_commas(static_cast<std::uint64_t>(rate)),
+      with_commas(client.retries()));
 }
 
 std::string histogram_json(const std::vector<std::uint64_t>& h) {
@@ -482,7 +511,8 @@ int key_command(Store& store, const command_line& c, std::optional<std::chrono::
   return 0;
 }
 
-// --cluster: the key commands go to the cluster, not to a data directory.
+// --cluster: put, get, del and load go to the cluster, not to a data
+// directory.
 int cluster_call(const command_line& c, std::optional<std::chrono::nanoseconds> ttl) {
   cluster_client_options o;
   o.cluster_file = c.cluster;
@@ -490,6 +520,10 @@ int cluster_call(const command_line& c, std::optional<std::chrono::nanoseconds> 
   o.tls_key = c.tls.key;
   o.tls_ca = c.tls.ca;
   auto client = must(cluster_client::connect(o));
+  if (*c.load) {
+    load(*client, c);
+    return 0;
+  }
   return key_command(*client, c, ttl);
 }
 
@@ -514,7 +548,11 @@ int execute(const command_line& c) {
     if (auto s = state_space::check_user_value(c.value); !s) die(s);
     if (!c.ttl.empty()) ttl = must(parse_duration(c.ttl));
   }
-  if (!c.cluster.empty() && (*c.put || *c.get || *c.del)) return cluster_call(c, ttl);
+  if (!c.cluster.empty() && *c.load && c.no_sync)
+    die(
+        status::invalid_argument("load --no-sync needs a data directory: a cluster acknowledges a write once a "
+                                 "majority made it durable"));
+  if (!c.cluster.empty() && (*c.put || *c.get || *c.del || *c.load)) return cluster_call(c, ttl);
   shard_options so;
   if (*c.load && c.no_sync) so.fsync = wal::fsync_policy::interval;
   bool creates = *c.put || *c.del || *c.load;
