@@ -49,6 +49,43 @@ struct cluster_client::impl {
   cluster_file cluster;
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
+  // Blocking actors that calls borrow, one a call in flight: making one
+  // costs a spawn, more than a request on loopback. Only one whose call went
+  // through at the first attempt goes back: after a timeout a late answer
+  // may still come into its mailbox, where nothing would ever take it.
+  // Declared after sys, so they are gone before it.
+  std::mutex idle_mu;
+  std::vector<std::unique_ptr<caf::scoped_actor>> idle;
+
+  class borrowed {
+   public:
+    borrowed(impl* owner, std::unique_ptr<caf::scoped_actor> self) : owner_(owner), self_(std::move(self)) {}
+    borrowed(const borrowed&) = delete;
+    borrowed& operator=(const borrowed&) = delete;
+    ~borrowed() {
+      if (!keep) return;
+      std::lock_guard lock(owner_->idle_mu);
+      owner_->idle.push_back(std::move(self_));
+    }
+    caf::scoped_actor& operator*() { return *self_; }
+    bool keep = false;
+
+   private:
+    impl* owner_;
+    std::unique_ptr<caf::scoped_actor> self_;
+  };
+  std::unique_ptr<caf::scoped_actor> lend() {
+    {
+      std::lock_guard lock(idle_mu);
+      if (!idle.empty()) {
+        auto self = std::move(idle.back());
+        idle.pop_back();
+        return self;
+      }
+    }
+    return std::make_unique<caf::scoped_actor>(*sys);
+  }
+
   hash128 session = random_session();
   std::atomic<std::uint64_t> next_seq{1};
   std::atomic<std::uint64_t> retried{0};
@@ -136,7 +173,8 @@ struct cluster_client::impl {
   template <class Attempt>
   status call(std::size_t shard, bool write, Attempt attempt) {
     auto deadline = clock_type::now() + options.call_timeout;
-    caf::scoped_actor self{*sys};
+    borrowed lent(this, lend());
+    caf::scoped_actor& self = *lent;
     bool maybe_applied = false;
     status last = status::busy("no node owns the shard");
     auto backoff = std::chrono::milliseconds(20);
@@ -177,6 +215,7 @@ struct cluster_client::impl {
       status s = attempt(self, *r, timeout);
       if (s.is_ok()) {
         owners[shard].store(id);
+        lent.keep = first;
         return s;
       }
       if (!worth_retrying(s)) return s;
