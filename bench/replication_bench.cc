@@ -52,6 +52,11 @@
 //                  found on PATH, else at /usr/bin/etcd, or given by --etcd;
 //                  without it (or with --etcd none) the row is skipped, said
 //                  in one line, and the other cases run as ever;
+//   3 nodes, cluster_client   the same cluster through the public client
+//                  (<magnetite/cluster_client.h>) with its own actor system in
+//                  this process, as a host uses a cluster: each write crosses
+//                  a socket to the owner and carries a request id, so the
+//                  owner also writes its request record (at most once);
 //   raw fdatasync  the physical limit of one sync per write: ONE thread
 //                  writing 116-byte records into a preallocated file,
 //                  fdatasync after each (bench_support.h), for 1 s.
@@ -87,6 +92,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -96,6 +102,7 @@
 
 #include "bench/bench_support.h"
 #include "bench/etcd_peer.h"
+#include "magnetite/cluster_client.h"
 #include "replication/node.h"
 
 using namespace magnetite;
@@ -170,6 +177,7 @@ struct node_process {
 
 struct cluster {
   std::vector<std::unique_ptr<node_process>> nodes;  // nodes[0] is node 1, the owner
+  std::string file_path;                             // the cluster file, for a cluster_client
 
   cluster(const std::string& dir, std::size_t size, std::uint16_t port) {
     std::string text = fmt::format("cluster bench{}\nshards {}\n", size, shard_count);
@@ -177,6 +185,8 @@ struct cluster {
       text += fmt::format("node {} 127.0.0.1 {}\n", i + 1, port + static_cast<std::uint16_t>(i));
     auto file = must(replication::cluster_file::parse(text), "cluster file");
     std::filesystem::create_directories(dir);
+    file_path = dir + "/cluster";
+    std::ofstream(file_path) << text;
     for (std::uint32_t id = 1; id <= size; ++id)
       nodes.push_back(std::make_unique<node_process>(fmt::format("{}/node{}", dir, id), file, id));
     for (int attempt = 0;; ++attempt) {
@@ -340,20 +350,36 @@ std::pair<std::uint64_t, std::uint64_t> owner_batches(node_process& owner) {
   return n;
 }
 
-// Through the owner replica (node 1) of the key's shard; fsyncs on every node.
-case_result replicated_case(cluster& c, std::uint64_t ops, std::uint64_t seed, failures& failed) {
+// run_clients with make_writer, on cluster c: fsyncs on every node, and the
+// owner's mean batch.
+template <class MakeWriter>
+case_result cluster_case(cluster& c, std::uint64_t ops, std::uint64_t seed, failures& failed, MakeWriter make_writer) {
   std::vector<database*> dbs;
   for (auto& p : c.nodes) dbs.push_back(p->db.get());
   node_process& owner = *c.nodes[0];
   auto before = owner_batches(owner);
-  auto r = counted_case(dbs, ops, seed, failed, [&] {
-    return scoped_put(*owner.sys,
-                      [&owner](const std::string& key) { return owner.n->replica(owner.db->shard_of(key)); });
-  });
+  auto r = counted_case(dbs, ops, seed, failed, make_writer);
   auto after = owner_batches(owner);
   r.writes_per_batch = static_cast<double>(after.second - before.second) /
                        static_cast<double>(std::max<std::uint64_t>(1, after.first - before.first));
   return r;
+}
+
+// Through the owner replica (node 1) of the key's shard.
+case_result replicated_case(cluster& c, std::uint64_t ops, std::uint64_t seed, failures& failed) {
+  node_process& owner = *c.nodes[0];
+  return cluster_case(c, ops, seed, failed, [&] {
+    return scoped_put(*owner.sys,
+                      [&owner](const std::string& key) { return owner.n->replica(owner.db->shard_of(key)); });
+  });
+}
+
+// Through the public cluster_client: its own actor system, over a socket to
+// the owner, every write with a request id (and so a request record).
+case_result client_case(cluster& c, cluster_client& client, std::uint64_t ops, std::uint64_t seed, failures& failed) {
+  return cluster_case(c, ops, seed, failed, [&] {
+    return [&client](const std::string& key, const std::string& value) { return client.put(key, value); };
+  });
 }
 
 // etcd through its HTTP/JSON gateway: each client thread with its own
@@ -504,13 +530,18 @@ int main(int argc, char** argv) {
     cases.push_back(std::move(made));
   };
   // In this order: the indices below name them (etcd_i only when etcd runs).
-  enum : std::size_t { raw_i, single_i, shard_i, one_i, three_i, etcd_i };
+  enum : std::size_t { raw_i, single_i, shard_i, one_i, three_i, client_i, etcd_i };
   add("raw fdatasync, 1 thread", [&](std::uint64_t, failures&) { return raw_case(base + "/raw"); });
   add("single node: put", [&](std::uint64_t r, failures& f) { return single_case(*single, ops, r + 1, f); });
   add("single node: shard actor",
       [&](std::uint64_t r, failures& f) { return shard_actor_case(*single, ops, r + 1, f); });
   add("1-node cluster", [&](std::uint64_t r, failures& f) { return replicated_case(*one, ops, r + 1, f); });
   add("3 nodes, loopback", [&](std::uint64_t r, failures& f) { return replicated_case(*three, ops, r + 1, f); });
+  cluster_client_options client_options;
+  client_options.cluster_file = three->file_path;
+  auto client = must(cluster_client::connect(client_options), "connect a cluster client");
+  add("3 nodes, cluster_client",
+      [&](std::uint64_t r, failures& f) { return client_case(*three, *client, ops, r + 1, f); });
   if (etcd_members)
     add("etcd, 3 members", [&](std::uint64_t r, failures& f) { return etcd_case(*etcd_members, ops, r + 1, f); });
 
@@ -520,6 +551,7 @@ int main(int argc, char** argv) {
   (void)shard_actor_case(*single, warmup, 999, warm);
   (void)replicated_case(*one, warmup, 999, warm);
   (void)replicated_case(*three, warmup, 999, warm);
+  (void)client_case(*three, *client, warmup, 999, warm);
   if (etcd_members) (void)etcd_case(*etcd_members, warmup, 999, warm);
   if (warm.total() > 0) fail("warm-up", status::failed(fmt::format("{} writes failed: {}", warm.total(), warm.first)));
 
@@ -596,10 +628,15 @@ int main(int argc, char** argv) {
         med(x, &case_result::p99_ms) / med(y, &case_result::p99_ms));
   };
   ratio(three_i, single_i);
+  ratio(client_i, single_i);
+  ratio(client_i, three_i);
   ratio(three_i, one_i);
   ratio(one_i, shard_i);
   ratio(shard_i, single_i);
-  if (etcd_members) ratio(three_i, etcd_i);
+  if (etcd_members) {
+    ratio(three_i, etcd_i);
+    ratio(client_i, etcd_i);
+  }
   say("against raw fdatasync: single node: put {:.2f}x, 3 nodes {:.2f}x\n",
       med(*cases[single_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s),
       med(*cases[three_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s));
@@ -614,6 +651,7 @@ int main(int argc, char** argv) {
       rc = 1;
     }
   etcd_members.reset();
+  client.reset();
   three.reset();
   one.reset();
   single.reset();
