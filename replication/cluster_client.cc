@@ -138,8 +138,10 @@ struct cluster_client::impl {
   // Asks every node which one owns `shard`; the one with the highest epoch
   // if two think so (a deposed owner may not know yet), 0 if none. A node
   // that refuses us for good (another cluster file, another protocol) ends
-  // the call with its reason.
-  result<std::uint32_t> find_owner(std::size_t shard, caf::scoped_actor& self, clock_type::time_point deadline) {
+  // the call with its reason. `quiet` turns false when a node did not answer
+  // (its late answer may still reach self's mailbox).
+  result<std::uint32_t> find_owner(std::size_t shard, caf::scoped_actor& self, clock_type::time_point deadline,
+                                   bool& quiet) {
     std::uint32_t found = 0;
     ballot best;
     for (const auto& n : cluster.nodes) {
@@ -162,7 +164,10 @@ struct cluster_client::impl {
                 }
               },
               [&](caf::error&) {});
-      if (!answered) forget(n.id);
+      if (!answered) {
+        quiet = false;
+        forget(n.id);
+      }
     }
     if (found != 0) owners[shard].store(found);
     return found;
@@ -179,9 +184,10 @@ struct cluster_client::impl {
     status last = status::busy("no node owns the shard");
     auto backoff = std::chrono::milliseconds(20);
     std::uint32_t id = owners[shard].load();
-    status refused;  // by every node, for good
+    status refused;     // by every node, for good
+    bool quiet = true;  // every request of this call was answered
     auto look = [&] {
-      auto found = find_owner(shard, self, deadline);
+      auto found = find_owner(shard, self, deadline, quiet);
       if (!found) refused = found.error();
       id = found ? *found : 0;
       return found.is_ok();
@@ -215,7 +221,7 @@ struct cluster_client::impl {
       status s = attempt(self, *r, timeout);
       if (s.is_ok()) {
         owners[shard].store(id);
-        lent.keep = first;
+        lent.keep = first && quiet;
         return s;
       }
       if (!worth_retrying(s)) return s;
