@@ -7,7 +7,7 @@
 //                     [--value-bytes B] [--shards S] [--rounds R]
 //                     [--warmup N] [--port P] [--request-timeout-ms MS]
 //                     [--max-errors E] [--node-spin-polls N]
-//                     [--etcd PATH|none]
+//                     [--etcd PATH|none] [--request-ids]
 //
 // Every case but the raw one takes N writes (20 000 by default) from T client
 // threads (32), N / T each, one at a time per thread; keys are 16 bytes, drawn
@@ -80,7 +80,10 @@
 // than E (5) in a case fails the run after the report. --node-spin-polls sets
 // CAF's work-stealing.aggressive-poll-attempts in the nodes' systems (default:
 // CAF's 100, as `magnetite serve`; a database with its own system uses
-// 20 000); --request-timeout-ms the nodes' request_timeout (2000, as
+// 20 000); --request-ids sends a request id with every write of the 1-node
+// and 3-node cases (as cluster_client does), so the owners also write a
+// request record each (what at-most-once costs, without the client's
+// socket); --request-timeout-ms the nodes' request_timeout (2000, as
 // node_options: an owner that hears from no majority within it steps down).
 // Ports: P to P + 3 for the nodes, P + 4 to P + 9 for etcd (default: 16 a
 // process from 10000, by pid, below the ephemeral ports, so that runs side by
@@ -114,6 +117,7 @@ std::size_t thread_count = 32, shard_count = 2, value_bytes = 100;
 std::uint64_t key_space = 100'000;
 std::chrono::milliseconds request_timeout{2000};
 std::optional<std::size_t> node_spin_polls;  // CAF's default (100), as `magnetite serve`
+bool request_ids = false;                    // replicated cases: a request id on every write
 
 std::string value_for(std::uint64_t n) {
   std::string v = fmt::format("{:016}", n);
@@ -303,22 +307,32 @@ auto scoped_put(caf::actor_system& sys, Target target) {
   };
 }
 
-// run_clients, with the log fsyncs of each database in `dbs` per write.
+// A node's log fsyncs so far (a database's, or an etcd member's WAL's).
+using fsync_counter = std::function<std::uint64_t()>;
+
+std::vector<fsync_counter> log_fsync_counters(const std::vector<database*>& dbs) {
+  std::vector<fsync_counter> out;
+  for (auto* db : dbs) out.push_back([db] { return log_fsyncs(*db); });
+  return out;
+}
+
+// run_clients, with each node's log fsyncs per acknowledged write.
 template <class MakeWriter>
-case_result counted_case(const std::vector<database*>& dbs, std::uint64_t ops, std::uint64_t seed, failures& failed,
-                         MakeWriter make_writer) {
+case_result counted_case(const std::vector<fsync_counter>& nodes, std::uint64_t ops, std::uint64_t seed,
+                         failures& failed, MakeWriter make_writer,
+                         const std::function<double()>& cpu_now = cpu_seconds) {
   std::vector<std::uint64_t> before;
-  for (auto* db : dbs) before.push_back(log_fsyncs(*db));
-  auto r = run_clients(ops, seed, failed, make_writer);
-  for (std::size_t i = 0; i < dbs.size(); ++i)
-    r.fsyncs_per_write.push_back(static_cast<double>(log_fsyncs(*dbs[i]) - before[i]) /
+  for (const auto& fsyncs : nodes) before.push_back(fsyncs());
+  auto r = run_clients(ops, seed, failed, make_writer, cpu_now);
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    r.fsyncs_per_write.push_back(static_cast<double>(nodes[i]() - before[i]) /
                                  static_cast<double>(std::max<std::uint64_t>(1, r.acknowledged)));
   return r;
 }
 
 // database::put: the host call, a futex wait per write (no actor on the thread).
 case_result single_case(database& db, std::uint64_t ops, std::uint64_t seed, failures& failed) {
-  return counted_case({&db}, ops, seed, failed, [&] {
+  return counted_case(log_fsync_counters({&db}), ops, seed, failed, [&] {
     return [&](const std::string& key, const std::string& value) { return db.put(key, value); };
   });
 }
@@ -326,7 +340,7 @@ case_result single_case(database& db, std::uint64_t ops, std::uint64_t seed, fai
 // The same database's shard actors asked directly by scoped actors: the
 // client mechanism of the replicated cases without the replica actor.
 case_result shard_actor_case(database& db, std::uint64_t ops, std::uint64_t seed, failures& failed) {
-  return counted_case({&db}, ops, seed, failed, [&] {
+  return counted_case(log_fsync_counters({&db}), ops, seed, failed, [&] {
     return scoped_put(db.core().system(),
                       [&db](const std::string& key) { return db.core().shard_handle(db.shard_of(key)); });
   });
@@ -358,19 +372,31 @@ case_result cluster_case(cluster& c, std::uint64_t ops, std::uint64_t seed, fail
   for (auto& p : c.nodes) dbs.push_back(p->db.get());
   node_process& owner = *c.nodes[0];
   auto before = owner_batches(owner);
-  auto r = counted_case(dbs, ops, seed, failed, make_writer);
+  auto r = counted_case(log_fsync_counters(dbs), ops, seed, failed, make_writer);
   auto after = owner_batches(owner);
   r.writes_per_batch = static_cast<double>(after.second - before.second) /
                        static_cast<double>(std::max<std::uint64_t>(1, after.first - before.first));
   return r;
 }
 
-// Through the owner replica (node 1) of the key's shard.
+// Through the owner replica (node 1) of the key's shard; with --request-ids
+// each writer is a session of its own, numbering its writes.
 case_result replicated_case(cluster& c, std::uint64_t ops, std::uint64_t seed, failures& failed) {
   node_process& owner = *c.nodes[0];
+  auto replica_of = [&owner](const std::string& key) { return owner.n->replica(owner.db->shard_of(key)); };
+  if (!request_ids) return cluster_case(c, ops, seed, failed, [&] { return scoped_put(*owner.sys, replica_of); });
+  static std::atomic<std::uint64_t> sessions{0};
   return cluster_case(c, ops, seed, failed, [&] {
-    return scoped_put(*owner.sys,
-                      [&owner](const std::string& key) { return owner.n->replica(owner.db->shard_of(key)); });
+    return [self = std::make_unique<caf::scoped_actor>(*owner.sys), replica_of,
+            id = replication::request_id{hash128{seed, ++sessions}, 0}](const std::string& key,
+                                                                        const std::string& value) mutable {
+      status s;
+      ++id.seq;
+      (*self)
+          ->request(replica_of(key), std::chrono::seconds(60), put_atom::value, key, value, std::int64_t{0}, id)
+          .receive([](ok_atom) {}, [&](caf::error& e) { s = to_status(e); });
+      return s;
+    };
   });
 }
 
@@ -388,10 +414,11 @@ case_result client_case(cluster& c, cluster_client& client, std::uint64_t ops, s
 // leader, and the way node 1's clients reach the owner. The case is charged
 // this process's CPU and the members'.
 case_result etcd_case(etcd::cluster& c, std::uint64_t ops, std::uint64_t seed, failures& failed) {
-  std::vector<std::uint64_t> before;
-  for (const auto& m : c.members()) before.push_back(must(etcd::cluster::wal_fsyncs(m), "count etcd's WAL fsyncs"));
-  auto r = run_clients(
-      ops, seed, failed,
+  std::vector<fsync_counter> members;
+  for (const auto& m : c.members())
+    members.push_back([&m] { return must(etcd::cluster::wal_fsyncs(m), "count etcd's WAL fsyncs"); });
+  return counted_case(
+      members, ops, seed, failed,
       [&c] {
         auto to = std::make_unique<etcd::http_connection>(c.leader().client_port);
         (void)to->open();  // connected before the start; a failure shows on the first write
@@ -400,11 +427,6 @@ case_result etcd_case(etcd::cluster& c, std::uint64_t ops, std::uint64_t seed, f
         };
       },
       [&c] { return cpu_seconds() + c.cpu_seconds(); });
-  for (std::size_t i = 0; i < c.members().size(); ++i)
-    r.fsyncs_per_write.push_back(
-        static_cast<double>(must(etcd::cluster::wal_fsyncs(c.members()[i]), "count etcd's WAL fsyncs") - before[i]) /
-        static_cast<double>(std::max<std::uint64_t>(1, r.acknowledged)));
-  return r;
 }
 
 case_result raw_case(const std::string& path) {
@@ -431,7 +453,7 @@ double median(std::vector<double> v) {
   fmt::print(stderr,
              "usage: replication_bench [--dir D] [--ops N] [--threads T] [--keys K] [--value-bytes B] [--shards S] "
              "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] [--node-spin-polls N] "
-             "[--etcd PATH|none]\n");
+             "[--etcd PATH|none] [--request-ids]\n");
   std::exit(2);
 }
 
@@ -472,6 +494,8 @@ int main(int argc, char** argv) {
       max_errors = next();
     else if (a == "--node-spin-polls" && i + 1 < argc)
       node_spin_polls = next();
+    else if (a == "--request-ids")
+      request_ids = true;
     else if (a == "--etcd" && i + 1 < argc)
       etcd_choice = argv[++i];
     else
