@@ -309,22 +309,17 @@ TEST_CASE(
     "up by delta") {
   testing::temp_dir dir("cluster-demo");
   std::string out = dir / "out";
-  pid_t pid =
-      testing::spawn_magnetite({"cluster-demo", "--dir", dir / "nodes", "--keys", "300", "--missed", "100"}, out);
-  int wstatus = 0;
-  ::waitpid(pid, &wstatus, 0);
-  std::string text = slurp(out);
+  auto [code, text] =
+      testing::run_magnetite({"cluster-demo", "--dir", dir / "nodes", "--keys", "300", "--missed", "100"}, out);
   INFO(text);
-  CHECK((WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0));
+  CHECK(code == 0);
   // The demo's own checks, as it prints them: every acknowledged write read
   // back after the failover, and the restarted node on the owner's root.
   CHECK(text.find("acknowledged writes present, 0 lost") != std::string::npos);
   CHECK(text.find("caught up in the background") != std::string::npos);
   CHECK(text.find("nothing acknowledged was lost.") != std::string::npos);
   // It refuses a directory that already holds something.
-  pid = testing::spawn_magnetite({"cluster-demo", "--dir", dir / "nodes"}, "/dev/null");
-  ::waitpid(pid, &wstatus, 0);
-  CHECK((WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 2));
+  CHECK(testing::run_magnetite({"cluster-demo", "--dir", dir / "nodes"}, out).first == 2);
 }
 
 TEST_CASE("cluster processes: a cluster client's CAS increments survive SIGKILL of the owner, each exactly once") {
@@ -380,18 +375,6 @@ TEST_CASE("cluster processes: a cluster client's CAS increments survive SIGKILL 
                   << " calls retried");
 }
 
-namespace {
-
-// `magnetite args...` to its end: exit code and output.
-std::pair<int, std::string> run_tool(const std::vector<std::string>& args, const std::string& out) {
-  pid_t pid = testing::spawn_magnetite(args, out);
-  int wstatus = 0;
-  ::waitpid(pid, &wstatus, 0);
-  return {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, slurp(out)};
-}
-
-}  // namespace
-
 TEST_CASE("cluster processes: the magnetite tool puts, gets and deletes through a cluster file") {
   serve_cluster c("tool");
   REQUIRE(testing::poll_until([&] { return c.owner_among({1, 2, 3}).has_value(); }, std::chrono::seconds(60)));
@@ -399,11 +382,11 @@ TEST_CASE("cluster processes: the magnetite tool puts, gets and deletes through 
   // Keys of both shards: the tool finds each one's owner.
   for (int i = 0; i < 4; ++i) {
     auto k = fmt::format("key{}", i);
-    CHECK(run_tool({"put", k, "v" + k, "--cluster", c.cluster_path}, out).first == 0);
+    CHECK(testing::run_magnetite({"put", k, "v" + k, "--cluster", c.cluster_path}, out).first == 0);
   }
   for (int i = 0; i < 4; ++i) {
     auto k = fmt::format("key{}", i);
-    auto got = run_tool({"get", k, "--cluster", c.cluster_path}, out);
+    auto got = testing::run_magnetite({"get", k, "--cluster", c.cluster_path}, out);
     CHECK(got.first == 0);
     CHECK(got.second == "v" + k + "\n");
   }
@@ -415,15 +398,15 @@ TEST_CASE("cluster processes: the magnetite tool puts, gets and deletes through 
   auto owner = c.owner_among({1, 2, 3});
   REQUIRE(owner);
   CHECK(c.get(*owner, on0).value() == std::optional<std::string>("v" + on0));
-  CHECK(run_tool({"del", on0, "--cluster", c.cluster_path}, out).first == 0);
+  CHECK(testing::run_magnetite({"del", on0, "--cluster", c.cluster_path}, out).first == 0);
   CHECK_FALSE(c.get(*owner, on0).value().has_value());
-  auto gone = run_tool({"get", on0, "--cluster", c.cluster_path}, out);
+  auto gone = testing::run_magnetite({"get", on0, "--cluster", c.cluster_path}, out);
   CHECK(gone.first == 1);
   CHECK(gone.second == "not found\n");
   // Bad input and a missing file: a clear error, exit 2.
-  auto bad = run_tool({"put", "", "v", "--cluster", c.cluster_path}, out);
+  auto bad = testing::run_magnetite({"put", "", "v", "--cluster", c.cluster_path}, out);
   CHECK(bad.first == 2);
-  auto missing = run_tool({"get", "k", "--cluster", c.dir / "nope"}, out);
+  auto missing = testing::run_magnetite({"get", "k", "--cluster", c.dir / "nope"}, out);
   CHECK(missing.first == 2);
   CHECK(missing.second.find(c.dir / "nope") != std::string::npos);
 }

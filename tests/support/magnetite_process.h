@@ -5,10 +5,14 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace magnetite::testing {
@@ -41,6 +45,17 @@ inline pid_t spawn_magnetite(const std::vector<std::string>& args, const std::st
 inline pid_t spawn_serve(const std::string& data, std::uint32_t id, const std::string& cluster,
                          const std::string& out) {
   return spawn_magnetite({"--data", data, "serve", "--node", std::to_string(id), "--cluster", cluster}, out);
+}
+
+// `magnetite args...` run to its end: its exit code (-1: killed by a
+// signal) and its output, as `out` holds it then.
+inline std::pair<int, std::string> run_magnetite(const std::vector<std::string>& args, const std::string& out) {
+  pid_t pid = spawn_magnetite(args, out);
+  int wstatus = 0;
+  ::waitpid(pid, &wstatus, 0);
+  std::ifstream in(out);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, std::move(text)};
 }
 
 }  // namespace magnetite::testing
