@@ -224,20 +224,21 @@ void at_most_once(self_ptr self, const std::optional<request_id>& rid, std::func
                   std::function<void()> applied, std::function<void(std::optional<stamped_op>)> write) {
   if (!rid) return write(std::nullopt);
   auto key = request_record_key(*rid);
-  with_key(self, key, [=](bool go) {
-    if (!go) return refuse(not_owner(self));
-    auto v = view_of(self);
-    if (!v) return refuse(status::io_error("the shard is not serving", status_category::transient));
-    auto& st = self->state;
-    // A record we can see is of a decided batch of this term (a batch in
-    // flight holds its key), which a majority holds: we still own the shard.
-    auto found = v->get(key, st.config.clock());
-    if (!found) return refuse(found.error());
-    if (found->has_value()) return applied();
-    st.keys[key].writing = true;
-    auto expires = st.config.clock() + static_cast<std::uint64_t>(st.config.request_memory.count());
-    write(stamped_op{key, stamp{}, true, std::string(), true, expires});
-  });
+  with_key(self, key,
+           [self, key, refuse = std::move(refuse), applied = std::move(applied), write = std::move(write)](bool go) {
+             if (!go) return refuse(not_owner(self));
+             auto v = view_of(self);
+             if (!v) return refuse(status::io_error("the shard is not serving", status_category::transient));
+             auto& st = self->state;
+             // A record we can see is of a decided batch of this term (a batch in
+             // flight holds its key), which a majority holds: we still own the shard.
+             auto found = v->get(key, st.config.clock());
+             if (!found) return refuse(found.error());
+             if (found->has_value()) return applied();
+             st.keys[key].writing = true;
+             auto expires = st.config.clock() + static_cast<std::uint64_t>(st.config.request_memory.count());
+             write(stamped_op{key, stamp{}, true, std::string(), true, expires});
+           });
 }
 
 // What a refused client request hears.
@@ -259,12 +260,13 @@ caf::result<ok_atom> client_put(self_ptr self, const std::string& key, const std
   at_most_once(
       self, rid, refusal(rp), [rp]() mutable { rp.deliver(ok_atom::value); },
       [self, rp, key, value, ttl_ns](std::optional<stamped_op> record) mutable {
-        with_key(self, key, [self, rp, key, value, ttl_ns, record](bool go) mutable {
+        // `key` stays: with_key reads it after this lambda is made.
+        with_key(self, key, [self, rp, key, value = std::move(value), ttl_ns, record](bool go) mutable {
           if (!go) {
             drop(self, record);
             return (void)rp.deliver(to_error(not_owner(self)));
           }
-          stamped_op op{key, stamp{}, true, value, ttl_ns > 0, 0};
+          stamped_op op{key, stamp{}, true, std::move(value), ttl_ns > 0, 0};
           if (ttl_ns > 0) op.deadline_ns = self->state.config.clock() + static_cast<std::uint64_t>(ttl_ns);
           replicate(
               self, std::move(op), [rp](const status& s) mutable { answer(rp, s, ok_atom::value); }, std::move(record));
