@@ -12,6 +12,7 @@
 #include "engine/data_directory.h"
 #include "engine/database_options.h"
 #include "engine/keyspace.h"
+#include "engine/prepared_transactions.h"
 #include "engine/state_space.h"
 #include "ttl/envelope.h"
 
@@ -90,10 +91,37 @@ status database_core::start() {
     auto r = ask<shard_stats>(i, stats_atom::value);
     if (!r) return r.error();
   }
-  return status::ok();
+  transactions_ = std::make_unique<transaction_coordinator>(*system_, supervision_);
+  return resolve_transactions();
+}
+
+// A process that died inside a transaction across shards left prepares (and
+// perhaps a decision) in the logs: they are finished before anyone reads.
+status database_core::resolve_transactions() {
+  std::vector<std::vector<std::pair<hash128, std::uint32_t>>> prepared(slots_.size());
+  std::vector<std::vector<hash128>> decided(slots_.size());
+  bool every_shard_up = true;
+  bool any = false;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto view = serving_view(i);
+    if (!view) {
+      every_shard_up = false;
+      continue;
+    }
+    auto held = prepared_transactions::load(**view);
+    if (!held) return held.error();
+    prepared[i] = held->in_doubt();
+    auto ids = transaction_records::ids_in(**view, transaction_records::decision_prefix);
+    if (!ids) return ids.error();
+    decided[i] = std::move(*ids);
+    any = any || !prepared[i].empty() || !decided[i].empty();
+  }
+  if (!any) return status::ok();
+  return transactions_->resolve_at_open(prepared, decided, every_shard_up);
 }
 
 database_core::~database_core() {
+  transactions_.reset();  // its background resolution asks the shards
   if (supervisor_) {
     caf::scoped_actor self{*system_};
     for (std::size_t i = 0; i < slots_.size(); ++i) {
@@ -323,6 +351,20 @@ result<cas_outcome> database_core::apply(std::size_t shard, std::vector<state_ch
 void database_core::apply_async(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
                                 std::function<void(result<cas_outcome>)> done) {
   submit_async(prepare_apply(shard, std::move(checks), writes), with_outcome(std::move(done)));
+}
+
+result<transaction_outcome> database_core::commit_across(
+    std::vector<transaction_part> parts, std::optional<std::chrono::steady_clock::time_point> deadline) {
+  if (deadline && std::chrono::steady_clock::now() >= *deadline)
+    return status::make(status_code::timeout, status_category::transient,
+                        "deadline passed before the transaction was sent");
+  for (const auto& p : parts) {
+    auto checked = prepare_apply(p.shard, p.checks, p.writes);
+    if (!checked) return checked.error();
+    for (const auto& w : p.writes)
+      if (w.ttl) return status::invalid_argument("a write of a transaction across shards takes no ttl");
+  }
+  return transactions_->commit(std::move(parts), deadline);
 }
 
 namespace {

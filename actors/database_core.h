@@ -20,10 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint_log.h"
-#include "engine/merged_cursor.h"
 #include "actors/shard_actor.h"
 #include "actors/shard_supervisor.h"
+#include "actors/transaction_coordinator.h"
+#include "engine/checkpoint_log.h"
+#include "engine/merged_cursor.h"
 #include "magnetite/database.h"
 #include "tree/diff.h"
 
@@ -38,16 +39,16 @@ struct core_options : private database_options {
   core_options() = default;
   core_options(database_options o) : database_options(std::move(o)) {}  // NOLINT: a host's options as they are
   using database_options::dir;
-  using database_options::shards;
-  using database_options::shard;
-  using database_options::memory_budget;
-  using database_options::retained_checkpoints;
-  using database_options::worker_spin_polls;
   using database_options::fs;
   using database_options::max_restarts;
-  using database_options::restart_window;
+  using database_options::memory_budget;
   using database_options::restart_backoff;
+  using database_options::restart_window;
+  using database_options::retained_checkpoints;
+  using database_options::shard;
+  using database_options::shards;
   using database_options::validate;
+  using database_options::worker_spin_polls;
   // The host's actor system, or null: the database makes its own.
   caf::actor_system* system = nullptr;
   // Test hook passed to every shard (see shard_actor_config::before_write).
@@ -93,7 +94,7 @@ class database_core {
   status batch(std::span<const batch_write> writes, std::optional<std::string_view> routing = {});
   status ingest(std::span<const std::pair<std::string_view, std::string_view>> sorted);
   result<std::vector<std::pair<std::string, std::string>>> range(std::string_view from, std::string_view to,
-                                                                  std::size_t limit);
+                                                                 std::size_t limit);
   result<range_cursor> scan(std::string_view from, std::string_view to, std::size_t chunk = 256);
   using commit_result = magnetite::commit_result;
   result<commit_result> commit();
@@ -106,9 +107,9 @@ class database_core {
   void put_async(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
                  std::function<void(status)> done, std::optional<std::string_view> routing = {});
   void del_async(std::string_view key, std::function<void(status)> done, std::optional<std::string_view> routing = {});
-  void cas_async(std::string_view key, std::optional<std::string_view> expected, std::optional<std::string_view> desired,
-                 std::optional<std::chrono::nanoseconds> ttl, std::function<void(result<cas_outcome>)> done,
-                 std::optional<std::string_view> routing = {});
+  void cas_async(std::string_view key, std::optional<std::string_view> expected,
+                 std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
+                 std::function<void(result<cas_outcome>)> done, std::optional<std::string_view> routing = {});
   void batch_async(std::span<const batch_write> writes, std::function<void(status)> done,
                    std::optional<std::string_view> routing = {});
 
@@ -125,10 +126,16 @@ class database_core {
                             std::optional<std::chrono::steady_clock::time_point> deadline = {});
   void apply_async(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
                    std::function<void(result<cas_outcome>)> done);
+  // The parts of one transaction on two or more shards, committed as a whole
+  // (transaction_coordinator.h states the outcomes). Each part is checked
+  // like a conditional batch first; bad input changes nothing.
+  result<transaction_outcome> commit_across(std::vector<transaction_part> parts,
+                                            std::optional<std::chrono::steady_clock::time_point> deadline = {});
 
  private:
   explicit database_core(core_options options);
   status start();
+  status resolve_transactions();
   template <class... R, class... Ts>
   result<std::tuple<R...>> ask(std::size_t shard, Ts&&... xs);
   // The shard's published view, or why it has none (restarting, failed).
@@ -138,7 +145,8 @@ class database_core {
     std::size_t shard;
     host_request_ptr request;
   };
-  result<prepared> prepare_put(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
+  result<prepared> prepare_put(std::string_view key, std::string_view value,
+                               std::optional<std::chrono::nanoseconds> ttl,
                                std::optional<std::string_view> routing) const;
   result<prepared> prepare_del(std::string_view key, std::optional<std::string_view> routing) const;
   result<prepared> prepare_cas(std::string_view key, std::optional<std::string_view> expected,
@@ -168,6 +176,7 @@ class database_core {
   mutable std::mutex checkpoints_mu_;  // guards checkpoints_ (checkpoints() and diff read it)
   std::optional<checkpoint_log> checkpoints_;
   caf::actor supervisor_;
+  std::unique_ptr<transaction_coordinator> transactions_;
 };
 
 }  // namespace magnetite

@@ -4,6 +4,7 @@
 
 #include "engine/keyspace.h"
 #include "engine/merged_cursor.h"
+#include "engine/prepared_transactions.h"
 #include "ttl/envelope.h"
 
 namespace magnetite {
@@ -32,14 +33,20 @@ struct shard_state {
   std::vector<std::function<void(const status&)>> waiting;
   answer_relay blocked;  // host threads blocked on writes of this group
   bool group_scheduled = false;
-  bool aging = false;  // the checkpoint_interval timer is armed
-  bool syncing = false;  // the fsync_interval timer is armed
+  bool aging = false;              // the checkpoint_interval timer is armed
+  bool syncing = false;            // the fsync_interval timer is armed
   bool reclaim_scheduled = false;  // a (reclaim) step is in the mailbox
   bool reclaim_yielded = false;    // that step already let a group go first
   // The expiry timer: the deadline it is armed for, and a count that makes
   // an (expire) message from an earlier arming stale.
   std::uint64_t expiry_generation = 0;
   std::optional<std::uint64_t> expiry_armed;
+  // Transactions across shards prepared here and not yet finished, and the
+  // conditional batches that wait for a key one of them holds: re-run, in
+  // order, whenever a transaction finishes (called with null), or answered
+  // with the error when the actor ends first.
+  prepared_transactions prepared;
+  std::vector<std::function<void(const status*)>> parked;
 
   ~shard_state() {
     // The actor is going away with writes whose group never synced: they may
@@ -48,6 +55,10 @@ struct shard_state {
                                "the shard stopped before the write's group was durable");
     for (auto& w : waiting) w(gone);
     blocked.release(gone);
+    status never = status::make(status_code::failed, status_category::transient,
+                                "the shard stopped while the request waited for a transaction to finish; "
+                                "nothing was written");
+    for (auto& p : parked) p(&never);
   }
 
   static inline const char* name = "magnetite.shard";
@@ -179,8 +190,10 @@ result<hash128> checkpoint_now(self_ptr self) {
 template <class... Ts>
 auto wait_for_group(self_ptr self, caf::typed_response_promise<Ts...> rp, std::function<void(decltype(rp)&)> on_ok) {
   self->state.waiting.push_back([rp, on_ok = std::move(on_ok)](const status& s) mutable {
-    if (s) on_ok(rp);
-    else rp.deliver(to_error(s));
+    if (s)
+      on_ok(rp);
+    else
+      rp.deliver(to_error(s));
   });
   schedule_group(self);
   return rp;
@@ -257,11 +270,20 @@ shard_engine_actor::behavior_type shard_behavior(self_ptr self, shard_actor_conf
   }
   auto opened = shard::open(*st.config.fs, st.config.dir, st.config.options);
   if (opened) {
+    // Replay brought back the prepare records of transactions not yet
+    // finished: their keys are held again before any request is served.
+    auto prepared = prepared_transactions::load(*(*opened)->view());
+    if (prepared)
+      st.prepared = std::move(*prepared);
+    else
+      opened = prepared.error();
+  }
+  if (opened) {
     st.engine = std::move(*opened);
     publish(self);
     arm_expiry_timer(self);
     arm_checkpoint_timer(self);  // replayed writes sit in layers too
-    maybe_reclaim(self);  // a store reopened with garbage in it
+    maybe_reclaim(self);         // a store reopened with garbage in it
     if (st.config.supervisor) caf::anon_send(st.config.supervisor, ok_atom::value, st.config.index);
   } else {
     st.boot_error = opened.error();
@@ -303,24 +325,26 @@ void on_host_request(const handler_context& c, const host_request_ptr& r) {
     stop_if_failed(self);
   };
   auto after_group = [self, r](cas_outcome o) {
-    if (r->waiter) self->state.blocked.add(std::move(r->waiter), std::move(o));
-    else self->state.waiting.push_back([r, o = std::move(o)](const status& s) { r->finish(s, o); });
+    if (r->waiter)
+      self->state.blocked.add(std::move(r->waiter), std::move(o));
+    else
+      self->state.waiting.push_back([r, o = std::move(o)](const status& s) { r->finish(s, o); });
     schedule_group(self);
   };
   switch (r->op) {
     case host_request::kind::put:
     case host_request::kind::del: {
       hook(r->key);
-      status st = r->op == host_request::kind::put ? engine.put(r->key, r->value, ttl_of(r->ttl_ns))
-                                                   : engine.del(r->key);
+      status st =
+          r->op == host_request::kind::put ? engine.put(r->key, r->value, ttl_of(r->ttl_ns)) : engine.del(r->key);
       if (!st) return refuse(st);
       return after_group(cas_outcome::applied());
     }
     case host_request::kind::cas: {
       hook(r->key);
-      auto out = engine.cas(r->key, r->has_expected ? std::optional<std::string_view>(r->expected) : std::nullopt,
-                            r->has_desired ? std::optional<std::string_view>(r->value) : std::nullopt,
-                            ttl_of(r->ttl_ns));
+      auto out =
+          engine.cas(r->key, r->has_expected ? std::optional<std::string_view>(r->expected) : std::nullopt,
+                     r->has_desired ? std::optional<std::string_view>(r->value) : std::nullopt, ttl_of(r->ttl_ns));
       if (!out) return refuse(out.error());
       return after_group(std::move(*out));
     }
@@ -330,7 +354,17 @@ void on_host_request(const handler_context& c, const host_request_ptr& r) {
       return after_group(cas_outcome::applied());
     }
     case host_request::kind::apply: {
-      auto out = engine.apply(r->checks, writes_of(r->ops, hook));
+      auto writes = writes_of(r->ops, hook);
+      if (self->state.prepared.blocking(r->checks, writes)) {
+        self->state.parked.push_back([c, r](const status* gone) {
+          if (gone)
+            r->finish(*gone);
+          else
+            on_host_request(c, r);
+        });
+        return;
+      }
+      auto out = engine.apply(r->checks, writes);
       if (!out) return refuse(out.error());
       return after_group(std::move(*out));
     }
@@ -355,19 +389,17 @@ auto write_handlers(handler_context c) {
           const std::string& desired, std::int64_t ttl_ns) -> caf::result<bool, bool, std::string> {
         if (auto e = c.down()) return *e;
         c.hook(key);
-        auto out =
-            self->state.engine->cas(key, has_expected ? std::optional<std::string_view>(expected) : std::nullopt,
-                                    has_desired ? std::optional<std::string_view>(desired) : std::nullopt,
-                                    ttl_of(ttl_ns));
+        auto out = self->state.engine->cas(key, has_expected ? std::optional<std::string_view>(expected) : std::nullopt,
+                                           has_desired ? std::optional<std::string_view>(desired) : std::nullopt,
+                                           ttl_of(ttl_ns));
         if (!out) {
           stop_if_failed(self);
           return to_error(out.error());
         }
         auto rp = self->make_response_promise<bool, bool, std::string>();
         cas_outcome o = std::move(*out);
-        return wait_for_group<bool, bool, std::string>(self, rp, [o](auto& p) {
-          p.deliver(o.swapped, o.current.has_value(), o.current.value_or(std::string()));
-        });
+        return wait_for_group<bool, bool, std::string>(
+            self, rp, [o](auto& p) { p.deliver(o.swapped, o.current.has_value(), o.current.value_or(std::string())); });
       },
       [=](batch_atom, const std::vector<batch_op>& ops) -> caf::result<ok_atom> {
         if (auto e = c.down()) return *e;
@@ -378,7 +410,19 @@ auto write_handlers(handler_context c) {
           const std::vector<batch_op>& ops) -> caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> {
         if (auto e = c.down()) return *e;
         auto hook = c.write_hook();
-        auto out = self->state.engine->apply(checks, writes_of(ops, hook));
+        auto writes = writes_of(ops, hook);
+        if (self->state.prepared.blocking(checks, writes)) {
+          auto rp = self->make_response_promise<bool, std::uint64_t, std::uint32_t, std::uint64_t>();
+          // Asked again once a transaction finishes, as if it came only then.
+          self->state.parked.push_back([self, rp, checks, ops](const status* gone) mutable {
+            if (gone)
+              rp.deliver(to_error(*gone));
+            else
+              rp.delegate(caf::actor_cast<shard_engine_actor>(self), apply_atom::value, checks, ops);
+          });
+          return rp;
+        }
+        auto out = self->state.engine->apply(checks, writes);
         if (!out) {
           stop_if_failed(self);
           return to_error(out.error());
@@ -387,11 +431,119 @@ auto write_handlers(handler_context c) {
         // as a failed cas is: a caller that reloads then sees what beat it.
         auto rp = self->make_response_promise<bool, std::uint64_t, std::uint32_t, std::uint64_t>();
         cas_outcome o = std::move(*out);
-        return wait_for_group<bool, std::uint64_t, std::uint32_t, std::uint64_t>(self, rp, [o](auto& p) {
-          p.deliver(o.swapped, o.revision, o.failed_check.value_or(0), o.found);
-        });
+        return wait_for_group<bool, std::uint64_t, std::uint32_t, std::uint64_t>(
+            self, rp, [o](auto& p) { p.deliver(o.swapped, o.revision, o.failed_check.value_or(0), o.found); });
       },
       [=](host_atom, const host_request_ptr& r) { on_host_request(c, r); });
+}
+
+// Transactions across shards (docs/design/transactions.md): a participant's
+// prepare and finish, a coordinator's decision and its removal. Each answer
+// waits for the group that made its record durable.
+auto transaction_handlers(handler_context c) {
+  namespace tr = transaction_records;
+  auto self = c.self;
+  return std::make_tuple(
+      [=](tx_prepare_atom, const hash128& id, std::uint32_t coordinator, const std::vector<state_check>& checks,
+          const std::vector<batch_op>& ops) -> caf::result<bool, std::uint32_t, std::uint64_t> {
+        if (auto e = c.down()) return *e;
+        auto& st = self->state;
+        // A promise takes over the answer: made only on the paths that use it.
+        using promise = caf::typed_response_promise<bool, std::uint32_t, std::uint64_t>;
+        if (st.prepared.holds(id))  // sent again: the first one stands
+          return wait_for_group<bool, std::uint32_t, std::uint64_t>(
+              self, self->make_response_promise<bool, std::uint32_t, std::uint64_t>(),
+              [](promise& p) { p.deliver(true, std::uint32_t{0}, std::uint64_t{0}); });
+        auto hook = c.write_hook();
+        tr::prepare p{id, coordinator, {}, writes_of(ops, hook)};
+        for (const auto& w : p.writes) {
+          status valid = state_space::check_key(w.key);
+          if (valid && w.value) valid = state_space::check_value(*w.value);
+          if (valid && w.ttl) valid = status::invalid_argument("a write of a transaction across shards takes no ttl");
+          if (!valid) return to_error(valid);
+        }
+        if (auto key = st.prepared.blocking(checks, p.writes))
+          return to_error(status::make(
+              status_code::conflict, status_category::transient,
+              fmt::format("conflict: a key ({} bytes) is held by another transaction being committed", key->size())));
+        for (const auto& check : checks) p.reads.push_back(check.key);
+        std::string body = tr::encode_prepare(p);
+        if (body.size() > state_space::max_value_bytes)
+          return to_error(status::invalid_argument(
+              fmt::format("transaction's part on one shard takes {} bytes encoded, over the limit of {}", body.size(),
+                          state_space::max_value_bytes)));
+        std::vector<batch_write> record{{tr::prepare_key(id), std::move(body), std::nullopt}};
+        auto out = st.engine->apply(checks, record);
+        if (!out) {
+          stop_if_failed(self);
+          return to_error(out.error());
+        }
+        if (out->swapped) st.prepared.add(std::move(p));
+        cas_outcome o = std::move(*out);
+        return wait_for_group<bool, std::uint32_t, std::uint64_t>(
+            self, self->make_response_promise<bool, std::uint32_t, std::uint64_t>(),
+            [o](promise& p) { p.deliver(o.swapped, o.failed_check.value_or(0), o.found); });
+      },
+      [=](tx_decide_atom, const hash128& id, bool commit,
+          const std::vector<std::uint32_t>& participants) -> caf::result<bool> {
+        if (auto e = c.down()) return *e;
+        std::string key = tr::decision_key(id);
+        std::vector<state_check> absent{{key, 0}};
+        std::vector<batch_write> record{{key, tr::encode_decision({commit, participants}), std::nullopt}};
+        auto out = self->state.engine->apply(absent, record);
+        if (!out) {
+          stop_if_failed(self);
+          return to_error(out.error());
+        }
+        auto rp = self->make_response_promise<bool>();
+        return wait_for_group<bool>(self, rp, [self, key, commit, written = out->swapped](auto& p) {
+          if (written) {
+            p.deliver(commit);
+            return;
+          }
+          // Decided before: that decision stands, whatever this one asked.
+          auto stored = self->state.engine->view()->get(key, self->state.engine->now_ns());
+          result<tr::decision> d = status::corruption("decision record vanished after its check");
+          if (!stored)
+            d = stored.error();
+          else if (*stored)
+            d = tr::decode_decision(**stored);
+          if (d)
+            p.deliver(d->commit);
+          else
+            p.deliver(to_error(d.error()));
+        });
+      },
+      [=](tx_finish_atom, const hash128& id, bool commit) -> caf::result<std::uint64_t> {
+        if (auto e = c.down()) return *e;
+        auto& st = self->state;
+        const tr::prepare* held = st.prepared.find(id);
+        if (!held)  // finished before (or never prepared): nothing to do
+          return wait_for_group<std::uint64_t>(self, self->make_response_promise<std::uint64_t>(),
+                                               [](auto& p) { p.deliver(std::uint64_t{0}); });
+        std::vector<batch_write> writes;
+        bool writes_any = commit && !held->writes.empty();
+        if (commit) writes = held->writes;
+        writes.push_back({tr::prepare_key(id), std::nullopt, std::nullopt});
+        auto out = st.engine->apply({}, writes);
+        if (!out) {
+          stop_if_failed(self);
+          return to_error(out.error());
+        }
+        st.prepared.take(id);
+        auto parked = std::move(st.parked);
+        st.parked.clear();
+        for (auto& p : parked) p(nullptr);
+        std::uint64_t revision = writes_any ? out->revision : 0;  // a part that only read has none
+        return wait_for_group<std::uint64_t>(self, self->make_response_promise<std::uint64_t>(),
+                                             [revision](auto& p) { p.deliver(revision); });
+      },
+      [=](tx_forget_atom, const hash128& id) -> caf::result<ok_atom> {
+        if (auto e = c.down()) return *e;
+        std::vector<batch_write> drop{{tr::decision_key(id), std::nullopt, std::nullopt}};
+        auto out = self->state.engine->apply({}, drop);
+        return ack_after_group(self, out ? status::ok() : out.error());
+      });
 }
 
 // Reads: from the shard's current view, at once.
@@ -612,8 +764,10 @@ void expire_due(self_ptr self, std::uint64_t generation) {
     self->quit(to_error(n.error()));
     return;
   }
-  if (*n > 0) schedule_group(self);
-  else arm_expiry_timer(self);
+  if (*n > 0)
+    schedule_group(self);
+  else
+    arm_expiry_timer(self);
 }
 
 // What the shard sends itself: the group to commit, and its timers.
@@ -628,8 +782,7 @@ auto self_handlers(self_ptr self) {
         if (!s.engine || s.engine->view()->layers().empty()) return;
         (void)checkpoint_now(self);  // a failure ends the actor
       },
-      [=](rcheck_atom) { maybe_reclaim(self); },
-      [=](reclaim_atom) { reclaim_step(self); },
+      [=](rcheck_atom) { maybe_reclaim(self); }, [=](reclaim_atom) { reclaim_step(self); },
       [=](durable_atom) {
         auto& s = self->state;
         s.syncing = false;
@@ -646,8 +799,8 @@ auto self_handlers(self_ptr self) {
 shard_engine_actor::behavior_type shard_behavior_after_boot(self_ptr self) {
   handler_context c{self};
   return std::apply([](auto&&... handlers) { return shard_engine_actor::behavior_type{std::move(handlers)...}; },
-                    std::tuple_cat(write_handlers(c), read_handlers(c), replica_handlers(c), operator_handlers(c),
-                                   self_handlers(self)));
+                    std::tuple_cat(write_handlers(c), transaction_handlers(c), read_handlers(c), replica_handlers(c),
+                                   operator_handlers(c), self_handlers(self)));
 }
 
 }  // namespace

@@ -17,6 +17,16 @@
 //   (import, [hash], [encoding])                     -> ok          nodes from a peer, in order (bottom up)
 //   (merge, root)                                    -> merge_report   after the group: root's entries
 //                                                    offered to apply_stamped (shard::merge_stamped)
+//   (txprepare, id, coordinator, [state_check], [batch_op])
+//                                                    -> (prepared, failed_check, found)   a participant's
+//                                                    half of a transaction across shards: checks, a
+//                                                    prepare record and holds (prepared_transactions.h);
+//                                                    a key another prepare holds: conflict, at once
+//   (txdecide, id, commit, [participant])            -> committed   the coordinator's decision record,
+//                                                    written unless one exists; the one that stands
+//   (txfinish, id, commit)                           -> revision    applies (commit) or drops the
+//                                                    prepared writes, ends the holds; 0: none held
+//   (txforget, id)                                   -> ok          deletes the decision record
 //   (range, from, to, limit)                         -> (keys, values, more)  to "": no bound
 //   (commit)                                         -> root (32 hex digits)
 //   (ingest, bytes, [size])                          -> root       sorted writes straight into the
@@ -49,8 +59,8 @@
 #include "actors/caf_headers.h"  // before any other CAF header
 
 #include "actors/answer_relay.h"
-#include "engine/shard.h"
 #include "core/status.h"
+#include "engine/shard.h"
 #include "magnetite/caf.h"
 
 namespace magnetite {
@@ -74,6 +84,10 @@ using promise_atom = caf::atom_constant<caf::atom("promise")>;
 using import_atom = caf::atom_constant<caf::atom("import")>;
 using merge_atom = caf::atom_constant<caf::atom("merge")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
+using tx_prepare_atom = caf::atom_constant<caf::atom("txprepare")>;
+using tx_decide_atom = caf::atom_constant<caf::atom("txdecide")>;
+using tx_finish_atom = caf::atom_constant<caf::atom("txfinish")>;
+using tx_forget_atom = caf::atom_constant<caf::atom("txforget")>;
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, hash128& x) {
@@ -117,8 +131,8 @@ typename Inspector::result_type inspect(Inspector& f, state_check& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_verify_report& x) {
-  return f(caf::meta::type_name("shard_verify_report"), x.roots, x.nodes, x.node_bytes, x.log_frames,
-           x.expiring_keys, x.problems);
+  return f(caf::meta::type_name("shard_verify_report"), x.roots, x.nodes, x.node_bytes, x.log_frames, x.expiring_keys,
+           x.problems);
 }
 
 template <class Inspector>
@@ -144,8 +158,8 @@ struct host_request {
   std::string expected;
   bool has_desired = false;
   std::int64_t ttl_ns = 0;
-  std::vector<batch_op> ops;          // batch; apply: its writes
-  std::vector<state_check> checks;    // apply
+  std::vector<batch_op> ops;        // batch; apply: its writes
+  std::vector<state_check> checks;  // apply
   std::shared_ptr<host_wait> waiter;
   std::function<void(const status&, const cas_outcome&)> done;
 
@@ -171,25 +185,23 @@ using host_atom = caf::atom_constant<caf::atom("host")>;
 using shard_engine_actor = shard_actor::extend<
     caf::replies_to<apply_atom, std::vector<state_check>, std::vector<batch_op>>::with<bool, std::uint64_t,
                                                                                        std::uint32_t, std::uint64_t>,
+    caf::replies_to<tx_prepare_atom, hash128, std::uint32_t, std::vector<state_check>,
+                    std::vector<batch_op>>::with<bool, std::uint32_t, std::uint64_t>,
+    caf::replies_to<tx_decide_atom, hash128, bool, std::vector<std::uint32_t>>::with<bool>,
+    caf::replies_to<tx_finish_atom, hash128, bool>::with<std::uint64_t>,
+    caf::replies_to<tx_forget_atom, hash128>::with<ok_atom>,
     caf::replies_to<stamped_atom, std::vector<stamped_op>>::with<std::vector<bool>>,
-    caf::replies_to<promise_atom, std::string>::with<ok_atom>,
-    caf::replies_to<promise_atom>::with<bool, std::string>,
+    caf::replies_to<promise_atom, std::string>::with<ok_atom>, caf::replies_to<promise_atom>::with<bool, std::string>,
     caf::replies_to<import_atom, std::vector<hash128>, std::vector<std::string>>::with<ok_atom>,
-    caf::replies_to<merge_atom, hash128>::with<merge_report>,
-    caf::replies_to<adopt_atom, hash128>::with<merge_report>,
+    caf::replies_to<merge_atom, hash128>::with<merge_report>, caf::replies_to<adopt_atom, hash128>::with<merge_report>,
     caf::replies_to<checkpoint_atom>::with<hash128>,
     caf::replies_to<ingest_atom, std::string, std::vector<std::uint32_t>>::with<hash128>,
     caf::replies_to<verify_atom, std::vector<hash128>>::with<shard_verify_report>,
     caf::replies_to<gc_atom, std::vector<hash128>>::with<tree::gc_result>,
     caf::replies_to<reclaim_atom, std::vector<hash128>>::with<std::uint64_t>,
-    caf::replies_to<shutdown_atom>::with<ok_atom>,
-    caf::reacts_to<group_atom>,
-    caf::reacts_to<expire_atom, std::uint64_t>,
-    caf::reacts_to<aged_atom>,
-    caf::reacts_to<durable_atom>,
-    caf::reacts_to<reclaim_atom>,
-    caf::reacts_to<rcheck_atom>,
-    caf::reacts_to<host_atom, host_request_ptr>>;
+    caf::replies_to<shutdown_atom>::with<ok_atom>, caf::reacts_to<group_atom>,
+    caf::reacts_to<expire_atom, std::uint64_t>, caf::reacts_to<aged_atom>, caf::reacts_to<durable_atom>,
+    caf::reacts_to<reclaim_atom>, caf::reacts_to<rcheck_atom>, caf::reacts_to<host_atom, host_request_ptr>>;
 
 }  // namespace magnetite
 

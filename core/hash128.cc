@@ -4,10 +4,18 @@
 
 #include <bit>
 #include <cstring>
+#include <random>
 
 #include "core/coding.h"
 
 namespace magnetite {
+
+hash128 random_hash128() {
+  std::random_device rd;
+  std::uint64_t words[4];
+  for (auto& w : words) w = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  return hash128{words[0] ^ words[2], words[1] ^ words[3]};
+}
 
 hash128 hash128::of(std::span<const std::byte> bytes) noexcept {
   XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
@@ -46,10 +54,14 @@ std::optional<hash128> hash128::parse_hex(std::string_view hex) noexcept {
   for (std::size_t i = 0; i < 32; ++i) {
     char c = hex[i];
     unsigned d;
-    if (c >= '0' && c <= '9') d = static_cast<unsigned>(c - '0');
-    else if (c >= 'a' && c <= 'f') d = static_cast<unsigned>(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') d = static_cast<unsigned>(c - 'A' + 10);
-    else return std::nullopt;
+    if (c >= '0' && c <= '9')
+      d = static_cast<unsigned>(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      d = static_cast<unsigned>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F')
+      d = static_cast<unsigned>(c - 'A' + 10);
+    else
+      return std::nullopt;
     parts[i / 16] = (parts[i / 16] << 4) | d;
   }
   return hash128{parts[0], parts[1]};

@@ -5,12 +5,12 @@
 #include <atomic>
 #include <map>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "actors/caf_headers.h"  // before any other CAF header
 
 #include "core/env.h"
+#include "core/hash128.h"
 #include "core/shard_routing.h"
 #include "engine/state_space.h"
 #include "replication/node.h"
@@ -34,13 +34,6 @@ bool worth_retrying(const status& s) {
 // owner's batch when it steps down went nowhere (busy too). Anything else -
 // no answer, a broken link, an owner deposed while it waited - may have.
 bool surely_not_applied(const status& s) { return s.code() == status_code::busy; }
-
-hash128 random_session() {
-  std::random_device rd;
-  std::uint64_t words[4];
-  for (auto& w : words) w = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  return hash128{words[0] ^ words[2], words[1] ^ words[3]};
-}
 
 }  // namespace
 
@@ -86,7 +79,7 @@ struct cluster_client::impl {
     return std::make_unique<caf::scoped_actor>(*sys);
   }
 
-  hash128 session = random_session();
+  hash128 session = random_hash128();
   std::atomic<std::uint64_t> next_seq{1};
   std::atomic<std::uint64_t> retried{0};
   std::unique_ptr<std::atomic<std::uint32_t>[]> owners;  // per shard; 0: unknown

@@ -96,19 +96,7 @@ transaction records::begin() const { return transaction(*db_); }
 
 result<std::string> transaction::key_for(std::string_view ns, std::string_view key) {
   if (finished_) return mistake("transaction is finished (committed or rolled back)");
-  auto k = checked_record_key(ns, key);
-  if (!k) return k.error();
-  std::size_t shard = db_->shard_of(record_prefix(ns));
-  if (!shard_) {
-    shard_ = shard;
-    bound_ns_ = std::string(ns);
-  } else if (*shard_ != shard) {
-    return status::make(status_code::not_supported, status_category::permanent,
-                        fmt::format("transaction is bound to shard {} (namespace {:?}); namespace {:?} is on shard {}: "
-                                    "transactions across shards are not supported",
-                                    *shard_, bound_ns_, ns, shard));
-  }
-  return k;
+  return checked_record_key(ns, key);
 }
 
 result<std::optional<record>> transaction::load(std::string_view ns, std::string_view key) {
@@ -122,7 +110,7 @@ result<std::optional<record>> transaction::load(std::string_view ns, std::string
     if (!r->second.value) return std::optional<record>();
     return std::optional<record>(record{*r->second.value, r->second.revision});
   }
-  auto got = load_from(*db_, *shard_, *k, ns, key);
+  auto got = load_from(*db_, db_->shard_of(record_prefix(ns)), *k, ns, key);
   if (!got) return got.error();
   read r{0, std::nullopt, std::string(ns), std::string(key)};
   if (*got) {
@@ -159,10 +147,29 @@ void transaction::rollback() noexcept {
   writes_.clear();
 }
 
+namespace {
+status conflict_on(std::string_view ns, std::string_view key, std::uint64_t read_at, std::uint64_t found) {
+  return status::make(
+      status_code::conflict, status_category::transient,
+      fmt::format("conflict: {} was read at revision {} and is now at {}", describe(ns, key), read_at, found));
+}
+}  // namespace
+
 result<std::uint64_t> transaction::commit(std::optional<deadline> d) {
   if (finished_) return mistake("transaction is finished (committed or rolled back)");
   finished_ = true;
-  if (!shard_) return std::uint64_t{0};  // touched nothing
+  std::optional<std::size_t> shard;
+  auto on_one_shard = [&](std::string_view ns) {
+    std::size_t s = db_->shard_of(record_prefix(ns));
+    if (shard && *shard != s) return false;
+    shard = s;
+    return true;
+  };
+  bool one = true;
+  for (const auto& [k, r] : reads_) one = one && on_one_shard(r.ns);
+  for (const auto& [k, w] : writes_) one = one && on_one_shard(w.ns);
+  if (!shard) return std::uint64_t{0};  // touched nothing
+  if (!one) return commit_across(d);
   std::vector<state_check> checks;
   std::vector<const read*> read_of;
   checks.reserve(reads_.size());
@@ -174,13 +181,40 @@ result<std::uint64_t> transaction::commit(std::optional<deadline> d) {
   writes.reserve(writes_.size());
   for (auto& [k, w] : writes_)
     writes.push_back({k, w.value ? std::optional<std::string>(std::move(w.stored)) : std::nullopt, std::nullopt});
-  auto out = db_->core().apply(*shard_, std::move(checks), std::move(writes), d);
+  auto out = db_->core().apply(*shard, std::move(checks), std::move(writes), d);
   if (!out) return after_handoff(out.error());
   if (out->failed_check) {
     const read& r = *read_of.at(*out->failed_check);
-    return status::make(status_code::conflict, status_category::transient,
-                        fmt::format("conflict: {} was read at revision {} and is now at {}", describe(r.ns, r.key),
-                                    r.revision, out->found));
+    return conflict_on(r.ns, r.key, r.revision, out->found);
+  }
+  return out->revision;
+}
+
+result<std::uint64_t> transaction::commit_across(std::optional<deadline> d) {
+  std::map<std::size_t, transaction_part> parts;
+  std::map<std::size_t, std::vector<const read*>> read_of;
+  for (const auto& [k, r] : reads_) {
+    std::size_t s = db_->shard_of(record_prefix(r.ns));
+    parts[s].shard = s;
+    parts[s].checks.push_back({k, r.revision});
+    read_of[s].push_back(&r);
+  }
+  for (auto& [k, w] : writes_) {
+    std::size_t s = db_->shard_of(record_prefix(w.ns));
+    parts[s].shard = s;
+    parts[s].writes.push_back(
+        {k, w.value ? std::optional<std::string>(std::move(w.stored)) : std::nullopt, std::nullopt});
+  }
+  std::vector<transaction_part> list;
+  for (auto& [s, p] : parts) list.push_back(std::move(p));
+  auto out = db_->core().commit_across(std::move(list), d);
+  // The coordinator answers transient only when nothing was written.
+  if (!out) return out.error().category() == status_category::transient ? out.error() : after_handoff(out.error());
+  if (!out->committed) {
+    // Parts went in shard order, as the map holds them.
+    auto part = std::next(parts.begin(), static_cast<std::ptrdiff_t>(out->failed_part));
+    const read& r = *read_of.at(part->first).at(out->failed_check);
+    return conflict_on(r.ns, r.key, r.revision, out->found);
   }
   return out->revision;
 }

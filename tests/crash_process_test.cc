@@ -3,6 +3,10 @@
 // pipe; the parent kills it with SIGKILL at a random moment, reopens the data
 // directory and checks that every acknowledged write is there and intact.
 //
+// The same for transactions across shards: transfers between accounts on two
+// shards, killed at any step of their two-phase commit, never create or
+// destroy money, and every acknowledged transfer is in.
+//
 // Iterations: 100 by default (what `make test` runs); MAGNETITE_CRASH_ITERATIONS
 // sets more (`make crash-torture`).
 #include <doctest/doctest.h>
@@ -13,12 +17,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <random>
 #include <thread>
 
 #include "actors/database_core.h"
+#include "magnetite/state/records.h"
 #include "tests/support/temp_dir.h"
 
 using namespace magnetite;
@@ -77,6 +85,53 @@ bool parse_value(const std::string& key, const std::string& v, std::uint64_t& se
   _exit(0);
 }
 
+// Forks a child that runs `body(ack_fd)` (and never returns), kills it with
+// SIGKILL after `kill_after`, and returns the complete lines it wrote on the
+// pipe (a line cut by the kill was never acknowledged to anyone) and its
+// wait status.
+struct killed_child {
+  std::vector<std::string> lines;
+  int wstatus = 0;
+};
+
+killed_child run_and_kill(const std::function<void(int)>& body, std::chrono::microseconds kill_after) {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::close(fds[0]);
+    body(fds[1]);
+    _exit(0);
+  }
+  ::close(fds[1]);
+  auto deadline = std::chrono::steady_clock::now() + kill_after;
+  std::string buffer;
+  auto drain = [&](int timeout_ms) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return false;
+    char chunk[4096];
+    ssize_t n = ::read(fds[0], chunk, sizeof chunk);
+    if (n <= 0) return false;
+    buffer.append(chunk, static_cast<std::size_t>(n));
+    return true;
+  };
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    drain(static_cast<int>(std::max<long>(left.count(), 0)));
+  }
+  ::kill(pid, SIGKILL);
+  killed_child out;
+  ::waitpid(pid, &out.wstatus, 0);
+  while (drain(0)) {
+  }
+  ::close(fds[0]);
+  std::size_t at = 0;
+  for (std::size_t nl; (nl = buffer.find('\n', at)) != std::string::npos; at = nl + 1)
+    out.lines.push_back(buffer.substr(at, nl - at));
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("crash: SIGKILL at random moments never loses an acknowledged write") {
@@ -89,46 +144,13 @@ TEST_CASE("crash: SIGKILL at random moments never loses an acknowledged write") 
   std::uint64_t total_acks = 0;
   for (int iter = 0; iter < iterations; ++iter) {
     CAPTURE(iter);
-    int fds[2];
-    REQUIRE(::pipe(fds) == 0);
     std::uint64_t first_seq = static_cast<std::uint64_t>(iter + 1) << 32;
-    pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(fds[0]);
-      child(dir, fds[1], first_seq);
-    }
-    ::close(fds[1]);
     // Kill at a random moment: sometimes while it boots or replays, mostly
     // while writes are in flight.
-    auto kill_after = std::chrono::microseconds(rng() % 60'000);
-    auto deadline = std::chrono::steady_clock::now() + kill_after;
-    std::string buffer;
+    auto killed = run_and_kill([&](int fd) { child(dir, fd, first_seq); }, std::chrono::microseconds(rng() % 60'000));
+    int wstatus = killed.wstatus;
     std::string child_error;
-    auto drain = [&](int timeout_ms) {
-      pollfd p{fds[0], POLLIN, 0};
-      if (::poll(&p, 1, timeout_ms) <= 0) return false;
-      char chunk[4096];
-      ssize_t n = ::read(fds[0], chunk, sizeof chunk);
-      if (n <= 0) return false;
-      buffer.append(chunk, static_cast<std::size_t>(n));
-      return true;
-    };
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      drain(static_cast<int>(std::max<long>(left.count(), 0)));
-    }
-    ::kill(pid, SIGKILL);
-    int wstatus = 0;
-    ::waitpid(pid, &wstatus, 0);
-    while (drain(0)) {
-    }
-    ::close(fds[0]);
-    // Only complete lines count: a line cut by the kill was never acknowledged
-    // to anyone.
-    std::size_t at = 0;
-    for (std::size_t nl; (nl = buffer.find('\n', at)) != std::string::npos; at = nl + 1) {
-      std::string line = buffer.substr(at, nl - at);
+    for (const auto& line : killed.lines) {
       if (line.starts_with("E ")) child_error = line;
       if (!line.starts_with("A ")) continue;
       auto sp = line.find(' ', 2);
@@ -154,5 +176,140 @@ TEST_CASE("crash: SIGKILL at random moments never loses an acknowledged write") 
     }
   }
   MESSAGE(fmt::format("{} iterations, {} acknowledged writes checked", iterations, total_acks));
+  CHECK(total_acks > 0);
+}
+
+// ---- transactions across shards ------------------------------------------------
+
+namespace {
+
+constexpr int transfer_threads = 3;
+constexpr int accounts_per_side = 4;
+constexpr int opening_balance = 100;
+
+// Two namespaces, one on each shard: every transfer spans both.
+std::array<std::string, 2> bank_namespaces(database& db) {
+  state::records recs(db);
+  std::array<std::string, 2> ns;
+  for (int i = 0, found = 0; found < 2; ++i) {
+    std::string n = fmt::format("bank-{}", i);
+    if (recs.shard_of(n) == static_cast<std::size_t>(found)) ns[found++] = n;
+  }
+  return ns;
+}
+
+int balance_of(const std::optional<state::record>& r) { return r ? std::get<state::json>(r->value).get<int>() : 0; }
+
+// Each thread moves money from one side to the other and counts its own
+// transfers in a record of the first namespace, in the same transaction; it
+// reports the count once the commit is acknowledged.
+[[noreturn]] void transfer_child(const std::string& dir, int ack_fd) {
+  auto db = database::open(crash_options(dir));
+  if (!db) {
+    dprintf(ack_fd, "E %s\n", db.error().to_string().c_str());
+    _exit(3);
+  }
+  auto ns = bank_namespaces(**db);
+  state::records recs(**db);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < transfer_threads; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(static_cast<std::uint64_t>(::getpid()) * 31 + static_cast<std::uint64_t>(t));
+      for (;;) {
+        auto x = recs.begin();
+        std::string from = fmt::format("acct{}", rng() % accounts_per_side);
+        std::string to = fmt::format("acct{}", rng() % accounts_per_side);
+        int side = static_cast<int>(rng() % 2);
+        std::string counter = fmt::format("count-t{}", t);
+        auto a = x.load(ns[side], from), b = x.load(ns[1 - side], to), n = x.load(ns[0], counter);
+        if (!a || !b || !n) {
+          dprintf(ack_fd, "E load failed\n");
+          _exit(4);
+        }
+        int amount = static_cast<int>(rng() % 7);
+        int count = balance_of(*n) + 1;
+        (void)x.put(ns[side], from, state::json(balance_of(*a) - amount));
+        (void)x.put(ns[1 - side], to, state::json(balance_of(*b) + amount));
+        (void)x.put(ns[0], counter, state::json(count));
+        auto r = x.commit();
+        if (!r) {
+          if (r.error().code() == status_code::conflict) continue;
+          dprintf(ack_fd, "E %s\n", r.error().to_string().c_str());
+          _exit(4);
+        }
+        std::string line = fmt::format("A {} {}\n", t, count);
+        if (::write(ack_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(5);
+      }
+    });
+  for (auto& th : threads) th.join();
+  _exit(0);
+}
+
+}  // namespace
+
+TEST_CASE("crash: SIGKILL at any step of transfers across shards neither makes nor loses money") {
+  int iterations = 40;
+  if (const char* n = std::getenv("MAGNETITE_CRASH_ITERATIONS")) iterations = std::max(1, std::atoi(n));
+  testing::temp_dir d("crash-txn");
+  std::string dir = d / "db";
+  std::array<std::string, 2> ns;
+  {
+    auto db = database::open(crash_options(dir));
+    REQUIRE(db.is_ok());
+    ns = bank_namespaces(**db);
+    state::records recs(**db);
+    auto x = recs.begin();
+    for (const auto& n : ns)
+      for (int a = 0; a < accounts_per_side; ++a)
+        REQUIRE(x.put(n, fmt::format("acct{}", a), state::json(opening_balance)).is_ok());
+    REQUIRE(x.commit().is_ok());
+  }
+  std::mt19937_64 rng(20261202);
+  std::map<int, int> acked;  // thread -> its highest acknowledged transfer count
+  std::uint64_t total_acks = 0;
+  for (int iter = 0; iter < iterations; ++iter) {
+    CAPTURE(iter);
+    auto killed = run_and_kill([&](int fd) { transfer_child(dir, fd); }, std::chrono::microseconds(rng() % 80'000));
+    int wstatus = killed.wstatus;
+    for (const auto& line : killed.lines) {
+      REQUIRE_MESSAGE(!line.starts_with("E "), line);
+      if (!line.starts_with("A ")) continue;
+      int t = 0, count = 0;
+      REQUIRE(std::sscanf(line.c_str(), "A %d %d", &t, &count) == 2);
+      acked[t] = std::max(acked[t], count);
+      ++total_acks;
+    }
+    REQUIRE(WIFSIGNALED(wstatus));
+    // Reopening resolves whatever the kill left prepared or decided.
+    auto db = database::open(crash_options(dir));
+    REQUIRE_MESSAGE(db.is_ok(), db.error().to_string());
+    state::records recs(**db);
+    int sum = 0;
+    for (const auto& n : ns)
+      for (int a = 0; a < accounts_per_side; ++a) {
+        auto r = recs.load(n, fmt::format("acct{}", a));
+        REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
+        sum += balance_of(*r);
+      }
+    REQUIRE_MESSAGE(sum == 2 * accounts_per_side * opening_balance, "money made or lost: the sum is ", sum);
+    for (const auto& [t, count] : acked) {
+      auto r = recs.load(ns[0], fmt::format("count-t{}", t));
+      REQUIRE(r.is_ok());
+      REQUIRE_MESSAGE(balance_of(*r) >= count, "thread ", t, " had ", count, " transfers acknowledged, ",
+                      balance_of(*r), " are in");
+    }
+    // Nothing stays held: a transfer touching every account commits.
+    auto x = recs.begin();
+    for (const auto& n : ns)
+      for (int a = 0; a < accounts_per_side; ++a) {
+        std::string key = fmt::format("acct{}", a);
+        auto r = x.load(n, key);
+        REQUIRE(r.is_ok());
+        REQUIRE(x.put(n, key, state::json(balance_of(*r))).is_ok());
+      }
+    auto r = x.commit(std::chrono::steady_clock::now() + std::chrono::seconds(10));
+    REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
+  }
+  MESSAGE(fmt::format("{} iterations, {} acknowledged transfers checked", iterations, total_acks));
   CHECK(total_acks > 0);
 }

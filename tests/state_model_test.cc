@@ -35,7 +35,6 @@ struct open_txn {
   transaction t;
   std::map<std::pair<std::string, std::string>, std::uint64_t> reads;  // revision seen (0: missing)
   std::map<std::pair<std::string, std::string>, std::optional<json>> writes;
-  std::optional<std::size_t> shard;
 };
 
 class walk {
@@ -47,21 +46,30 @@ class walk {
     for (int i = 0; i < steps; ++i) {
       step_ = i;
       std::uint64_t dice = rng_() % 100;
-      if (dice < 50) txn_step();
-      else if (dice < 60) commit_step();
-      else if (dice < 64) rollback_step();
-      else if (dice < 76) stream_step();
-      else if (dice < 86) list_step();
-      else if (dice < 87) reopen();
-      else if (dice < 88) power_cut();
-      else if (dice < 89) REQUIRE(db_->commit().is_ok());
-      else check_everything();
+      if (dice < 50)
+        txn_step();
+      else if (dice < 60)
+        commit_step();
+      else if (dice < 64)
+        rollback_step();
+      else if (dice < 76)
+        stream_step();
+      else if (dice < 86)
+        list_step();
+      else if (dice < 87)
+        reopen();
+      else if (dice < 88)
+        power_cut();
+      else if (dice < 89)
+        REQUIRE(db_->commit().is_ok());
+      else
+        check_everything();
     }
     check_everything();
     txns_.clear();
   }
 
-  std::uint64_t commits = 0, conflicts = 0, power_cuts = 0, reopens = 0, appends = 0;
+  std::uint64_t commits = 0, across = 0, conflicts = 0, power_cuts = 0, reopens = 0, appends = 0;
 
  private:
   std::string where() const { return fmt::format("seed {} step {}", seed_, step_); }
@@ -77,7 +85,7 @@ class walk {
     streams_.emplace(*db_);
     if (namespaces_.empty()) {
       // Three namespaces on shard 0, one on shard 1: transactions mostly
-      // commit together, and sometimes reach across (refused).
+      // commit on one shard, and sometimes across the two (two-phase).
       for (int i = 0; namespaces_.size() < 4; ++i) {
         std::string ns = fmt::format("ns{}", i);
         std::size_t want = namespaces_.size() < 3 ? 0 : 1;
@@ -106,7 +114,7 @@ class walk {
   // starts with loads, as a read-modify-write does.
   void txn_step() {
     bool fresh = txns_.empty() || (txns_.size() < 4 && rng_() % 3 == 0);
-    if (fresh) txns_.push_back({recs_->begin(), {}, {}, {}});
+    if (fresh) txns_.push_back({recs_->begin(), {}, {}});
     open_txn& x = fresh ? txns_.back() : txns_[rng_() % txns_.size()];
     if (fresh) {
       std::string ns = pick_ns();
@@ -121,30 +129,17 @@ class walk {
       std::tie(ns, key) = it->first;
     }
     std::pair id{ns, key};
-    std::size_t shard = recs_->shard_of(ns);
-    bool refused = x.shard && *x.shard != shard;
     std::optional<json> value;
     if (op == 1) value = json{{"v", next_value_++}, {"ns", ns}};
     status st = value ? x.t.put(ns, key, *value) : x.t.del(ns, key);
-    if (refused) {
-      REQUIRE_MESSAGE(st.code() == status_code::not_supported, where());
-      return;
-    }
     REQUIRE_MESSAGE(st.is_ok(), where(), st.to_string());
-    x.shard = shard;
     x.writes[id] = value;
   }
 
   void load_step(open_txn& x, const std::string& ns, const std::string& key) {
     std::pair id{ns, key};
-    std::size_t shard = recs_->shard_of(ns);
     auto got = x.t.load(ns, key);
-    if (x.shard && *x.shard != shard) {
-      REQUIRE_MESSAGE(got.error().code() == status_code::not_supported, where());
-      return;
-    }
     REQUIRE_MESSAGE(got.is_ok(), where(), got.error().to_string());
-    x.shard = shard;
     std::optional<json> expect;
     std::uint64_t revision = 0;
     if (auto w = x.writes.find(id); w != x.writes.end()) {
@@ -186,18 +181,44 @@ class walk {
       return;
     }
     REQUIRE_MESSAGE(r.is_ok(), where(), r.error().to_string());
-    if (!x.shard) {
+    if (x.reads.empty() && x.writes.empty()) {
       CHECK(*r == 0);
       return;
     }
     if (x.writes.empty()) return;  // validated reads only
     ++commits;
-    std::uint64_t& last = last_revision_[*x.shard];
-    CHECK_MESSAGE(*r > last, where());
-    last = *r;
+    // Each shard numbers its own writes: one revision a shard, above that
+    // shard's last, and the commit answers the highest.
+    std::map<std::size_t, std::uint64_t> revision_of;
+    for (const auto& w : x.writes) revision_of[recs_->shard_of(w.first.first)] = 0;
+    if (revision_of.size() == 1) {
+      revision_of.begin()->second = *r;
+    } else {
+      ++across;
+      for (const auto& [id, value] : x.writes) {
+        if (!value) continue;  // a shard that only deleted shows no revision
+        auto got = recs_->load(id.first, id.second);
+        REQUIRE_MESSAGE((got.is_ok() && got->has_value()), where());
+        std::uint64_t& revision = revision_of[recs_->shard_of(id.first)];
+        if (revision != 0) CHECK_MESSAGE((*got)->revision == revision, where());
+        revision = (*got)->revision;
+      }
+    }
+    std::uint64_t highest = 0;
+    for (auto& [shard, revision] : revision_of) {
+      highest = std::max(highest, revision);
+      if (revision == 0) continue;
+      std::uint64_t& last = last_revision_[shard];
+      CHECK_MESSAGE(revision > last, where());
+      last = revision;
+    }
+    CHECK_MESSAGE(highest <= *r, where());
+    if (revision_of.size() == 1) CHECK_MESSAGE(highest == *r, where());
     for (const auto& [id, value] : x.writes) {
-      if (value) committed_[id] = {*r, *value};
-      else committed_.erase(id);
+      if (value)
+        committed_[id] = {revision_of.at(recs_->shard_of(id.first)), *value};
+      else
+        committed_.erase(id);
     }
   }
 
@@ -308,21 +329,24 @@ class walk {
 }  // namespace
 
 TEST_CASE("state model: records, interleaved transactions and streams against a model, with reopens and power cuts") {
-  std::uint64_t commits = 0, conflicts = 0, cuts = 0, appends = 0;
+  std::uint64_t commits = 0, across = 0, conflicts = 0, cuts = 0, appends = 0;
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     walk w(seed);
     w.run(700);
     commits += w.commits;
+    across += w.across;
     conflicts += w.conflicts;
     cuts += w.power_cuts;
     appends += w.appends;
   }
   // The walk reached what it is for.
   CHECK(commits > 150);
+  CHECK(across > 15);
   CHECK(conflicts > 15);
   CHECK(cuts > 15);
   CHECK(appends > 200);
-  MESSAGE(commits, " commits, ", conflicts, " conflicts, ", cuts, " power cuts, ", appends, " appends");
+  MESSAGE(commits, " commits (", across, " across shards), ", conflicts, " conflicts, ", cuts, " power cuts, ", appends,
+          " appends");
 }
 
 // ---- serializability under contention ----------------------------------------------
@@ -348,7 +372,8 @@ struct key_state {
 // Runs `threads` threads of `per_thread` transactions over 16 keys in two
 // namespaces of one shard; each loads 2-4 keys and puts 1-2 of them (or a
 // key it did not read) with a value unique to the transaction.
-std::vector<txn_log> run_contended(database& db, int threads, int per_thread, std::optional<std::chrono::microseconds> deadline,
+std::vector<txn_log> run_contended(database& db, int threads, int per_thread,
+                                   std::optional<std::chrono::microseconds> deadline,
                                    const std::vector<std::string>& ns) {
   std::vector<std::vector<txn_log>> logs(threads);
   std::vector<std::thread> pool;
@@ -435,7 +460,8 @@ void check_serializable(std::vector<txn_log> logs, const std::map<std::string, k
     if (i > 0) REQUIRE_MESSAGE(order[i - 1]->revision < l.revision, "two commits share revision ", l.revision);
     for (const auto& [k, rev, v] : l.reads) {
       const key_state& m = model[k];
-      REQUIRE_MESSAGE(m.revision == rev, "txn ", l.id, " read ", k, " at ", rev, " but the serial order has ", m.revision);
+      REQUIRE_MESSAGE(m.revision == rev, "txn ", l.id, " read ", k, " at ", rev, " but the serial order has ",
+                      m.revision);
       REQUIRE(m.value == v);
     }
     for (const auto& [k, v] : l.writes) {
@@ -475,8 +501,10 @@ std::map<std::string, key_state> final_state_of(const records& recs, const std::
       std::string key = fmt::format("hot{}", k);
       auto got = recs.load(n, key);
       REQUIRE(got.is_ok());
-      if (*got) out[n + "/" + key] = {(*got)->revision, std::get<json>((*got)->value)};
-      else out[n + "/" + key] = {};
+      if (*got)
+        out[n + "/" + key] = {(*got)->revision, std::get<json>((*got)->value)};
+      else
+        out[n + "/" + key] = {};
     }
   return out;
 }
@@ -497,8 +525,9 @@ TEST_CASE("state transactions: 16 threads of conflicting transactions commit a s
   check_serializable(std::move(logs), final_state_of(recs, ns));
 }
 
-TEST_CASE("state transactions: with 1 ms deadlines, ambiguous commits are decided by their values and the history "
-          "stays serializable") {
+TEST_CASE(
+    "state transactions: with 1 ms deadlines, ambiguous commits are decided by their values and the history "
+    "stays serializable") {
   testing::temp_dir d("state-serial");
   auto db = must_open(options_for(d.path(), 2));
   records recs(*db);
@@ -514,4 +543,155 @@ TEST_CASE("state transactions: with 1 ms deadlines, ambiguous commits are decide
     REQUIRE(t.commit().is_ok());
   }
   check_serializable(std::move(logs), final_state_of(recs, ns));
+}
+
+// ---- serializability across shards ---------------------------------------------------
+
+namespace {
+
+// One transaction across two shards: reads 2-4 hot keys and rewrites 1-2 of
+// them, each new value naming the transaction and the writer of the value it
+// replaces, so every key's committed versions form one chain.
+struct chained_txn {
+  int id = 0;
+  std::map<std::string, int> read;   // key -> writer of the value seen (0: none)
+  std::map<std::string, int> wrote;  // key -> writer it replaced
+  bool committed = false;
+};
+
+std::vector<chained_txn> run_across(records& recs, const std::vector<std::string>& ns, int threads, int per_thread) {
+  std::vector<std::vector<chained_txn>> logs(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      std::mt19937_64 rng(7000 + t);
+      for (int i = 0; i < per_thread; ++i) {
+        chained_txn log;
+        log.id = t * per_thread + i + 1;
+        auto x = recs.begin();
+        for (int n = 2 + static_cast<int>(rng() % 3); n > 0; --n) {
+          const std::string& space = ns[rng() % ns.size()];
+          std::string key = fmt::format("hot{}", rng() % 3);
+          if (log.read.contains(space + "/" + key)) continue;
+          auto got = x.load(space, key);
+          REQUIRE(got.is_ok());
+          log.read[space + "/" + key] = *got ? std::get<json>((*got)->value)["t"].get<int>() : 0;
+        }
+        std::vector<std::string> targets;
+        for (const auto& [k, w] : log.read) targets.push_back(k);
+        std::shuffle(targets.begin(), targets.end(), rng);
+        targets.resize(std::min<std::size_t>(targets.size(), 1 + rng() % 2));
+        for (const auto& k : targets) {
+          auto slash = k.find('/');
+          json v{{"t", log.id}, {"prev", log.read.at(k)}};
+          REQUIRE(x.put(k.substr(0, slash), k.substr(slash + 1), v).is_ok());
+          log.wrote[k] = log.read.at(k);
+        }
+        auto r = x.commit();
+        if (r.is_ok())
+          log.committed = true;
+        else
+          REQUIRE_MESSAGE(r.error().code() == status_code::conflict, r.error().to_string());
+        logs[t].push_back(std::move(log));
+      }
+    });
+  for (auto& p : pool) p.join();
+  std::vector<chained_txn> all;
+  for (auto& l : logs)
+    for (auto& x : l) all.push_back(std::move(x));
+  return all;
+}
+
+// Conflict serializability: every key's versions are the chain its final
+// value ends; the graph of write-write, write-read and read-write edges over
+// committed transactions has no cycle; no aborted write is anywhere.
+void check_chains(const std::vector<chained_txn>& logs, const std::map<std::string, int>& final_writer) {
+  std::map<int, const chained_txn*> by_id;
+  for (const auto& l : logs) by_id[l.id] = &l;
+  std::map<std::string, std::vector<int>> chain;  // key -> writers, oldest first (0: the initial absence)
+  for (const auto& [k, last] : final_writer) {
+    std::vector<int> c;
+    for (int w = last; w != 0;) {
+      REQUIRE_MESSAGE(c.size() <= logs.size(), "a cycle in the chain of ", k);
+      const chained_txn& t = *by_id.at(w);
+      REQUIRE_MESSAGE(t.committed, "txn ", w, " did not commit, yet ", k, " holds its write");
+      c.push_back(w);
+      w = t.wrote.at(k);
+    }
+    c.push_back(0);
+    std::reverse(c.begin(), c.end());
+    chain[k] = std::move(c);
+  }
+  // No lost update: every committed write is in its key's chain.
+  for (const auto& l : logs)
+    if (l.committed)
+      for (const auto& [k, prev] : l.wrote) {
+        const auto& c = chain.at(k);
+        REQUIRE_MESSAGE(std::find(c.begin(), c.end(), l.id) != c.end(), "txn ", l.id, "'s write of ", k, " is lost");
+      }
+  std::map<int, std::set<int>> edges;
+  for (const auto& [k, c] : chain) {
+    std::map<int, std::size_t> at;
+    for (std::size_t i = 0; i < c.size(); ++i) at[c[i]] = i;
+    for (std::size_t i = 1; i + 1 < c.size(); ++i) edges[c[i]].insert(c[i + 1]);  // ww
+    for (const auto& l : logs) {
+      if (!l.committed || !l.read.contains(k)) continue;
+      int seen = l.read.at(k);
+      REQUIRE_MESSAGE(at.contains(seen), "txn ", l.id, " read ", k, " from txn ", seen, ", not a committed version");
+      std::size_t i = at.at(seen);
+      if (seen != 0 && seen != l.id) edges[seen].insert(l.id);                 // wr
+      if (i + 1 < c.size() && c[i + 1] != l.id) edges[l.id].insert(c[i + 1]);  // rw
+    }
+  }
+  // Kahn's algorithm: every committed transaction must be ordered.
+  std::map<int, int> indegree;
+  for (const auto& l : logs)
+    if (l.committed) indegree[l.id] = 0;
+  for (const auto& [from, to] : edges)
+    for (int t : to) ++indegree[t];
+  std::vector<int> ready;
+  for (const auto& [t, n] : indegree)
+    if (n == 0) ready.push_back(t);
+  std::size_t ordered = 0;
+  while (!ready.empty()) {
+    int t = ready.back();
+    ready.pop_back();
+    ++ordered;
+    for (int next : edges[t])
+      if (--indegree[next] == 0) ready.push_back(next);
+  }
+  std::size_t on_cycle = indegree.size() - ordered;
+  CHECK_MESSAGE(on_cycle == 0, on_cycle, " committed transactions sit on a cycle");
+}
+
+}  // namespace
+
+TEST_CASE("state transactions: 16 threads of transactions across two shards commit a serializable history") {
+  testing::temp_dir d("state-across");
+  auto db = must_open(options_for(d.path(), 2));
+  records recs(*db);
+  std::vector<std::string> ns;
+  for (int i = 0; ns.size() < 2; ++i) {
+    std::string n = fmt::format("acct-{}", i);
+    if (recs.shard_of(n) == ns.size()) ns.push_back(n);
+  }
+  auto logs = run_across(recs, ns, 16, 80);
+  std::size_t committed = 0, spanning = 0;
+  for (const auto& l : logs) {
+    committed += l.committed;
+    std::set<std::string> spaces;
+    for (const auto& [k, w] : l.read) spaces.insert(k.substr(0, k.find('/')));
+    spanning += l.committed && spaces.size() == 2;
+  }
+  MESSAGE(committed, " committed (", spanning, " across shards) of ", logs.size());
+  CHECK(spanning > 50);
+  CHECK(logs.size() - committed > 50);  // the test contended
+  std::map<std::string, int> final_writer;
+  for (const auto& n : ns)
+    for (int k = 0; k < 3; ++k) {
+      auto got = recs.load(n, fmt::format("hot{}", k));
+      REQUIRE(got.is_ok());
+      final_writer[n + "/hot" + std::to_string(k)] = *got ? std::get<json>((*got)->value)["t"].get<int>() : 0;
+    }
+  check_chains(logs, final_writer);
 }

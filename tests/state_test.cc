@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cmath>
+#include <future>
 #include <latch>
 #include <limits>
 #include <map>
@@ -11,11 +12,13 @@
 #include <set>
 #include <thread>
 
+#include "actors/database_core.h"
 #include "core/coding.h"
 #include "core/fault_env.h"
 #include "core/limits.h"
 #include "engine/shard.h"
 #include "engine/state_space.h"
+#include "engine/transaction_records.h"
 #include "magnetite/state/records.h"
 #include "magnetite/state/streams.h"
 #include "state/item_codec.h"
@@ -544,7 +547,7 @@ TEST_CASE("records: conflicts: a moved read, a miss that appeared, write skew; n
   }
 }
 
-TEST_CASE("records: a transaction stays on one shard; namespaces sharing it commit together") {
+TEST_CASE("records: a transaction across shards commits all or nothing; each shard numbers its writes") {
   testing::temp_dir d("state");
   auto db = must_open(options_for(d.path(), 4));
   records recs(*db);
@@ -553,19 +556,151 @@ TEST_CASE("records: a transaction stays on one shard; namespaces sharing it comm
     std::string ns = fmt::format("ns{}", i);
     (recs.shard_of(ns) == recs.shard_of(a) ? same : other) = ns;
   }
+  auto seed = recs.begin();
+  REQUIRE(seed.put(a, "x", json(50)).is_ok());
+  REQUIRE(seed.put(other, "y", json(50)).is_ok());
+  REQUIRE(seed.commit().is_ok());
+
+  SUBCASE("a transfer: both sides or neither") {
+    auto t = recs.begin();
+    auto x = t.load(a, "x").value();
+    auto y = t.load(other, "y").value();
+    REQUIRE(t.put(a, "x", json(std::get<json>(x->value).get<int>() - 20)).is_ok());
+    REQUIRE(t.put(same, "k", json(2)).is_ok());
+    REQUIRE(t.put(other, "y", json(std::get<json>(y->value).get<int>() + 20)).is_ok());
+    auto rev = t.commit().value();
+    auto x2 = recs.load(a, "x").value(), k2 = recs.load(same, "k").value(), y2 = recs.load(other, "y").value();
+    CHECK(x2->value == item(json(30)));
+    CHECK(y2->value == item(json(70)));
+    // One shard, one revision; the other shard numbered its own, and the
+    // commit answers the highest.
+    CHECK(x2->revision == k2->revision);
+    CHECK(x2->revision > x->revision);
+    CHECK(y2->revision > y->revision);
+    CHECK(rev == std::max(x2->revision, y2->revision));
+  }
+  SUBCASE("a read on one shard that moved refuses the writes on the other") {
+    auto t = recs.begin();
+    REQUIRE(t.load(a, "x").is_ok());
+    REQUIRE(t.put(other, "y", json(0)).is_ok());
+    auto mover = recs.begin();
+    REQUIRE(mover.put(a, "x", json(1)).is_ok());
+    auto moved = mover.commit().value();
+    auto lost = t.commit();
+    REQUIRE_FALSE(lost.is_ok());
+    CHECK(lost.error().code() == status_code::conflict);
+    CHECK(lost.error().category() == status_category::transient);
+    CHECK_MESSAGE(lost.error().message().find(fmt::format("is now at {}", moved)) != std::string::npos,
+                  lost.error().message());
+    CHECK(recs.load(other, "y").value()->value == item(json(50)));
+    // Nothing stays held: both shards take new commits on those keys.
+    auto again = recs.begin();
+    REQUIRE(again.load(a, "x").is_ok());
+    REQUIRE(again.put(other, "y", json(9)).is_ok());
+    CHECK(again.commit().is_ok());
+  }
+  SUBCASE("write skew across shards: each reads both and writes one; never both") {
+    auto t1 = recs.begin(), t2 = recs.begin();
+    for (auto* t : {&t1, &t2}) {
+      REQUIRE(t->load(a, "x").is_ok());
+      REQUIRE(t->load(other, "y").is_ok());
+    }
+    REQUIRE(t1.put(a, "x", json(-50)).is_ok());
+    REQUIRE(t2.put(other, "y", json(-50)).is_ok());
+    auto r1 = t1.commit();
+    auto r2 = t2.commit();
+    CHECK(r1.is_ok() != r2.is_ok());
+    int sum = std::get<json>(recs.load(a, "x").value()->value).get<int>() +
+              std::get<json>(recs.load(other, "y").value()->value).get<int>();
+    CHECK(sum == 0);
+  }
+}
+
+TEST_CASE("records across shards: a prepare left by a dead driver holds its keys; open resolves it by its decision") {
+  testing::temp_dir d("state");
+  std::array<std::string, 2> ns;
+  auto stored = [](int n) { return encode_item(json(n), "del").value(); };
+  hash128 decided{1, 1}, undecided{2, 2};
+  {
+    auto db = must_open(options_for(d.path(), 2));
+    records recs(*db);
+    for (int i = 0, found = 0; found < 2; ++i)
+      if (recs.shard_of(fmt::format("ns{}", i)) == static_cast<std::size_t>(found))
+        ns[found++] = fmt::format("ns{}", i);
+    auto seed = recs.begin();
+    REQUIRE(seed.put(ns[0], "x", json(1)).is_ok());
+    REQUIRE(seed.put(ns[1], "y", json(1)).is_ok());
+    REQUIRE(seed.commit().is_ok());
+    auto x_at = recs.load(ns[0], "x").value()->revision;
+
+    // What a driver that died would leave: `decided` prepared on both shards
+    // and decided commit, finished nowhere; `undecided` prepared on shard 1.
+    auto& core = db->core();
+    caf::scoped_actor self{core.system()};
+    auto prepare = [&](std::size_t shard, const hash128& id, const std::string& key, int n) {
+      std::vector<batch_op> ops{{key, true, stored(n), 0}};
+      bool prepared = false;
+      self->request(core.shard_handle(shard), caf::infinite, tx_prepare_atom::value, id, std::uint32_t{0},
+                    std::vector<state_check>{}, ops)
+          .receive([&](bool p, std::uint32_t, std::uint64_t) { prepared = p; }, [](caf::error&) {});
+      REQUIRE(prepared);
+    };
+    prepare(0, decided, record_key(ns[0], "x"), 2);
+    prepare(1, decided, record_key(ns[1], "y"), 2);
+    prepare(1, undecided, record_key(ns[1], "z"), 9);
+    bool commit = false;
+    self->request(core.shard_handle(0), caf::infinite, tx_decide_atom::value, decided, true,
+                  std::vector<std::uint32_t>{0, 1})
+        .receive([&](bool c) { commit = c; }, [](caf::error&) {});
+    REQUIRE(commit);
+    // A later decide cannot change it.
+    self->request(core.shard_handle(0), caf::infinite, tx_decide_atom::value, decided, false,
+                  std::vector<std::uint32_t>{0, 1})
+        .receive([&](bool c) { commit = c; }, [](caf::error&) {});
+    CHECK(commit);
+
+    // Nothing is visible before the finish, and a transaction on the held key
+    // waits: its commit is parked, not refused or applied.
+    CHECK(recs.load(ns[0], "x").value()->value == item(json(1)));
+    std::promise<result<cas_outcome>> answered;
+    auto parked = answered.get_future();
+    core.apply_async(0, {{record_key(ns[0], "x"), x_at}}, {{record_key(ns[0], "x"), stored(5), std::nullopt}},
+                     [&](result<cas_outcome> r) { answered.set_value(std::move(r)); });
+    // A write of shard 0 sent after it is answered by a group that would
+    // have answered the commit had it not been parked.
+    std::string barrier = "b0";
+    for (int i = 1; db->shard_of(barrier) != 0; ++i) barrier = fmt::format("b{}", i);
+    REQUIRE(db->put(barrier, "b").is_ok());
+    CHECK(parked.wait_for(0s) == std::future_status::timeout);
+    // The finish applies the writes and lets the parked commit be judged:
+    // x moved, so it is refused.
+    std::uint64_t revision = 0;
+    self->request(core.shard_handle(0), caf::infinite, tx_finish_atom::value, decided, true)
+        .receive([&](std::uint64_t r) { revision = r; }, [](caf::error&) {});
+    CHECK(revision > x_at);
+    REQUIRE(parked.wait_for(10s) == std::future_status::ready);
+    auto judged = parked.get();
+    REQUIRE(judged.is_ok());
+    CHECK_FALSE(judged->swapped);
+    CHECK(judged->found == revision);
+    CHECK(recs.load(ns[0], "x").value()->value == item(json(2)));
+    CHECK(recs.load(ns[1], "y").value()->value == item(json(1)));  // shard 1 has not finished
+  }
+  // The process "died" (closed) with shard 1 holding both: open asks shard 0
+  // for each decision, finishes them, and forgets the decision.
+  auto db = must_open(options_for(d.path(), 2));
+  records recs(*db);
+  CHECK(recs.load(ns[1], "y").value()->value == item(json(2)));
+  CHECK_FALSE(recs.load(ns[1], "z").value());
+  for (std::size_t shard = 0; shard < 2; ++shard) {
+    auto view = db->core().view_of(shard).value();
+    CHECK(transaction_records::ids_in(*view, transaction_records::prepare_prefix).value().empty());
+    CHECK(transaction_records::ids_in(*view, transaction_records::decision_prefix).value().empty());
+  }
   auto t = recs.begin();
-  REQUIRE(t.put(a, "k", json(1)).is_ok());
-  REQUIRE(t.put(same, "k", json(2)).is_ok());
-  auto refused = t.load(other, "k");
-  REQUIRE_FALSE(refused.is_ok());
-  CHECK(refused.error().code() == status_code::not_supported);
-  CHECK(refused.error().category() == status_category::permanent);
-  CHECK(refused.error().message().find(other) != std::string::npos);
-  CHECK(t.put(other, "k", json(3)).code() == status_code::not_supported);
-  auto rev = t.commit().value();
-  CHECK(recs.load(a, "k").value()->revision == rev);
-  CHECK(recs.load(same, "k").value()->revision == rev);
-  CHECK_FALSE(recs.load(other, "k").value());
+  REQUIRE(t.put(ns[0], "x", json(3)).is_ok());
+  REQUIRE(t.put(ns[1], "z", json(3)).is_ok());
+  CHECK(t.commit().is_ok());
 }
 
 TEST_CASE("records: deadlines: past before sending changes nothing; a commit whose waiter timed out still lands") {

@@ -4,23 +4,28 @@
 // - A record's revision is the log sequence number of the commit that wrote
 //   it: positive, increasing per key (and across every key of one shard),
 //   never reused across delete and re-create. Revisions are not consecutive.
-// - One namespace lives on one shard (its routing key is the namespace). A
-//   transaction is bound to the shard of the first namespace it touches; a
-//   namespace on another shard is refused with not_supported (permanent).
-//   Namespaces that share a shard commit together (shard_of tells).
+// - One namespace lives on one shard (its routing key is the namespace);
+//   shard_of tells which. A transaction may touch namespaces on any shards.
 // - Serializable optimistic transactions: the first load of a key records the
-//   revision seen (0 for a miss); commit sends every such read as a check and
-//   every buffered write in ONE conditional batch (shard::apply): one log
-//   frame, all or nothing, also across a crash. A conflict (some read key has
-//   moved) is the only error that proves nothing was written. Loads of the
-//   same key repeat the first answer; a transaction reads its own writes (their
-//   revision is 0 until committed).
+//   revision seen (0 for a miss). On one shard, commit sends every such read
+//   as a check and every buffered write in ONE conditional batch
+//   (shard::apply): one log frame, all or nothing, also across a crash. On
+//   two or more shards, commit is two-phase (docs/design/transactions.md):
+//   each shard checks its reads and holds its keys, the decision is made
+//   durable, then every shard applies its writes; all or nothing, also across
+//   a crash at any step. A conflict (some read key has moved, or is held by
+//   another transaction being committed) is the only error that proves
+//   nothing was written. Loads of the same key repeat the first answer; a
+//   transaction reads its own writes (their revision is 0 until committed).
+// - A commit that writes on several shards returns the highest revision its
+//   writes got: each shard numbers its own, so a record's revision is its
+//   shard's (records::load tells).
 // - Reads never wait (the shard's published view); a commit waits at most
 //   until its deadline, then answers timeout, ambiguous: an admitted commit is
 //   not recalled and may still land.
 // - Error categories: a caller mistake (bad input, a finished transaction) and
-//   a conflict are transient; a refused operation (another shard, a failed
-//   shard, damaged data) permanent; a timeout or a failure after hand-off
+//   a conflict are transient; a refused operation (a failed shard, damaged
+//   data) permanent; a timeout or a failure after hand-off
 //   ambiguous.
 // A transaction is used by one thread at a time; `records` is thread-safe.
 #pragma once
@@ -89,20 +94,18 @@ class MAGNETITE_API transaction {
   struct read {
     std::uint64_t revision = 0;  // 0: absent
     std::optional<item> value;
-    std::string ns, key;         // for a conflict's message
+    std::string ns, key;  // for a conflict's message
   };
   struct write {
-    std::optional<item> value;   // nullopt: delete
-    std::string stored;          // value's stored form, encoded once by put
+    std::optional<item> value;  // nullopt: delete
+    std::string stored;         // value's stored form, encoded once by put
     std::string ns, key;
   };
-  // The state key of (ns, key), once the transaction is usable and the
-  // namespace is on its shard.
+  // The state key of (ns, key), once the transaction is usable.
   result<std::string> key_for(std::string_view ns, std::string_view key);
+  result<std::uint64_t> commit_across(std::optional<deadline> d);
 
   database* db_;
-  std::optional<std::size_t> shard_;
-  std::string bound_ns_;  // the namespace that bound it, for messages
   std::map<std::string, read> reads_;    // by state key
   std::map<std::string, write> writes_;  // by state key
   bool finished_ = false;
