@@ -2,7 +2,7 @@
 // RocksDB's transactions and LMDB's write transactions, in the same run, on
 // the same disk.
 //
-//   state_bench [--dir D] [--seconds S] [--only map|blind|rmw|rmw-hot] [--json]
+//   state_bench [--dir D] [--seconds S] [--only map|blind|rmw|rmw-hot|rmw-across] [--json]
 //
 // Every commit is durable for every engine: ours with the database's default
 // options (fsync policy `always`, 4 shards, worker_spin_polls as db_bench
@@ -34,12 +34,15 @@
 //                        commit (LMDB lets one writer in at a time, so it
 //                        never conflicts; its threads queue instead).
 //   rmw-hot  the same over 100 keys: contended.
-// A namespace lives on one shard and a transaction stays on one, so blind and
-// rmw use 4 namespaces that land on the 4 distinct shards (thread t uses
-// namespace t % 4; the keys of rmw are split over the 4 namespaces and a
-// transaction takes 2 keys of its thread's namespace); rmw-hot uses one
-// namespace, so all its contention is on one shard. The peers get the same
-// key choices (namespace index as a key prefix).
+//   rmw-across  rmw with the second key on another shard: ours commits it
+//            two-phase (docs/design/transactions.md); the peers do the same
+//            work on one node.
+// A namespace lives on one shard, so blind and rmw use 4 namespaces that land
+// on the 4 distinct shards (thread t uses namespace t % 4; the keys of rmw are
+// split over the 4 namespaces and a transaction takes 2 keys of its thread's
+// namespace, rmw-across its second from namespace (t + 1) % 4); rmw-hot uses
+// one namespace, so all its contention is on one shard. The peers get the
+// same key choices (namespace index as a key prefix).
 //
 // Figures per engine: commits/s, conflicts/s, the p50 and p99 latency of a
 // committed transaction (from its first begin to the return of the commit
@@ -60,7 +63,7 @@
 // (the text lines go to stderr as progress):
 //   {"program":"state_bench","date":"2026-...Z","dir":D,"seconds":S,
 //    "shards":4,"rocksdb":"7.8.3","lmdb":"0.9.24","rows":[ROW, ...]}
-//   ROW as in db_bench = {"workload":"map"|"blind"|"rmw"|"rmw-hot", "case":TEXT,
+//   ROW as in db_bench = {"workload":"map"|"blind"|"rmw"|"rmw-hot"|"rmw-across", "case":TEXT,
 //          "threads":N, "unit":"commits/s"|"conflicts/s"|"us"|"fsyncs/commit",
 //          "ours":X, "peer":"rocksdb_optimistic"|"rocksdb_pessimistic"|
 //          "lmdb"|null, "peer_value":X|null, "ratio":ours/peer_value|null,
@@ -115,10 +118,14 @@ enum class engine { ours, rocksdb_optimistic, rocksdb_pessimistic, lmdb };
 
 const char* name_of(engine e) {
   switch (e) {
-    case engine::ours: return "magnetite";
-    case engine::rocksdb_optimistic: return "rocksdb_optimistic";
-    case engine::rocksdb_pessimistic: return "rocksdb_pessimistic";
-    case engine::lmdb: return "lmdb";
+    case engine::ours:
+      return "magnetite";
+    case engine::rocksdb_optimistic:
+      return "rocksdb_optimistic";
+    case engine::rocksdb_pessimistic:
+      return "rocksdb_pessimistic";
+    case engine::lmdb:
+      return "lmdb";
   }
   return "?";
 }
@@ -128,7 +135,8 @@ struct workload {
   std::uint64_t keys = 0;      // preloaded; 0: blind writes of new keys
   std::size_t namespaces = 1;  // each on its own shard
   std::vector<engine> engines;
-  bool map = false;            // ours: a keyed-state map per thread instead of records
+  bool map = false;     // ours: a keyed-state map per thread instead of records
+  bool across = false;  // rmw: the second key from the next namespace (another shard)
 };
 
 // ---------------------------------------------------------------------------
@@ -179,15 +187,14 @@ std::pair<std::uint64_t, std::uint64_t> two_of(std::mt19937_64& rng, std::uint64
 }
 
 // Key i of a preloaded workload belongs to namespace i % namespaces; a thread
-// draws from its own namespace's share.
+// draws from its own namespace's share (across: the second key from the next
+// namespace's, so the transaction spans two shards).
 std::pair<std::uint64_t, std::uint64_t> rmw_keys(std::mt19937_64& rng, const workload& w, std::size_t ns) {
   auto [a, b] = two_of(rng, w.keys / w.namespaces);
-  return {a * w.namespaces + ns, b * w.namespaces + ns};
+  return {a * w.namespaces + ns, b * w.namespaces + (w.across ? (ns + 1) % w.namespaces : ns)};
 }
 
-std::string blind_key(int thread, std::uint64_t n) {
-  return key_of((static_cast<std::uint64_t>(thread) << 40) | n);
-}
+std::string blind_key(int thread, std::uint64_t n) { return key_of((static_cast<std::uint64_t>(thread) << 40) | n); }
 
 // The peers have no namespaces; the namespace's index prefixes the key.
 std::string peer_key(std::size_t ns, const std::string& key) { return fmt::format("{}/{}", ns, key); }
@@ -325,17 +332,17 @@ figures run_ours(const std::string& dir, const workload& w, int threads, double 
     });
   } else {
     f = run_threads(threads, seconds, [&](int t, std::uint64_t, std::mt19937_64& rng, std::uint64_t& conflicts) {
-      std::size_t n = static_cast<std::size_t>(t) % w.namespaces;
-      auto [a, b] = rmw_keys(rng, w, n);
-      std::string keys[2] = {key_of(a), key_of(b)};
+      auto [a, b] = rmw_keys(rng, w, static_cast<std::size_t>(t) % w.namespaces);
       for (;;) {
         auto txn = recs.begin();
-        for (const auto& k : keys) {
-          auto r = must(txn.load(ns[n], k), "load");
-          if (!r) verification_failed(fmt::format("magnetite: preloaded record ({}, {}) is missing", ns[n], k));
+        for (std::uint64_t i : {a, b}) {
+          const std::string& space = ns[i % w.namespaces];
+          std::string k = key_of(i);
+          auto r = must(txn.load(space, k), "load");
+          if (!r) verification_failed(fmt::format("magnetite: preloaded record ({}, {}) is missing", space, k));
           const json* j = std::get_if<json>(&r->value);
-          if (!j) verification_failed(fmt::format("magnetite: record ({}, {}) is not JSON", ns[n], k));
-          must(txn.put(ns[n], k, value_with(counter_of(*j, "magnetite") + 1)), "put");
+          if (!j) verification_failed(fmt::format("magnetite: record ({}, {}) is not JSON", space, k));
+          must(txn.put(space, k, value_with(counter_of(*j, "magnetite") + 1)), "put");
         }
         auto c = txn.commit();
         if (c) return;
@@ -352,9 +359,9 @@ figures run_ours(const std::string& dir, const workload& w, int threads, double 
   for (const auto& name : ns) {
     std::optional<std::string> after;
     do {
-      auto page = must(recs.list(name, "", after ? std::optional<std::string_view>(*after) : std::nullopt,
-                                 state::max_list_limit),
-                       "list");
+      auto page = must(
+          recs.list(name, "", after ? std::optional<std::string_view>(*after) : std::nullopt, state::max_list_limit),
+          "list");
       for (const auto& [key, rec] : page.records) {
         const json* j = std::get_if<json>(&rec.value);
         if (!j) verification_failed(fmt::format("magnetite: record ({}, {}) is not JSON", name, key));
@@ -365,7 +372,8 @@ figures run_ours(const std::string& dir, const workload& w, int threads, double 
     } while (after);
   }
   if (w.keys == 0 && records != f.commits)
-    verification_failed(fmt::format("magnetite {}: {} records after {} acknowledged commits", w.name, records, f.commits));
+    verification_failed(
+        fmt::format("magnetite {}: {} records after {} acknowledged commits", w.name, records, f.commits));
   if (w.keys != 0 && (records != w.keys || sum != 2 * f.commits))
     verification_failed(fmt::format("magnetite {}: {} records (preloaded {}), counters sum to {}, {} commits x 2 = {}",
                                     w.name, records, w.keys, sum, f.commits, 2 * f.commits));
@@ -435,17 +443,15 @@ figures run_rocks(const std::string& dir, const workload& w, int threads, double
   if (w.keys == 0) {
     f = run_threads(threads, seconds, [&](int t, std::uint64_t n, std::mt19937_64&, std::uint64_t&) {
       auto* txn = begin(t);
-      rocks_check(txn->Put(peer_key(static_cast<std::size_t>(t) % w.namespaces, blind_key(t, n)),
-                           value_with(n).dump()),
+      rocks_check(txn->Put(peer_key(static_cast<std::size_t>(t) % w.namespaces, blind_key(t, n)), value_with(n).dump()),
                   "put");
       rocks_check(txn->Commit(), "commit");
     });
   } else {
     rocksdb::ReadOptions ro;
     f = run_threads(threads, seconds, [&](int t, std::uint64_t, std::mt19937_64& rng, std::uint64_t& conflicts) {
-      std::size_t n = static_cast<std::size_t>(t) % w.namespaces;
-      auto [a, b] = rmw_keys(rng, w, n);
-      std::string keys[2] = {peer_key(n, key_of(a)), peer_key(n, key_of(b))};
+      auto [a, b] = rmw_keys(rng, w, static_cast<std::size_t>(t) % w.namespaces);
+      std::string keys[2] = {peer_key(a % w.namespaces, key_of(a)), peer_key(b % w.namespaces, key_of(b))};
       // Busy: a deadlock (pessimistic) or a write since the read (optimistic);
       // TimedOut: a lock wait that ran out; TryAgain: the optimistic check
       // found too little history in the memtables to decide.
@@ -496,7 +502,6 @@ figures run_rocks(const std::string& dir, const workload& w, int threads, double
 // ---------------------------------------------------------------------------
 // LMDB
 
-
 figures run_lmdb(const std::string& dir, const workload& w, int threads, double seconds) {
   lmdb_store l(dir, 0, std::size_t{4} << 30);
   for (std::uint64_t first = 0; first < w.keys; first += 10000) {
@@ -522,12 +527,11 @@ figures run_lmdb(const std::string& dir, const workload& w, int threads, double 
     });
   } else {
     f = run_threads(threads, seconds, [&](int t, std::uint64_t, std::mt19937_64& rng, std::uint64_t&) {
-      std::size_t n = static_cast<std::size_t>(t) % w.namespaces;
-      auto [a, b] = rmw_keys(rng, w, n);
+      auto [a, b] = rmw_keys(rng, w, static_cast<std::size_t>(t) % w.namespaces);
       MDB_txn* txn = nullptr;
       lmdb_check(mdb_txn_begin(l.env, nullptr, 0, &txn), "txn_begin");
       for (std::uint64_t i : {a, b}) {
-        std::string k = peer_key(n, key_of(i));
+        std::string k = peer_key(i % w.namespaces, key_of(i));
         MDB_val key = lmdb_val(k), val{};
         int rc = mdb_get(txn, l.dbi, &key, &val);
         if (rc == MDB_NOTFOUND) verification_failed(fmt::format("lmdb: preloaded key {} is missing", k));
@@ -590,17 +594,23 @@ void run_workload(const std::string& base, const workload& w, double seconds) {
       std::string edir = fmt::format("{}/{}", dir, name_of(e));
       std::filesystem::create_directories(edir);
       switch (e) {
-        case engine::ours: got[i] = run_ours(edir, w, threads, seconds); break;
+        case engine::ours:
+          got[i] = run_ours(edir, w, threads, seconds);
+          break;
         case engine::rocksdb_optimistic:
-        case engine::rocksdb_pessimistic: got[i] = run_rocks(edir, w, threads, seconds, e); break;
-        case engine::lmdb: got[i] = run_lmdb(edir, w, threads, seconds); break;
+        case engine::rocksdb_pessimistic:
+          got[i] = run_rocks(edir, w, threads, seconds, e);
+          break;
+        case engine::lmdb:
+          got[i] = run_lmdb(edir, w, threads, seconds);
+          break;
       }
       std::filesystem::remove_all(edir);
       const figures& f = got[i];
       say("  {:<7} {:>2} thread{} {:<20} {:>8.0f} commits/s {:>8.1f} conflicts/s  p50 {:>7.0f} us  p99 {:>7.0f} us{}"
           " (verified)\n",
-          w.name, threads, threads == 1 ? " " : "s", name_of(e), f.commits_per_s, f.conflicts_per_s, f.p50_us,
-          f.p99_us, e == engine::ours ? fmt::format("  {:.3f} fsyncs/commit", f.fsyncs_per_commit) : "");
+          w.name, threads, threads == 1 ? " " : "s", name_of(e), f.commits_per_s, f.conflicts_per_s, f.p50_us, f.p99_us,
+          e == engine::ours ? fmt::format("  {:.3f} fsyncs/commit", f.fsyncs_per_commit) : "");
     }
     ++round;
     std::filesystem::remove_all(dir);
@@ -610,15 +620,17 @@ void run_workload(const std::string& base, const workload& w, double seconds) {
     for (std::size_t i = 1; i < w.engines.size(); ++i) {
       const figures& p = got[i];
       std::string peer = name_of(w.engines[i]);
-      rows.push_back(
-          {w.name, "commit rate", threads, "commits/s", ours.commits_per_s, peer, p.commits_per_s, false, "", std::nullopt});
+      rows.push_back({w.name, "commit rate", threads, "commits/s", ours.commits_per_s, peer, p.commits_per_s, false, "",
+                      std::nullopt});
       rows.push_back({w.name, "conflict rate", threads, "conflicts/s", ours.conflicts_per_s, peer, p.conflicts_per_s,
                       true, "", std::nullopt});
-      rows.push_back({w.name, "p50 commit latency", threads, "us", ours.p50_us, peer, p.p50_us, true, "", std::nullopt});
-      rows.push_back({w.name, "p99 commit latency", threads, "us", ours.p99_us, peer, p.p99_us, true, "", std::nullopt});
+      rows.push_back(
+          {w.name, "p50 commit latency", threads, "us", ours.p50_us, peer, p.p50_us, true, "", std::nullopt});
+      rows.push_back(
+          {w.name, "p99 commit latency", threads, "us", ours.p99_us, peer, p.p99_us, true, "", std::nullopt});
     }
-    rows.push_back(
-        {w.name, "log fsyncs per commit", threads, "fsyncs/commit", ours.fsyncs_per_commit, "", 0, true, "", std::nullopt});
+    rows.push_back({w.name, "log fsyncs per commit", threads, "fsyncs/commit", ours.fsyncs_per_commit, "", 0, true, "",
+                    std::nullopt});
   }
 }
 
@@ -638,11 +650,11 @@ void print_table(double seconds) {
     const figures& f = l.f;
     if (l.e == engine::ours) ours = &f;
     bool peer = l.e != engine::ours;
-    say("{:<8} {:>7}  {:<20} {:>10.0f} {:>11.1f} {:>8.0f} {:>8.0f} {:>13}   {:>9} {:>9} {:>9}\n", l.workload,
-        l.threads, name_of(l.e), f.commits_per_s, f.conflicts_per_s, f.p50_us, f.p99_us,
+    say("{:<8} {:>7}  {:<20} {:>10.0f} {:>11.1f} {:>8.0f} {:>8.0f} {:>13}   {:>9} {:>9} {:>9}\n", l.workload, l.threads,
+        name_of(l.e), f.commits_per_s, f.conflicts_per_s, f.p50_us, f.p99_us,
         peer ? "-" : fmt::format("{:.3f}", f.fsyncs_per_commit),
-        peer ? ratio_text(ours->commits_per_s, f.commits_per_s) : "",
-        peer ? ratio_text(ours->p50_us, f.p50_us) : "", peer ? ratio_text(ours->p99_us, f.p99_us) : "");
+        peer ? ratio_text(ours->commits_per_s, f.commits_per_s) : "", peer ? ratio_text(ours->p50_us, f.p50_us) : "",
+        peer ? ratio_text(ours->p99_us, f.p99_us) : "");
   }
   say("ours/peer = magnetite commits/s / peer commits/s (above 1: ours ahead); the latency ratios are ours / peer "
       "(below 1: ours ahead). Latency: first begin to the commit that succeeded, retries included.\n");
@@ -659,7 +671,7 @@ void print_json(const std::string& base, double seconds) {
 }
 
 [[noreturn]] void usage() {
-  fmt::print(stderr, "usage: state_bench [--dir D] [--seconds S] [--only map|blind|rmw|rmw-hot] [--json]\n");
+  fmt::print(stderr, "usage: state_bench [--dir D] [--seconds S] [--only map|blind|rmw|rmw-hot|rmw-across] [--json]\n");
   std::exit(2);
 }
 
@@ -670,13 +682,19 @@ int main(int argc, char** argv) {
   double seconds = 5;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) base = argv[++i];
-    else if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
-    else if (a == "--only" && i + 1 < argc) only = argv[++i];
-    else if (a == "--json") json_output = true;
-    else usage();
+    if (a == "--dir" && i + 1 < argc)
+      base = argv[++i];
+    else if (a == "--seconds" && i + 1 < argc)
+      seconds = std::atof(argv[++i]);
+    else if (a == "--only" && i + 1 < argc)
+      only = argv[++i];
+    else if (a == "--json")
+      json_output = true;
+    else
+      usage();
   }
-  if (!(seconds > 0) || !(only.empty() || only == "map" || only == "blind" || only == "rmw" || only == "rmw-hot"))
+  if (!(seconds > 0) ||
+      !(only.empty() || only == "map" || only == "blind" || only == "rmw" || only == "rmw-hot" || only == "rmw-across"))
     usage();
 
   using enum engine;
@@ -685,6 +703,7 @@ int main(int argc, char** argv) {
       {"blind", 0, shard_count, {ours, rocksdb_optimistic, lmdb}},
       {"rmw", 100'000, shard_count, {ours, rocksdb_optimistic, rocksdb_pessimistic, lmdb}},
       {"rmw-hot", 100, 1, {ours, rocksdb_optimistic, rocksdb_pessimistic, lmdb}},
+      {"rmw-across", 100'000, shard_count, {ours, rocksdb_optimistic, rocksdb_pessimistic, lmdb}, false, true},
   };
   std::filesystem::create_directories(base);
   for (const auto& w : workloads)
