@@ -75,6 +75,7 @@ TEST_CASE("torture: a fixed-seed slice of kill -9 runs finds no violation") {
   // The default mix includes the state/ kinds, and kills landed mid-operation
   // (exit 0 already says each worker died by the kill, not by itself).
   CHECK(figure(o.out, ", txn ") > 0);
+  CHECK(figure(o.out, ", xtxn ") > 0);
   CHECK(figure(o.out, ", stream ") > 0);
   CHECK(figure(o.out, ", keyed ") > 0);
   CHECK(figure(o.out, "kills with an operation in flight ") > 0);
@@ -85,14 +86,15 @@ TEST_CASE("torture: transactions, stream appends and keyed commits killed mid-ru
   // keyed commit in flight and its outcome is checked, not just the
   // acknowledged ones.
   testing::temp_dir d("torture-state");
-  auto o = run_torture(fmt::format("--seed 20261201 --iterations 8 --verify-every 4 --mix txn,stream,keyed --dir {}",
-                                   d / "db"));
+  auto o = run_torture(
+      fmt::format("--seed 20261201 --iterations 8 --verify-every 4 --mix txn,xtxn,stream,keyed --dir {}", d / "db"));
   MESSAGE(o.out);
   CHECK_MESSAGE(o.exit_code == 0, o.err);
   CHECK(o.out.find("torture: 0 violations") != std::string::npos);
   CHECK(o.out.find("8 iterations") != std::string::npos);
-  CHECK(o.out.find("mix txn,stream,keyed") != std::string::npos);
+  CHECK(o.out.find("mix txn,xtxn,stream,keyed") != std::string::npos);
   CHECK(figure(o.out, ", txn ") > 0);
+  CHECK(figure(o.out, ", xtxn ") > 0);
   CHECK(figure(o.out, ", stream ") > 0);
   CHECK(figure(o.out, ", keyed ") > 0);
   CHECK(figure(o.out, "by kind: put ") == 0);  // only the kinds asked for

@@ -2,7 +2,7 @@
 // against what was acknowledged (issue 6). One binary, two roles:
 //
 //   torture [--seed S] [--iterations N] [--shards N] [--threads N] [--keys N]
-//           [--mix put,del,cas,batch,ttl,txn,stream,keyed] [--dir D] [--verify-every N]
+//           [--mix put,del,cas,batch,ttl,txn,xtxn,stream,keyed] [--dir D] [--verify-every N]
 //   torture --worker DIR SHARDS THREADS KEYS FIRST_SEQ SEED MIX   (started by the driver)
 //
 // The worker opens the database and runs a mixed workload from THREADS writer
@@ -19,6 +19,9 @@
 // unacknowledged operation spans several collections in one frame; "B"
 // carries the owner's whole state after it, and before buffering the thread
 // checks its handles read back what it last committed).
+// Thread t alone also moves record "n" of its two transfer namespaces, on two
+// shards ("x<t>a" and the first "x<t>b<i>" on another shard; xtxn: load both,
+// put both with one new seq, commit two-phase: "B t xtxn seq").
 // With one writer neither can conflict, so any error but the kill is a
 // violation, and so is a load that does not return what the thread last
 // committed. Two more threads commit (checkpoint every shard) and run gc now
@@ -41,6 +44,10 @@
 //   - carries the revision of the commit that wrote it: the one its "A" line
 //     printed, or for an unacknowledged transaction found applied one revision
 //     shared by all its keys; a thread's commits have increasing revisions;
+// the two transfer records of every thread:
+//   - hold the same seq (or are both absent): the last acknowledged transfer's
+//     or the unacknowledged one's, whatever step of its two-phase commit the
+//     kill hit;
 // every stream:
 //   - next_seq is the number of acknowledged entries, or that plus the size
 //     of the one unacknowledged append (all or nothing); no entry lies past it;
@@ -139,6 +146,14 @@ constexpr int txn_keys = 8;
 std::string txn_ns(int thread) { return fmt::format("t{}", thread); }
 std::string record_name(int k) { return fmt::format("r{:02}", k); }
 std::string stream_name(int thread) { return fmt::format("s{}", thread); }
+
+// Thread t's two transfer namespaces, on two shards when there are two.
+std::array<std::string, 2> xtxn_namespaces(const state::records& recs, int thread) {
+  std::array<std::string, 2> ns{fmt::format("x{}a", thread), fmt::format("x{}b0", thread)};
+  for (int i = 1; i < 64 && recs.shard_of(ns[1]) == recs.shard_of(ns[0]); ++i) ns[1] = fmt::format("x{}b{}", thread, i);
+  return ns;
+}
+constexpr const char* xtxn_key = "n";
 
 // A record's value names its namespace, key and the transaction's sequence
 // number, then pads (as value_of): the driver tells every write apart and
@@ -287,10 +302,11 @@ keyed_read read_keyed(const state::value_handle& v, const state::map_handle& m, 
 
 struct mix {
   bool put = true, del = true, cas = true, batch = true, ttl = true, txn = true, stream = true, keyed = true;
+  bool xtxn = true;
 };
 
 mix parse_mix(const std::string& text) {
-  mix m{false, false, false, false, false, false, false, false};
+  mix m{false, false, false, false, false, false, false, false, false};
   std::stringstream in(text);
   for (std::string op; std::getline(in, op, ',');) {
     if (op == "put")
@@ -305,6 +321,8 @@ mix parse_mix(const std::string& text) {
       m.ttl = true;
     else if (op == "txn")
       m.txn = true;
+    else if (op == "xtxn")
+      m.xtxn = true;
     else if (op == "stream")
       m.stream = true;
     else if (op == "keyed")
@@ -314,7 +332,7 @@ mix parse_mix(const std::string& text) {
       std::exit(2);
     }
   }
-  if (!m.put && !m.del && !m.cas && !m.batch && !m.ttl && !m.txn && !m.stream && !m.keyed) m.put = true;
+  if (!m.put && !m.del && !m.cas && !m.batch && !m.ttl && !m.txn && !m.xtxn && !m.stream && !m.keyed) m.put = true;
   return m;
 }
 
@@ -327,6 +345,7 @@ std::string mix_text(const mix& m) {
                           {m.batch, "batch"},
                           {m.ttl, "ttl"},
                           {m.txn, "txn"},
+                          {m.xtxn, "xtxn"},
                           {m.stream, "stream"},
                           {m.keyed, "keyed"}})
     if (on) ops.push_back(name);
@@ -420,6 +439,53 @@ void run_txn(const state::records& recs, int t, std::mt19937_64& rng, std::atomi
   for (std::size_t i = 0; i < puts + (with_del ? 1 : 0); ++i)
     known[record_name(order[i])] = i == puts ? record_memory{} : record_memory{seq, *rev};
   report(fmt::format("A {} {}", t, *rev));
+}
+
+// What a thread's transfer records hold: one seq, the same on both (0: absent).
+std::uint64_t load_transfer(const state::records& recs, int t) {
+  auto ns = xtxn_namespaces(recs, t);
+  std::optional<std::uint64_t> seqs[2];
+  for (int side = 0; side < 2; ++side) {
+    auto got = recs.load(ns[side], xtxn_key);
+    if (!got) fail("load " + ns[side], got.error());
+    if (*got) {
+      seqs[side] = record_seq_of(ns[side], xtxn_key, (*got)->value);
+      if (!seqs[side]) {
+        report(fmt::format("E transfer record of {} holds a damaged value", ns[side]));
+        _exit(6);
+      }
+    }
+  }
+  if (seqs[0] != seqs[1]) {
+    report(fmt::format("E transfer records of thread {} disagree: {} against {}", t, seqs[0].value_or(0),
+                       seqs[1].value_or(0)));
+    _exit(6);
+  }
+  return seqs[0].value_or(0);
+}
+
+// One transfer: both records of thread t read as it last committed them,
+// then both rewritten with one new seq in a transaction across two shards.
+void run_xtxn(const state::records& recs, int t, std::atomic<std::uint64_t>& next_seq, std::uint64_t& last) {
+  auto ns = xtxn_namespaces(recs, t);
+  auto txn = recs.begin();
+  for (const auto& space : ns) {
+    auto got = txn.load(space, xtxn_key);
+    if (!got) fail("xtxn load " + space, got.error());
+    std::uint64_t seen = *got ? record_seq_of(space, xtxn_key, (*got)->value).value_or(1) : 0;
+    if (seen != last) {
+      report(fmt::format("E xtxn load of {}: seq {}, but this thread committed seq {}", space, seen, last));
+      _exit(6);
+    }
+  }
+  std::uint64_t seq = next_seq.fetch_add(1);
+  for (const auto& space : ns)
+    if (auto s = txn.put(space, xtxn_key, record_value(space, xtxn_key, seq)); !s) fail("xtxn put", s);
+  report(fmt::format("B {} xtxn {}", t, seq));
+  auto rev = txn.commit();
+  if (!rev) fail("xtxn commit", rev.error());
+  last = seq;
+  report(fmt::format("A {}", t));
 }
 
 // One append of 1-4 entries to thread t's stream at `expected`, the seq this
@@ -591,6 +657,8 @@ void run_keyed(keyed_handles& h, int t, std::mt19937_64& rng, std::atomic<std::u
       if (m.txn) ops.push_back(5);
       if (m.stream) ops.push_back(6);
       if (m.keyed) ops.push_back(7);
+      if (m.xtxn) ops.push_back(8);
+      std::uint64_t transfer = load_transfer(recs, t);
       for (;;) {
         std::string key = key_name(t, static_cast<int>(rng() % static_cast<std::uint64_t>(keys)));
         std::uint64_t seq = next_seq.fetch_add(1);
@@ -679,6 +747,9 @@ void run_keyed(keyed_handles& h, int t, std::mt19937_64& rng, std::atomic<std::u
           case 7:
             run_keyed(keyed, t, rng, next_seq, keyed_state);
             break;
+          case 8:
+            run_xtxn(recs, t, next_seq, transfer);
+            break;
         }
       }
     });
@@ -740,7 +811,9 @@ struct pending_op {
 };
 
 // The kinds that write plain keys (checked by check_keys).
-bool is_plain(const std::string& kind) { return kind != "txn" && kind != "stream" && kind != "keyed"; }
+bool is_plain(const std::string& kind) {
+  return kind != "txn" && kind != "xtxn" && kind != "stream" && kind != "keyed";
+}
 
 struct figures {
   std::uint64_t iterations = 0, acks = 0, keys_checked = 0, pending_applied = 0, pending_absent = 0;
@@ -750,6 +823,7 @@ struct figures {
   std::uint64_t records_checked = 0, txn_applied = 0, txn_absent = 0;
   std::uint64_t entries_checked = 0, append_applied = 0, append_absent = 0;
   std::uint64_t owners_checked = 0, keyed_applied = 0, keyed_absent = 0;
+  std::uint64_t xtxn_checked = 0, xtxn_applied = 0, xtxn_absent = 0;
 };
 
 class driver {
@@ -865,6 +939,8 @@ class driver {
           while (in >> k >> s) op.writes.emplace_back(k, s);
         } else if (op.kind == "stream") {
           in >> op.first_seq >> op.count >> op.op_seq;
+        } else if (op.kind == "xtxn") {
+          in >> op.op_seq;
         } else if (op.kind == "keyed") {
           auto k = parse_keyed(in);
           if (!k) {
@@ -902,6 +978,10 @@ class driver {
       }
       if (op.kind == "keyed") {
         keyed_[t] = op.keyed_after;
+        continue;
+      }
+      if (op.kind == "xtxn") {
+        transfers_[t] = op.op_seq;
         continue;
       }
       if (op.kind == "cas" && result == "failed") continue;
@@ -976,6 +1056,7 @@ class driver {
     ok = check_records(db, fig) && ok;
     ok = check_streams(db, fig, verify) && ok;
     ok = check_keyed(db, fig) && ok;
+    ok = check_transfers(db, fig) && ok;
     pending_.clear();
     ok = check_unwritten_keys(db) && ok;
     ok = check_state_space(db) && ok;
@@ -1053,6 +1134,44 @@ class driver {
       if (votes.first && votes.second)
         ok = violation(fmt::format("a {} of {} keys is half applied ({} applied, {} not)", op->kind, op->writes.size(),
                                    votes.first, votes.second));
+    return ok;
+  }
+
+  // Both transfer records of every thread: one seq on both, the last
+  // acknowledged transfer's or the one in flight's.
+  bool check_transfers(database& db, figures& fig) {
+    state::records recs(db);
+    bool ok = true;
+    for (int t = 0; t < threads_; ++t) {
+      auto ns = xtxn_namespaces(recs, t);
+      std::optional<std::uint64_t> found[2];
+      for (int side = 0; side < 2; ++side) {
+        auto got = recs.load(ns[side], xtxn_key);
+        if (!got) return violation(fmt::format("load {}: {}", ns[side], got.error().to_string()));
+        if (*got) {
+          found[side] = record_seq_of(ns[side], xtxn_key, (*got)->value);
+          if (!found[side]) ok = violation(fmt::format("transfer record of {} holds a damaged value", ns[side]));
+        }
+      }
+      ++fig.xtxn_checked;
+      std::uint64_t seen = found[0].value_or(0);
+      if (found[0] != found[1]) {
+        ok = violation(fmt::format("thread {}: a transfer is half applied: {} holds seq {}, {} holds seq {}", t, ns[0],
+                                   found[0].value_or(0), ns[1], found[1].value_or(0)));
+        continue;
+      }
+      auto p = pending_.find(t);
+      std::uint64_t in_flight = p != pending_.end() && p->second.kind == "xtxn" ? p->second.op_seq : 0;
+      if (in_flight && seen == in_flight) {
+        transfers_[t] = seen;
+        ++fig.xtxn_applied;
+      } else if (seen != transfers_[t]) {
+        ok = violation(fmt::format("thread {}: transfer records hold seq {}; the last acknowledged is {}{}", t, seen,
+                                   transfers_[t], in_flight ? fmt::format(", the one in flight {}", in_flight) : ""));
+      } else if (in_flight) {
+        ++fig.xtxn_absent;
+      }
+    }
     return ok;
   }
 
@@ -1310,6 +1429,9 @@ class driver {
     for (int t = 0; t < threads_; ++t) {
       for (const auto& [key, st] : txns_[t].records)
         if (st.ever_written) written.insert(state::record_key(txn_ns(t), key));
+      if (transfers_[t])
+        for (const auto& space : xtxn_namespaces(state::records(db), t))
+          written.insert(state::record_key(space, xtxn_key));
       if (!streams_[t].empty()) written.insert(state::stream_meta_key(stream_name(t)));
       entry_prefixes[state::stream_entries_prefix(stream_name(t))] = {t, streams_[t].size()};
     }
@@ -1368,6 +1490,7 @@ class driver {
   mix mix_;
   std::map<std::string, key_state> model_;
   std::map<int, txn_state> txns_;                      // by thread
+  std::map<int, std::uint64_t> transfers_;             // by thread: the seq both transfer records hold (0: none)
   std::map<int, std::vector<std::uint64_t>> streams_;  // by thread: the append (op seq) of each entry
   std::map<int, std::uint64_t> read_back_;             // by thread: entries below were read back and matched
   std::map<int, keyed_model> keyed_;                   // by thread: its owner's state after its last known commit
@@ -1387,7 +1510,7 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1, iterations = 100, verify_every = 10;
   std::size_t shards = 3;
   int threads = 4, keys = 40;
-  std::string dir, mix_arg = "put,del,cas,batch,ttl,txn,stream,keyed";
+  std::string dir, mix_arg = "put,del,cas,batch,ttl,txn,xtxn,stream,keyed";
   for (std::size_t i = 0; i < args.size(); ++i) {
     auto value = [&]() -> std::string {
       if (i + 1 >= args.size()) {
@@ -1448,7 +1571,7 @@ int main(int argc, char** argv) {
       fig.acks, fig.keys_checked, fig.pending_applied, fig.pending_absent, fig.killed_in_gc, fig.killed_in_commit,
       fig.killed_in_reclaim, fig.verifies);
   std::vector<std::string> by_kind;
-  for (const char* kind : {"put", "del", "cas", "batch", "ttl", "txn", "stream", "keyed"})
+  for (const char* kind : {"put", "del", "cas", "batch", "ttl", "txn", "xtxn", "stream", "keyed"})
     by_kind.push_back(fmt::format("{} {}", kind, fig.acked[kind]));
   fmt::print("torture: acknowledged by kind: {}\n", fmt::join(by_kind, ", "));
   fmt::print(
@@ -1458,6 +1581,8 @@ int main(int argc, char** argv) {
       fig.append_applied, fig.append_absent);
   fmt::print("torture: keyed: owner checks {}, commits in flight applied {} / absent {}\n", fig.owners_checked,
              fig.keyed_applied, fig.keyed_absent);
+  fmt::print("torture: xtxn: transfer checks {}, transfers in flight applied {} / absent {}\n", fig.xtxn_checked,
+             fig.xtxn_applied, fig.xtxn_absent);
   fmt::print("torture: {} violations\n", fig.violations);
   if (own_dir) std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
   return fig.violations ? 1 : 0;
