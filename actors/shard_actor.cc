@@ -437,6 +437,31 @@ auto write_handlers(handler_context c) {
       [=](host_atom, const host_request_ptr& r) { on_host_request(c, r); });
 }
 
+// What a transaction across shards may write: state keys and values, no ttl.
+status check_transaction_writes(const std::vector<batch_write>& writes) {
+  for (const auto& w : writes) {
+    MAGNETITE_TRY(state_space::check_key(w.key));
+    if (w.value) MAGNETITE_TRY(state_space::check_value(*w.value));
+    if (w.ttl) return status::invalid_argument("a write of a transaction across shards takes no ttl");
+  }
+  return status::ok();
+}
+
+status held_by_another(const std::string& key) {
+  return status::make(
+      status_code::conflict, status_category::transient,
+      fmt::format("conflict: a key ({} bytes) is held by another transaction being committed", key.size()));
+}
+
+// The decision recorded under `key`, from the published view: asked after
+// the group in which a check found it.
+result<transaction_records::decision> standing_decision(self_ptr self, const std::string& key) {
+  auto stored = self->state.engine->view()->get(key, self->state.engine->now_ns());
+  if (!stored) return stored.error();
+  if (!*stored) return status::corruption("decision record vanished after its check");
+  return transaction_records::decode_decision(**stored);
+}
+
 // Transactions across shards (docs/design/transactions.md): a participant's
 // prepare and finish, a coordinator's decision and its removal. Each answer
 // waits for the group that made its record durable.
@@ -456,16 +481,8 @@ auto transaction_handlers(handler_context c) {
               [](promise& p) { p.deliver(true, std::uint32_t{0}, std::uint64_t{0}); });
         auto hook = c.write_hook();
         tr::prepare p{id, coordinator, {}, writes_of(ops, hook)};
-        for (const auto& w : p.writes) {
-          status valid = state_space::check_key(w.key);
-          if (valid && w.value) valid = state_space::check_value(*w.value);
-          if (valid && w.ttl) valid = status::invalid_argument("a write of a transaction across shards takes no ttl");
-          if (!valid) return to_error(valid);
-        }
-        if (auto key = st.prepared.blocking(checks, p.writes))
-          return to_error(status::make(
-              status_code::conflict, status_category::transient,
-              fmt::format("conflict: a key ({} bytes) is held by another transaction being committed", key->size())));
+        if (status valid = check_transaction_writes(p.writes); !valid) return to_error(valid);
+        if (auto key = st.prepared.blocking(checks, p.writes)) return to_error(held_by_another(*key));
         for (const auto& check : checks) p.reads.push_back(check.key);
         std::string body = tr::encode_prepare(p);
         if (body.size() > state_space::max_value_bytes)
@@ -483,6 +500,42 @@ auto transaction_handlers(handler_context c) {
         return wait_for_group<bool, std::uint32_t, std::uint64_t>(
             self, self->make_response_promise<bool, std::uint32_t, std::uint64_t>(),
             [o](promise& p) { p.deliver(o.swapped, o.failed_check.value_or(0), o.found); });
+      },
+      [=](tx_commit_atom, const hash128& id, const std::vector<state_check>& checks, const std::vector<batch_op>& ops,
+          const std::vector<std::uint32_t>& participants)
+          -> caf::result<bool, std::uint32_t, std::uint64_t, std::uint64_t> {
+        if (auto e = c.down()) return *e;
+        auto hook = c.write_hook();
+        auto writes = writes_of(ops, hook);
+        if (status valid = check_transaction_writes(writes); !valid) return to_error(valid);
+        // Never waits: the other participants hold their keys meanwhile.
+        if (auto key = self->state.prepared.blocking(checks, writes)) return to_error(held_by_another(*key));
+        std::string key = tr::decision_key(id);
+        std::vector<state_check> all{{key, 0}};
+        all.insert(all.end(), checks.begin(), checks.end());
+        writes.push_back({key, tr::encode_decision({true, participants}), std::nullopt});
+        auto out = self->state.engine->apply(all, writes);
+        if (!out) {
+          stop_if_failed(self);
+          return to_error(out.error());
+        }
+        cas_outcome o = std::move(*out);
+        using promise = caf::typed_response_promise<bool, std::uint32_t, std::uint64_t, std::uint64_t>;
+        return wait_for_group<bool, std::uint32_t, std::uint64_t, std::uint64_t>(
+            self, self->make_response_promise<bool, std::uint32_t, std::uint64_t, std::uint64_t>(),
+            [self, key, o, own_writes = !ops.empty()](promise& p) {
+              if (o.swapped) {
+                p.deliver(true, std::uint32_t{0}, std::uint64_t{0}, own_writes ? o.revision : std::uint64_t{0});
+              } else if (*o.failed_check > 0) {  // a check of its own: aborted, nothing written
+                p.deliver(false, *o.failed_check - 1, o.found, std::uint64_t{0});
+              } else if (auto d = standing_decision(self, key); !d) {  // sent again: decided before
+                p.deliver(to_error(d.error()));
+              } else {
+                // A decision of abort is told as a failed check nowhere: the
+                // caller learns it from failed_check = UINT32_MAX.
+                p.deliver(d->commit, d->commit ? std::uint32_t{0} : UINT32_MAX, std::uint64_t{0}, std::uint64_t{0});
+              }
+            });
       },
       [=](tx_decide_atom, const hash128& id, bool commit,
           const std::vector<std::uint32_t>& participants) -> caf::result<bool> {
@@ -502,12 +555,7 @@ auto transaction_handlers(handler_context c) {
             return;
           }
           // Decided before: that decision stands, whatever this one asked.
-          auto stored = self->state.engine->view()->get(key, self->state.engine->now_ns());
-          result<tr::decision> d = status::corruption("decision record vanished after its check");
-          if (!stored)
-            d = stored.error();
-          else if (*stored)
-            d = tr::decode_decision(**stored);
+          auto d = standing_decision(self, key);
           if (d)
             p.deliver(d->commit);
           else

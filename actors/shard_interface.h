@@ -22,6 +22,11 @@
 //                                                    half of a transaction across shards: checks, a
 //                                                    prepare record and holds (prepared_transactions.h);
 //                                                    a key another prepare holds: conflict, at once
+//   (txcommit, id, [state_check], [batch_op], [participant])
+//                                                    -> (committed, failed_check, found, revision)
+//                                                    the coordinator's own part and the decision
+//                                                    `commit`, in ONE frame, if its checks hold and no
+//                                                    decision exists (else: the one that stands)
 //   (txdecide, id, commit, [participant])            -> committed   the coordinator's decision record,
 //                                                    written unless one exists; the one that stands
 //   (txfinish, id, commit)                           -> revision    applies (commit) or drops the
@@ -86,6 +91,7 @@ using merge_atom = caf::atom_constant<caf::atom("merge")>;
 using adopt_atom = caf::atom_constant<caf::atom("adopt")>;
 using tx_prepare_atom = caf::atom_constant<caf::atom("txprepare")>;
 using tx_decide_atom = caf::atom_constant<caf::atom("txdecide")>;
+using tx_commit_atom = caf::atom_constant<caf::atom("txcommit")>;
 using tx_finish_atom = caf::atom_constant<caf::atom("txfinish")>;
 using tx_forget_atom = caf::atom_constant<caf::atom("txforget")>;
 
@@ -187,6 +193,8 @@ using shard_engine_actor = shard_actor::extend<
                                                                                        std::uint32_t, std::uint64_t>,
     caf::replies_to<tx_prepare_atom, hash128, std::uint32_t, std::vector<state_check>,
                     std::vector<batch_op>>::with<bool, std::uint32_t, std::uint64_t>,
+    caf::replies_to<tx_commit_atom, hash128, std::vector<state_check>, std::vector<batch_op>,
+                    std::vector<std::uint32_t>>::with<bool, std::uint32_t, std::uint64_t, std::uint64_t>,
     caf::replies_to<tx_decide_atom, hash128, bool, std::vector<std::uint32_t>>::with<bool>,
     caf::replies_to<tx_finish_atom, hash128, bool>::with<std::uint64_t>,
     caf::replies_to<tx_forget_atom, hash128>::with<ok_atom>,

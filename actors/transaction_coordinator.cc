@@ -69,16 +69,37 @@ result<transaction_outcome> transaction_coordinator::commit(std::vector<transact
     return status::invalid_argument("a transaction across shards takes parts on two or more distinct shards");
   in_doubt t{random_hash128(), static_cast<std::uint32_t>(parts.front().shard), {}};
   for (const auto& p : parts) t.participants.push_back(static_cast<std::uint32_t>(p.shard));
-
-  // 1. Prepare, every participant at once.
   caf::scoped_actor self{system_};
+  transaction_outcome out;
+  auto backoff = std::chrono::milliseconds(5);
+  auto pause = [&] {
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+  };
+  // Nobody decided `commit`, and nobody will: the prepared participants drop
+  // their part (a prepare still on its way is dropped by the finish queued
+  // behind it). One that cannot be reached now is left to the background
+  // resolution, which finds no decision and writes `abort`.
+  auto abort_others = [&] {
+    for (std::size_t i = 1; i < parts.size(); ++i) {
+      status s;
+      self->request(handle(parts[i].shard), time_left(clock::now() + std::chrono::seconds(1)), tx_finish_atom::value,
+                    t.id, false)
+          .receive([](std::uint64_t) {}, [&](caf::error& e) { s = to_status(e); });
+      if (!s) {
+        resolve_later(t);
+        return;
+      }
+    }
+  };
+
+  // 1. Prepare every participant but the coordinator, at once.
   using prepared_answer =
       caf::response_handle<caf::blocking_actor, caf::detail::type_list<bool, std::uint32_t, std::uint64_t>, true>;
   std::vector<prepared_answer> asked;
-  for (auto& p : parts)
-    asked.push_back(self->request(handle(p.shard), time_left(until), tx_prepare_atom::value, t.id, t.coordinator,
-                                  std::move(p.checks), ops_of(p.writes)));
-  transaction_outcome out;
+  for (std::size_t i = 1; i < parts.size(); ++i)
+    asked.push_back(self->request(handle(parts[i].shard), time_left(until), tx_prepare_atom::value, t.id, t.coordinator,
+                                  parts[i].checks, ops_of(parts[i].writes)));
   status failure;
   bool refused = false;
   for (std::size_t i = 0; i < asked.size(); ++i)
@@ -86,7 +107,7 @@ result<transaction_outcome> transaction_coordinator::commit(std::vector<transact
         [&](bool prepared, std::uint32_t failed_check, std::uint64_t found) {
           if (prepared || refused || !failure.is_ok()) return;
           refused = true;
-          out.failed_part = i;
+          out.failed_part = i + 1;
           out.failed_check = failed_check;
           out.found = found;
         },
@@ -94,34 +115,45 @@ result<transaction_outcome> transaction_coordinator::commit(std::vector<transact
           if (failure.is_ok() && !refused) failure = to_status(e);
         });
   if (refused || !failure.is_ok()) {
-    // Nobody decided, and nobody will: every participant drops what it
-    // prepared (a prepare still on its way is dropped by the finish queued
-    // behind it). A participant that cannot be reached now is left to the
-    // background resolution, which finds no decision and writes `abort`.
-    for (auto shard : t.participants) {
-      status s;
-      self->request(handle(shard), time_left(clock::now() + std::chrono::seconds(1)), tx_finish_atom::value, t.id,
-                    false)
-          .receive([](std::uint64_t) {}, [&](caf::error& e) { s = to_status(e); });
-      if (!s) {
-        resolve_later(t);
-        break;
-      }
-    }
+    abort_others();
     if (refused) return out;
     return status::make(failure.code(), status_category::transient,
                         fmt::format("transaction not committed, nothing was written: {}", failure.message()));
   }
 
-  // 2. Decide: durable at the coordinator before anyone hears it. A failed
-  // attempt may have written it, so the same commit is asked again: the
-  // record, if it exists, answers.
+  // 2. The coordinator checks its own part, and applies it with the decision
+  // `commit` in ONE frame: the decision is durable before anyone hears it,
+  // and a failed check there writes no decision at all. A failed attempt may
+  // have written it, so the same request is sent again: the record, if it
+  // exists, answers.
   std::optional<bool> committed;
-  for (auto backoff = std::chrono::milliseconds(5); !committed;) {
+  for (;;) {
     status s;
-    self->request(handle(t.coordinator), time_left(until), tx_decide_atom::value, t.id, true, t.participants)
-        .receive([&](bool c) { committed = c; }, [&](caf::error& e) { s = to_status(e); });
+    std::uint32_t failed_check = 0;
+    self->request(handle(t.coordinator), time_left(until), tx_commit_atom::value, t.id, parts.front().checks,
+                  ops_of(parts.front().writes), t.participants)
+        .receive(
+            [&](bool c, std::uint32_t check, std::uint64_t found, std::uint64_t revision) {
+              committed = c;
+              failed_check = check;
+              out.found = found;
+              out.revision = revision;
+            },
+            [&](caf::error& e) { s = to_status(e); });
+    if (committed && !*committed) {
+      abort_others();
+      if (failed_check == UINT32_MAX)  // resolved as aborted meanwhile
+        return status::make(status_code::conflict, status_category::transient,
+                            "conflict: the transaction was aborted while it was being committed; nothing was written");
+      out.failed_part = 0;
+      out.failed_check = failed_check;
+      return out;
+    }
     if (committed) break;
+    if (s.code() == status_code::conflict) {  // a key held there: nothing written, no decision
+      abort_others();
+      return s;
+    }
     if (!worth_retrying(s) || (until && clock::now() >= *until)) {
       resolve_later(t);
       if (!worth_retrying(s))
@@ -129,20 +161,20 @@ result<transaction_outcome> transaction_coordinator::commit(std::vector<transact
                             fmt::format("transaction's decision not confirmed: {}", s.message()));
       return timed_out("recorded the decision", t.coordinator);
     }
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+    pause();
   }
 
-  // 3. Finish everywhere at once (a participant that is restarting is asked
-  // again), then forget the decision. The forget is not waited for: a
-  // decision left behind by a crash is forgotten at the next open.
+  // 3. Finish the others at once (one that is restarting is asked again),
+  // then forget the decision. The forget is not waited for: a decision left
+  // behind by a crash is forgotten at the next open.
   using finished_answer = caf::response_handle<caf::blocking_actor, caf::detail::type_list<std::uint64_t>, true>;
   std::vector<std::size_t> unfinished;
-  for (const auto& p : parts) unfinished.push_back(p.shard);
-  for (auto backoff = std::chrono::milliseconds(5); !unfinished.empty();) {
+  for (std::size_t i = 1; i < parts.size(); ++i) unfinished.push_back(parts[i].shard);
+  backoff = std::chrono::milliseconds(5);
+  while (!unfinished.empty()) {
     std::vector<finished_answer> finishing;
     for (auto shard : unfinished)
-      finishing.push_back(self->request(handle(shard), time_left(until), tx_finish_atom::value, t.id, *committed));
+      finishing.push_back(self->request(handle(shard), time_left(until), tx_finish_atom::value, t.id, true));
     std::vector<std::size_t> again;
     status s;
     for (std::size_t i = 0; i < finishing.size(); ++i)
@@ -157,17 +189,13 @@ result<transaction_outcome> transaction_coordinator::commit(std::vector<transact
       resolve_later(t);
       if (!worth_retrying(s))
         return status::make(s.code(), status_category::ambiguous,
-                            fmt::format("transaction decided {} but shard {} did not apply it: {}",
-                                        *committed ? "commit" : "abort", unfinished.front(), s.message()));
+                            fmt::format("transaction committed but shard {} did not apply it yet: {}",
+                                        unfinished.front(), s.message()));
       return timed_out("applied the decision", unfinished.front());
     }
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(200));
+    pause();
   }
   caf::anon_send(handle(t.coordinator), tx_forget_atom::value, t.id);
-  if (!*committed)
-    return status::make(status_code::conflict, status_category::transient,
-                        "conflict: the transaction was aborted while it was being committed; nothing was written");
   out.committed = true;
   return out;
 }

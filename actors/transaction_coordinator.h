@@ -2,15 +2,18 @@
 // more shards of one database, atomically, by two-phase commit with the
 // shard actors as participants (docs/design/transactions.md).
 //
-//   1. prepare: every participant checks its part's revisions, logs a
-//      prepare record holding the writes, and holds the keys
-//      (prepared_transactions.h). Any refusal or failure: abort.
-//   2. decide: the coordinator shard (the lowest participant) makes the
-//      decision record durable. Before that, nobody hears a decision; after
-//      it, the decision never changes (a decide finds the one that stands).
-//   3. finish: every participant applies (or drops) its writes in one frame
-//      with the deletion of its prepare record, and lets go of its keys.
-//      Then the coordinator forgets the decision.
+//   1. prepare: every participant but the coordinator (the lowest shard)
+//      checks its part's revisions, logs a prepare record holding the
+//      writes, and holds the keys (prepared_transactions.h). Any refusal or
+//      failure: abort.
+//   2. commit at the coordinator: it checks its own part and, if that holds
+//      and no decision exists, applies its writes and the decision record
+//      `commit` in ONE frame. Before that, nobody hears a decision; after
+//      it, the decision never changes (a later request finds the one that
+//      stands). A failed check there writes nothing: abort.
+//   3. finish: every other participant applies (or drops) its writes in one
+//      frame with the deletion of its prepare record, and lets go of its
+//      keys. Then the coordinator forgets the decision.
 //
 // Presumed abort: a transaction with a prepare and no decision record is
 // aborted by whoever resolves it, by writing `abort` as the decision first,
