@@ -290,26 +290,34 @@ result<database_core::prepared> database_core::prepare_batch(std::span<const bat
   return prepared{target, std::move(r)};
 }
 
-result<database_core::prepared> database_core::prepare_apply(std::size_t shard, std::vector<state_check> checks,
-                                                             std::span<const batch_write> writes) const {
+status database_core::check_state_batch(std::size_t shard, std::span<const state_check> checks,
+                                        std::span<const batch_write> writes) const {
   if (shard >= slots_.size())
     return status::invalid_argument(fmt::format("no shard {}: the database has {}", shard, slots_.size()));
   if (writes.size() > limits::max_batch_mutations)
     return status::invalid_argument(
         fmt::format("state batch of {} writes exceeds the limit of {}", writes.size(), limits::max_batch_mutations));
   for (const auto& c : checks) MAGNETITE_TRY(state_space::check_key(c.key));
-  auto r = make_request(host_request::kind::apply, {}, std::nullopt);
-  r->checks = std::move(checks);
-  r->ops.reserve(writes.size());
-  for (const auto& w : writes) {
+  for (std::size_t i = 0; i < writes.size(); ++i) {
+    const auto& w = writes[i];
     MAGNETITE_TRY(state_space::check_key(w.key));
     if (w.value)
       MAGNETITE_TRY(state_space::check_value(*w.value));
     else if (w.ttl)
-      return status::invalid_argument(fmt::format("state write {}: a delete takes no ttl", r->ops.size()));
+      return status::invalid_argument(fmt::format("state write {}: a delete takes no ttl", i));
     MAGNETITE_TRY(check_ttl(w.ttl));
-    r->ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
   }
+  return status::ok();
+}
+
+result<database_core::prepared> database_core::prepare_apply(std::size_t shard, std::vector<state_check> checks,
+                                                             std::span<const batch_write> writes) const {
+  MAGNETITE_TRY(check_state_batch(shard, checks, writes));
+  auto r = make_request(host_request::kind::apply, {}, std::nullopt);
+  r->checks = std::move(checks);
+  r->ops.reserve(writes.size());
+  for (const auto& w : writes)
+    r->ops.push_back({w.key, w.value.has_value(), w.value.value_or(std::string()), w.ttl ? w.ttl->count() : 0});
   return prepared{shard, std::move(r)};
 }
 
@@ -359,8 +367,7 @@ result<transaction_outcome> database_core::commit_across(
     return status::make(status_code::timeout, status_category::transient,
                         "deadline passed before the transaction was sent");
   for (const auto& p : parts) {
-    auto checked = prepare_apply(p.shard, p.checks, p.writes);
-    if (!checked) return checked.error();
+    MAGNETITE_TRY(check_state_batch(p.shard, p.checks, p.writes));
     for (const auto& w : p.writes)
       if (w.ttl) return status::invalid_argument("a write of a transaction across shards takes no ttl");
   }

@@ -153,6 +153,9 @@ class database_core {
                                std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
                                std::optional<std::string_view> routing) const;
   result<prepared> prepare_batch(std::span<const batch_write> writes, std::optional<std::string_view> routing) const;
+  // What a conditional batch on `shard` must satisfy before it is sent.
+  status check_state_batch(std::size_t shard, std::span<const state_check> checks,
+                           std::span<const batch_write> writes) const;
   result<prepared> prepare_apply(std::size_t shard, std::vector<state_check> checks,
                                  std::span<const batch_write> writes) const;
   // Hands a write to the shard and waits for its answer (no actor on this thread).

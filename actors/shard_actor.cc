@@ -565,20 +565,26 @@ auto transaction_handlers(handler_context c) {
       [=](tx_finish_atom, const hash128& id, bool commit) -> caf::result<std::uint64_t> {
         if (auto e = c.down()) return *e;
         auto& st = self->state;
-        const tr::prepare* held = st.prepared.find(id);
+        auto held = st.prepared.take(id);
         if (!held)  // finished before (or never prepared): nothing to do
           return wait_for_group<std::uint64_t>(self, self->make_response_promise<std::uint64_t>(),
                                                [](auto& p) { p.deliver(std::uint64_t{0}); });
-        std::vector<batch_write> writes;
+        // The writes move out of the table into the frame; a refusal of the
+        // frame puts them back, so the holds stay until a finish lands.
         bool writes_any = commit && !held->writes.empty();
-        if (commit) writes = held->writes;
+        std::vector<batch_write> writes;
+        if (commit) writes = std::move(held->writes);
         writes.push_back({tr::prepare_key(id), std::nullopt, std::nullopt});
         auto out = st.engine->apply({}, writes);
         if (!out) {
+          if (commit) {
+            writes.pop_back();
+            held->writes = std::move(writes);
+          }
+          st.prepared.add(std::move(*held));
           stop_if_failed(self);
           return to_error(out.error());
         }
-        st.prepared.take(id);
         auto parked = std::move(st.parked);
         st.parked.clear();
         for (auto& p : parked) p(nullptr);

@@ -34,11 +34,6 @@ std::optional<std::string> prepared_transactions::blocking(std::span<const state
   return std::nullopt;
 }
 
-const tr::prepare* prepared_transactions::find(const hash128& id) const {
-  auto p = prepared_.find(id);
-  return p == prepared_.end() ? nullptr : &p->second;
-}
-
 void prepared_transactions::add(tr::prepare p) {
   if (prepared_.contains(p.id)) return;  // its holds are counted once
   for (const auto& k : p.reads) ++holds_[k].readers;

@@ -40,7 +40,6 @@ class prepared_transactions {
   // key held against it, or nullopt.
   std::optional<std::string> blocking(std::span<const state_check> checks, std::span<const batch_write> writes) const;
   bool holds(const hash128& id) const { return prepared_.contains(id); }
-  const transaction_records::prepare* find(const hash128& id) const;
   void add(transaction_records::prepare p);
   // Drops the transaction and its holds; what it held, or nullopt.
   std::optional<transaction_records::prepare> take(const hash128& id);

@@ -158,39 +158,7 @@ status conflict_on(std::string_view ns, std::string_view key, std::uint64_t read
 result<std::uint64_t> transaction::commit(std::optional<deadline> d) {
   if (finished_) return mistake("transaction is finished (committed or rolled back)");
   finished_ = true;
-  std::optional<std::size_t> shard;
-  auto on_one_shard = [&](std::string_view ns) {
-    std::size_t s = db_->shard_of(record_prefix(ns));
-    if (shard && *shard != s) return false;
-    shard = s;
-    return true;
-  };
-  bool one = true;
-  for (const auto& [k, r] : reads_) one = one && on_one_shard(r.ns);
-  for (const auto& [k, w] : writes_) one = one && on_one_shard(w.ns);
-  if (!shard) return std::uint64_t{0};  // touched nothing
-  if (!one) return commit_across(d);
-  std::vector<state_check> checks;
-  std::vector<const read*> read_of;
-  checks.reserve(reads_.size());
-  for (const auto& [k, r] : reads_) {
-    checks.push_back({k, r.revision});
-    read_of.push_back(&r);
-  }
-  std::vector<batch_write> writes;
-  writes.reserve(writes_.size());
-  for (auto& [k, w] : writes_)
-    writes.push_back({k, w.value ? std::optional<std::string>(std::move(w.stored)) : std::nullopt, std::nullopt});
-  auto out = db_->core().apply(*shard, std::move(checks), std::move(writes), d);
-  if (!out) return after_handoff(out.error());
-  if (out->failed_check) {
-    const read& r = *read_of.at(*out->failed_check);
-    return conflict_on(r.ns, r.key, r.revision, out->found);
-  }
-  return out->revision;
-}
-
-result<std::uint64_t> transaction::commit_across(std::optional<deadline> d) {
+  // Each shard's part, in shard order, and the reads behind its checks.
   std::map<std::size_t, transaction_part> parts;
   std::map<std::size_t, std::vector<const read*>> read_of;
   for (const auto& [k, r] : reads_) {
@@ -204,6 +172,17 @@ result<std::uint64_t> transaction::commit_across(std::optional<deadline> d) {
     parts[s].shard = s;
     parts[s].writes.push_back(
         {k, w.value ? std::optional<std::string>(std::move(w.stored)) : std::nullopt, std::nullopt});
+  }
+  if (parts.empty()) return std::uint64_t{0};  // touched nothing
+  if (parts.size() == 1) {
+    auto& [shard, part] = *parts.begin();
+    auto out = db_->core().apply(shard, std::move(part.checks), std::move(part.writes), d);
+    if (!out) return after_handoff(out.error());
+    if (out->failed_check) {
+      const read& r = *read_of[shard].at(*out->failed_check);
+      return conflict_on(r.ns, r.key, r.revision, out->found);
+    }
+    return out->revision;
   }
   std::vector<transaction_part> list;
   for (auto& [s, p] : parts) list.push_back(std::move(p));

@@ -103,7 +103,6 @@ class MAGNETITE_API transaction {
   };
   // The state key of (ns, key), once the transaction is usable.
   result<std::string> key_for(std::string_view ns, std::string_view key);
-  result<std::uint64_t> commit_across(std::optional<deadline> d);
 
   database* db_;
   std::map<std::string, read> reads_;    // by state key
