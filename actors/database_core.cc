@@ -294,20 +294,7 @@ status database_core::check_state_batch(std::size_t shard, std::span<const state
                                         std::span<const batch_write> writes) const {
   if (shard >= slots_.size())
     return status::invalid_argument(fmt::format("no shard {}: the database has {}", shard, slots_.size()));
-  if (writes.size() > limits::max_batch_mutations)
-    return status::invalid_argument(
-        fmt::format("state batch of {} writes exceeds the limit of {}", writes.size(), limits::max_batch_mutations));
-  for (const auto& c : checks) MAGNETITE_TRY(state_space::check_key(c.key));
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    const auto& w = writes[i];
-    MAGNETITE_TRY(state_space::check_key(w.key));
-    if (w.value)
-      MAGNETITE_TRY(state_space::check_value(*w.value));
-    else if (w.ttl)
-      return status::invalid_argument(fmt::format("state write {}: a delete takes no ttl", i));
-    MAGNETITE_TRY(check_ttl(w.ttl));
-  }
-  return status::ok();
+  return state_space::check_batch(checks, writes);
 }
 
 result<database_core::prepared> database_core::prepare_apply(std::size_t shard, std::vector<state_check> checks,
@@ -321,15 +308,31 @@ result<database_core::prepared> database_core::prepare_apply(std::size_t shard, 
   return prepared{shard, std::move(r)};
 }
 
+result<std::optional<std::string>> database_core::read(std::size_t shard, std::string_view key) {
+  if (shard >= slots_.size())
+    return status::invalid_argument(fmt::format("no shard {}: the database has {}", shard, slots_.size()));
+  auto view = serving_view(shard);
+  if (!view) return view.error();
+  return (*view)->get(key, options_.shard.clock());
+}
+
+result<state_range> database_core::read_range(std::size_t shard, std::string_view from, std::string_view to,
+                                              std::size_t limit) {
+  if (shard >= slots_.size())
+    return status::invalid_argument(fmt::format("no shard {}: the database has {}", shard, slots_.size()));
+  auto view = serving_view(shard);
+  if (!view) return view.error();
+  return (*view)->live_range(from, to, options_.shard.clock(), limit);
+}
+
 result<cas_outcome> database_core::apply(std::size_t shard, std::vector<state_check> checks,
-                                         std::vector<batch_write> writes,
-                                         std::optional<std::chrono::steady_clock::time_point> deadline) {
-  if (deadline && std::chrono::steady_clock::now() >= *deadline)
+                                         std::vector<batch_write> writes, std::optional<deadline> d) {
+  if (d && std::chrono::steady_clock::now() >= *d)
     return status::make(status_code::timeout, status_category::transient,
                         "deadline passed before the request was sent");
   auto p = prepare_apply(shard, std::move(checks), writes);
   if (!p) return p.error();
-  if (!deadline) return submit(std::move(*p));
+  if (!d) return submit(std::move(*p));
   // A waiter that may leave cannot sit in a group's relay tree (its children
   // would never be woken): a timed request is answered alone, through `done`,
   // into a state that outlives the caller's wait.
@@ -349,7 +352,7 @@ result<cas_outcome> database_core::apply(std::size_t shard, std::vector<state_ch
     a->cv.notify_one();
   });
   std::unique_lock lk(a->mu);
-  if (!a->cv.wait_until(lk, *deadline, [&] { return a->ready; }))
+  if (!a->cv.wait_until(lk, *d, [&] { return a->ready; }))
     return status::make(status_code::timeout, status_category::ambiguous,
                         "deadline passed while waiting: the request may still be applied");
   if (!a->st) return a->st;
@@ -361,9 +364,9 @@ void database_core::apply_async(std::size_t shard, std::vector<state_check> chec
   submit_async(prepare_apply(shard, std::move(checks), writes), with_outcome(std::move(done)));
 }
 
-result<transaction_outcome> database_core::commit_across(
-    std::vector<transaction_part> parts, std::optional<std::chrono::steady_clock::time_point> deadline) {
-  if (deadline && std::chrono::steady_clock::now() >= *deadline)
+result<transaction_outcome> database_core::commit_across(std::vector<transaction_part> parts,
+                                                         std::optional<deadline> d) {
+  if (d && std::chrono::steady_clock::now() >= *d)
     return status::make(status_code::timeout, status_category::transient,
                         "deadline passed before the transaction was sent");
   for (const auto& p : parts) {
@@ -371,7 +374,7 @@ result<transaction_outcome> database_core::commit_across(
     for (const auto& w : p.writes)
       if (w.ttl) return status::invalid_argument("a write of a transaction across shards takes no ttl");
   }
-  return transactions_->commit(std::move(parts), deadline);
+  return transactions_->commit(std::move(parts), d);
 }
 
 namespace {

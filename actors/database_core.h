@@ -22,6 +22,7 @@
 
 #include "actors/shard_actor.h"
 #include "actors/shard_supervisor.h"
+#include "actors/state_storage.h"
 #include "actors/transaction_coordinator.h"
 #include "engine/checkpoint_log.h"
 #include "engine/merged_cursor.h"
@@ -62,19 +63,19 @@ struct core_options : private database_options {
 // system): what database::open does with core_options(options).
 result<std::unique_ptr<database>> open_database(core_options options);
 
-class database_core {
+class database_core final : public state_storage {
  public:
   static result<std::unique_ptr<database_core>> open(core_options options);
   // The shard count recorded in `dir`'s MANIFEST, or nullopt for a directory
   // that holds no database yet (a tool opens an existing one with its count).
   static result<std::optional<std::size_t>> recorded_shards(const std::string& dir, env* fs = nullptr);
   // Checkpoints every shard and stops them.
-  ~database_core();
+  ~database_core() override;
   database_core(const database_core&) = delete;
   database_core& operator=(const database_core&) = delete;
 
   std::size_t shard_count() const noexcept { return slots_.size(); }
-  std::size_t shard_of(std::string_view routing_key) const noexcept;
+  std::size_t shard_of(std::string_view routing_key) const noexcept override;
   // The typed handle of shard i, for hosts that message it themselves. It
   // changes when the shard restarts.
   shard_engine_actor shard_handle(std::size_t i) const;
@@ -118,19 +119,21 @@ class database_core {
   std::uint64_t now_ns() const { return options_.shard.clock(); }
   // Shard i's published view (what get reads), or why it has none.
   result<std::shared_ptr<const read_view>> view_of(std::size_t shard) const { return serving_view(shard); }
-  // Hands shard `shard` a conditional batch (shard::apply: every key a state
-  // key) and waits for its answer. With a deadline, waits at most until then
-  // and answers `timeout`, ambiguous: an admitted request is not recalled and
-  // may still be applied. A deadline already past sends nothing (transient).
+  // ---- state_storage (state_storage.h), for a data directory ----
+  // Reads take the shard's published view; apply hands the shard a
+  // conditional batch (shard::apply: every key a state key) and waits for
+  // its answer.
+  result<std::optional<std::string>> read(std::size_t shard, std::string_view key) override;
+  result<state_range> read_range(std::size_t shard, std::string_view from, std::string_view to,
+                                 std::size_t limit) override;
   result<cas_outcome> apply(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
-                            std::optional<std::chrono::steady_clock::time_point> deadline = {});
+                            std::optional<deadline> d = {}) override;
   void apply_async(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
                    std::function<void(result<cas_outcome>)> done);
-  // The parts of one transaction on two or more shards, committed as a whole
-  // (transaction_coordinator.h states the outcomes). Each part is checked
-  // like a conditional batch first; bad input changes nothing.
+  // Each part is checked like a conditional batch first; bad input changes
+  // nothing.
   result<transaction_outcome> commit_across(std::vector<transaction_part> parts,
-                                            std::optional<std::chrono::steady_clock::time_point> deadline = {});
+                                            std::optional<deadline> d = {}) override;
 
  private:
   explicit database_core(core_options options);

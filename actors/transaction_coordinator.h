@@ -36,28 +36,9 @@
 #include <vector>
 
 #include "actors/shard_supervisor.h"
+#include "actors/state_storage.h"
 
 namespace magnetite {
-
-// One shard's part of a transaction: checks and writes of state keys
-// (values are the caller's bytes, without revision; no ttl).
-struct transaction_part {
-  std::size_t shard = 0;
-  std::vector<state_check> checks;
-  std::vector<batch_write> writes;
-};
-
-struct transaction_outcome {
-  bool committed = false;
-  // Committed: the highest revision the writes got (each shard numbers its
-  // own; a write's revision is its shard's).
-  std::uint64_t revision = 0;
-  // Not committed because a check failed: which part and check, and the
-  // revision found. Nothing was written.
-  std::size_t failed_part = 0;
-  std::uint32_t failed_check = 0;
-  std::uint64_t found = 0;
-};
 
 class transaction_coordinator {
  public:

@@ -13,6 +13,7 @@
 // entry without a value is a deletion.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -20,6 +21,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/hash128.h"
@@ -56,6 +58,14 @@ struct layer {
   static std::shared_ptr<const layer> merge_all(const std::vector<std::shared_ptr<const layer>>& newest_first);
 };
 
+// A run of live user keys in key order, with their values.
+struct live_run {
+  std::vector<std::pair<std::string, std::string>> entries;  // user key, live value
+  // Set when the run stopped before the end of its range (a limit, or a cap
+  // on its bytes): the key to read on from.
+  std::optional<std::string> resume;
+};
+
 class read_view {
  public:
   // `root_pin` is shared by every view of one root: while any of them lives,
@@ -74,6 +84,11 @@ class read_view {
   // reads the same entries one at a time.
   status scan(std::string_view from, std::string_view to,
               const std::function<bool(std::string_view key, std::string_view stored)>& fn) const;
+  // The live values of user keys in [from, to) at now_ns (to empty: no
+  // upper bound): at most `limit` entries, and no more once `max_bytes` of
+  // keys and values are in (one entry at least, whatever its size).
+  result<live_run> live_range(std::string_view from, std::string_view to, std::uint64_t now_ns, std::size_t limit,
+                              std::size_t max_bytes = SIZE_MAX) const;
   // The same keys of [from, to) in descending order.
   status scan_reverse(std::string_view from, std::string_view to,
                       const std::function<bool(std::string_view key, std::string_view stored)>& fn) const;

@@ -284,13 +284,7 @@ result<std::uint64_t> shard::latest_revision(std::string_view key) const {
   auto v = latest_value(key);
   if (!v) return v.error();
   if (!*v) return std::uint64_t{0};
-  std::uint64_t r = (*v)->size() >= state_space::revision_bytes
-                        ? decode_fixed64_le(reinterpret_cast<const std::uint8_t*>((*v)->data()))
-                        : 0;
-  if (r == 0)
-    return status::corruption(fmt::format("state key of {} bytes holds a value of {} bytes with no valid revision",
-                                          key.size(), (*v)->size()));
-  return r;
+  return state_space::revision_of(key, **v);
 }
 
 result<cas_outcome> shard::apply(std::span<const state_check> checks, std::span<const batch_write> writes) {

@@ -91,13 +91,6 @@ struct merge_report {
   std::uint64_t dropped = 0;    // adopt only: stamped entries we held and the foreign tree does not
 };
 
-// A precondition of apply(): the state key's value carries this revision
-// (0: the key is absent or expired).
-struct state_check {
-  std::string key;
-  std::uint64_t revision = 0;
-};
-
 class shard {
  public:
   // Opens (creating if needed) the shard in `dir`: `dir`/wal and `dir`/nodes.

@@ -15,11 +15,17 @@
 // overwrite the other's keys.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
 #include <string_view>
 
 #include "core/limits.h"
 #include "core/status.h"
+#include "magnetite/write.h"
 
 namespace magnetite::state_space {
 
@@ -34,5 +40,34 @@ status check_user_value(std::string_view value);
 status check_key(std::string_view key);
 // A state value before its revision is added.
 status check_value(std::string_view value);
+
+// The revision a stored state value starts with. A value too short to carry
+// one, or carrying 0, is corruption naming the key's size: every writer of
+// the state space puts a positive revision first.
+result<std::uint64_t> revision_of(std::string_view key, std::string_view value);
+
+}  // namespace magnetite::state_space
+
+namespace magnetite {
+
+// A precondition of a conditional batch: the state key's value carries this
+// revision (0: the key is absent or expired).
+struct state_check {
+  std::string key;
+  std::uint64_t revision = 0;
+};
+
+}  // namespace magnetite
+
+namespace magnetite::state_space {
+
+// The shape every conditional batch must have, wherever it is judged (a
+// shard, a cluster's owner): at most limits::max_batch_mutations writes,
+// every key a state key, every value within max_value_bytes, a TTL positive
+// and never on a delete. Bad input is refused before anything is sent.
+status check_batch(std::span<const state_check> checks, std::span<const batch_write> writes);
+// One write of such a batch, its `i`th (value null: a delete).
+status check_write(std::size_t i, std::string_view key, const std::string* value,
+                   std::optional<std::chrono::nanoseconds> ttl);
 
 }  // namespace magnetite::state_space

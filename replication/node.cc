@@ -26,6 +26,10 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<vote>("magnetite::replication::vote");
   cfg.add_message_type<replica_info>("magnetite::replication::replica_info");
   cfg.add_message_type<request_id>("magnetite::replication::request_id");
+  cfg.add_message_type<state_check>("magnetite::state_check");
+  cfg.add_message_type<std::vector<state_check>>("std::vector<magnetite::state_check>");
+  cfg.add_message_type<batch_op>("magnetite::batch_op");
+  cfg.add_message_type<std::vector<batch_op>>("std::vector<magnetite::batch_op>");
 }
 
 core_options core_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys) {

@@ -214,51 +214,13 @@ auto election_handlers(self_ptr self) {
       });
 }
 
-// A client's write, at most once: without a request id, `write(nullopt)` at
-// once. With one, after any earlier attempt of the same request was decided:
-// `applied()` if its record is in our tree (it took place), else
-// `write(record)`, the record to ship with the write. The record's key is
-// held from the look-up on, so a retry arriving meanwhile waits; `write` then
-// replicates the record or lets its key go (release_key).
-void at_most_once(self_ptr self, const std::optional<request_id>& rid, std::function<void(const status&)> refuse,
-                  std::function<void()> applied, std::function<void(std::optional<stamped_op>)> write) {
-  if (!rid) return write(std::nullopt);
-  auto key = request_record_key(*rid);
-  with_key(self, key,
-           [self, key, refuse = std::move(refuse), applied = std::move(applied), write = std::move(write)](bool go) {
-             if (!go) return refuse(not_owner(self));
-             auto v = view_of(self);
-             if (!v) return refuse(status::io_error("the shard is not serving", status_category::transient));
-             auto& st = self->state;
-             // A record we can see is of a decided batch of this term (a batch in
-             // flight holds its key), which a majority holds: we still own the shard.
-             auto found = v->get(key, st.config.clock());
-             if (!found) return refuse(found.error());
-             if (found->has_value()) return applied();
-             st.keys[key].writing = true;
-             auto expires = st.config.clock() + static_cast<std::uint64_t>(st.config.request_memory.count());
-             write(stamped_op{key, stamp{}, true, std::string(), true, expires});
-           });
-}
-
-// What a refused client request hears.
-template <class Promise>
-std::function<void(const status&)> refusal(Promise rp) {
-  return [rp](const status& s) mutable { rp.deliver(to_error(s)); };
-}
-
-// Lets a request record's key go when the write it guards was not shipped.
-void drop(self_ptr self, const std::optional<stamped_op>& record) {
-  if (record) release_key(self, record->key);
-}
-
 caf::result<ok_atom> client_put(self_ptr self, const std::string& key, const std::string& value, std::int64_t ttl_ns,
                                 std::optional<request_id> rid) {
   if (auto s = state_space::check_user_key(key); !s) return to_error(s);
   if (auto s = state_space::check_user_value(value); !s) return to_error(s);
   auto rp = self->make_response_promise<ok_atom>();
   at_most_once(
-      self, rid, refusal(rp), [rp]() mutable { rp.deliver(ok_atom::value); },
+      self, rid, refusal(rp), [rp](std::uint64_t) mutable { rp.deliver(ok_atom::value); },
       [self, rp, key, value, ttl_ns](std::optional<stamped_op> record) mutable {
         // `key` stays: with_key reads it after this lambda is made.
         with_key(self, key, [self, rp, key, value = std::move(value), ttl_ns, record](bool go) mutable {
@@ -279,7 +241,7 @@ caf::result<ok_atom> client_del(self_ptr self, const std::string& key, std::opti
   if (auto s = state_space::check_user_key(key); !s) return to_error(s);
   auto rp = self->make_response_promise<ok_atom>();
   at_most_once(
-      self, rid, refusal(rp), [rp]() mutable { rp.deliver(ok_atom::value); },
+      self, rid, refusal(rp), [rp](std::uint64_t) mutable { rp.deliver(ok_atom::value); },
       [self, rp, key](std::optional<stamped_op> record) mutable {
         with_key(self, key, [self, rp, key, record](bool go) mutable {
           if (!go) {
@@ -344,7 +306,7 @@ caf::result<bool, bool, std::string> client_cas(self_ptr self, const std::string
       if (auto s = state_space::check_user_value(*v); !s) return to_error(s);
   auto rp = self->make_response_promise<bool, bool, std::string>();
   at_most_once(
-      self, rid, refusal(rp), [rp]() mutable { rp.deliver(true, false, std::string()); },
+      self, rid, refusal(rp), [rp](std::uint64_t) mutable { rp.deliver(true, false, std::string()); },
       [=](std::optional<stamped_op> record) mutable {
         with_key(self, key, [=](bool go) mutable {
           if (!go) {
@@ -377,6 +339,13 @@ auto client_handlers(self_ptr self) {
       [=](cas_atom, const std::string& key, bool has_expected, const std::string& expected, bool has_desired,
           const std::string& desired, std::int64_t ttl_ns, const request_id& rid) {
         return client_cas(self, key, has_expected, expected, has_desired, desired, ttl_ns, rid);
+      },
+      [=](apply_atom, std::vector<state_check>& checks, std::vector<batch_op>& ops, const request_id& rid) {
+        return client_apply(self, std::move(checks), std::move(ops), rid);
+      },
+      [=](sread_atom, const std::string& key) { return client_state_read(self, key); },
+      [=](srange_atom, const std::string& from, const std::string& to, std::uint64_t limit) {
+        return client_state_range(self, from, to, limit);
       },
       [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
         if (auto s = state_space::check_user_key(key); !s) return to_error(s);

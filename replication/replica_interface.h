@@ -27,6 +27,15 @@
 //   a retry of a write that took place answers ok (a CAS: swapped) and
 //   writes nothing; one still in flight is waited for first
 //   (get, key)                           -> (found, value)   linearizable: confirmed with a majority
+//   state/ on a cluster (replica_conditional.cc; state keys only):
+//   (apply, [state_check], [batch_op], request_id)
+//                                        -> (applied, revision, failed_check, found)   a
+//                                           conditional batch, at most once: checks judged at
+//                                           the owner, writes in ONE batch once a majority made
+//                                           them durable; a failed check writes nothing
+//   (sread, key)                         -> (found, live value)   linearizable
+//   (srange, from, to, limit)            -> ([key], [live value], more, resume)   linearizable;
+//                                           to "" : no bound; at most 4 MiB of values an answer
 //   (elect)                              -> owns    campaign now; true when this replica owns the shard
 //
 // Errors are caf::errors in the "magnetite" category (actors/shard_interface.h).
@@ -55,6 +64,8 @@ using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using info_atom = caf::atom_constant<caf::atom("info")>;
 using probe_atom = caf::atom_constant<caf::atom("probe")>;
 using rflush_atom = caf::atom_constant<caf::atom("rflush")>;
+using sread_atom = caf::atom_constant<caf::atom("sread")>;
+using srange_atom = caf::atom_constant<caf::atom("srange")>;
 
 struct promise_reply {
   bool accepted = false;
@@ -126,6 +137,11 @@ using replica_actor =
                      caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t,
                                      request_id>::with<bool, bool, std::string>,
                      caf::replies_to<get_atom, std::string>::with<bool, std::string>,
+                     caf::replies_to<apply_atom, std::vector<state_check>, std::vector<batch_op>,
+                                     request_id>::with<bool, std::uint64_t, std::uint32_t, std::uint64_t>,
+                     caf::replies_to<sread_atom, std::string>::with<bool, std::string>,
+                     caf::replies_to<srange_atom, std::string, std::string, std::uint64_t>::with<
+                         std::vector<std::string>, std::vector<std::string>, bool, std::string>,
                      caf::replies_to<elect_atom>::with<bool>, caf::replies_to<probe_atom>::with<bool>,
                      caf::reacts_to<beat_atom, std::uint64_t>, caf::reacts_to<rflush_atom>,
                      caf::replies_to<info_atom>::with<replica_info>>;

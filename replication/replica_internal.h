@@ -33,10 +33,12 @@ struct key_queue {
   std::deque<std::function<void(bool)>> waiting;
 };
 
-// A write the owner stamped, waiting in its batch to be shipped; with its
-// request record (request_record.h), which goes in the same batch.
+// A write the owner stamped, waiting in its batch to be shipped; the writes
+// that must land with it (a conditional batch's), and its request record
+// (request_record.h): all in the same batch, so in one frame everywhere.
 struct pending_write {
   stamped_op op;
+  std::vector<stamped_op> more;
   std::optional<stamped_op> record;
   std::function<void(const status&)> done;
 };
@@ -67,6 +69,11 @@ struct replica_state {
   std::size_t batch_bytes = 0;
   bool flush_queued = false;
   std::uint64_t batches_shipped = 0, writes_shipped = 0;  // for info
+  // Conditional batches (replica_conditional.cc): the highest revision this
+  // replica gave or found, and the term it was last brought up to date with
+  // the shard's revision mark in.
+  std::uint64_t revision_mark = 0;
+  std::uint64_t mark_term = 0;
   // Reads waiting for the next confirm round, and whether one is out.
   std::vector<queued_read> reads;
   bool confirming = false;
@@ -210,8 +217,41 @@ bool counted(self_ptr self, const vote& v, const ballot& epoch);
 // holds its key until the batch is decided, and is stamped after op.
 void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> done,
                std::optional<stamped_op> record = std::nullopt);
+// Several writes that must land together (in one batch, never split), with
+// the record of the request they answer; their keys are the caller's to hold.
+// A record that carries a value keeps it (else: request_record_value(seq)).
+void replicate_together(self_ptr self, std::vector<stamped_op> ops, std::function<void(const status&)> done,
+                        std::optional<stamped_op> record = std::nullopt);
 void flush_batch(self_ptr self);
 void confirm(self_ptr self, std::function<void(bool)> done);
+
+// A client's write, at most once: without a request id, `write(nullopt)` at
+// once. With one, after any earlier attempt of the same request was decided:
+// `applied(revision)` if its record is in our tree (it took place; the
+// revision the record keeps), else `write(record)`, the record to ship with
+// the write. The record's key is held from the look-up on, so a retry
+// arriving meanwhile waits; `write` then replicates the record or lets its
+// key go (drop).
+void at_most_once(self_ptr self, const std::optional<request_id>& rid, std::function<void(const status&)> refuse,
+                  std::function<void(std::uint64_t)> applied, std::function<void(std::optional<stamped_op>)> write);
+// Lets a request record's key go when the write it guards was not shipped.
+void drop(self_ptr self, const std::optional<stamped_op>& record);
+
+// What a refused client request hears.
+template <class Promise>
+std::function<void(const status&)> refusal(Promise rp) {
+  return [rp](const status& s) mutable { rp.deliver(to_error(s)); };
+}
+
+// State keys through the owner (replica_conditional.cc): a conditional batch
+// of state/ and linearizable reads of state keys.
+caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> client_apply(self_ptr self,
+                                                                            std::vector<state_check> checks,
+                                                                            std::vector<batch_op> ops,
+                                                                            const request_id& rid);
+caf::result<bool, std::string> client_state_read(self_ptr self, const std::string& key);
+caf::result<std::vector<std::string>, std::vector<std::string>, bool, std::string> client_state_range(
+    self_ptr self, const std::string& from, const std::string& to, std::uint64_t limit);
 
 // Elections (replica_election.cc).
 void persist_then(self_ptr self, std::function<void()> next, std::function<void(caf::error&)> failed);

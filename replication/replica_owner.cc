@@ -4,6 +4,8 @@
 
 #include "replication/replica_internal.h"
 
+#include "engine/state_space.h"
+
 namespace magnetite::replication::replica_internal {
 
 status not_owner(self_ptr self) {
@@ -78,6 +80,36 @@ void release_key(self_ptr self, const std::string& key) {
   if (!it->second.writing && it->second.waiting.empty()) st.keys.erase(it);
 }
 
+// Lets a request record's key go when the write it guards was not shipped.
+void drop(self_ptr self, const std::optional<stamped_op>& record) {
+  if (record) release_key(self, record->key);
+}
+
+void at_most_once(self_ptr self, const std::optional<request_id>& rid, std::function<void(const status&)> refuse,
+                  std::function<void(std::uint64_t)> applied, std::function<void(std::optional<stamped_op>)> write) {
+  if (!rid) return write(std::nullopt);
+  auto key = request_record_key(*rid);
+  with_key(self, key,
+           [self, key, refuse = std::move(refuse), applied = std::move(applied), write = std::move(write)](bool go) {
+             if (!go) return refuse(not_owner(self));
+             auto v = view_of(self);
+             if (!v) return refuse(status::io_error("the shard is not serving", status_category::transient));
+             auto& st = self->state;
+             // A record we can see is of a decided batch of this term (a batch in
+             // flight holds its key), which a majority holds: we still own the shard.
+             auto found = v->get(key, st.config.clock());
+             if (!found) return refuse(found.error());
+             if (found->has_value()) {
+               auto revision = state_space::revision_of(key, **found);
+               if (!revision) return refuse(revision.error());
+               return applied(*revision);
+             }
+             st.keys[key].writing = true;
+             auto expires = st.config.clock() + static_cast<std::uint64_t>(st.config.request_memory.count());
+             write(stamped_op{key, stamp{}, true, std::string(), true, expires});
+           });
+}
+
 namespace {
 
 // Ships the writes waiting in the batch: ONE stamped apply to our shard and
@@ -97,6 +129,7 @@ void ship_batch(self_ptr self) {
   dones->reserve(st.batch.size());
   for (auto& w : st.batch) {
     ops->push_back(std::move(w.op));
+    for (auto& more : w.more) ops->push_back(std::move(more));
     if (w.record) ops->push_back(std::move(*w.record));
     dones->push_back(std::move(w.done));
   }
@@ -151,6 +184,31 @@ void ship_batch(self_ptr self) {
 
 }  // namespace
 
+namespace {
+
+// Stamps a record (after the writes it guards) and gives it the revision
+// it answers a retry with: a plain write's is its record's stamp seq.
+void stamp_record(self_ptr self, std::optional<stamped_op>& record) {
+  auto& st = self->state;
+  if (!record) return;
+  st.keys[record->key].writing = true;
+  record->stamp = stamp{st.epoch, st.next_seq++};
+  if (record->value.empty()) record->value = request_record_value(record->stamp.seq);
+  st.batch_bytes += record->key.size() + record->value.size();
+}
+
+// Queues the flush that ships the batch once the mailbox is drained, or
+// ships it now when it is full.
+void ship_soon(self_ptr self) {
+  auto& st = self->state;
+  if (st.batch.size() >= max_batch_writes || st.batch_bytes >= max_batch_bytes) return ship_batch(self);
+  if (st.flush_queued) return;
+  st.flush_queued = true;
+  self->send(self, rflush_atom::value);
+}
+
+}  // namespace
+
 // One write at the owner: stamped and added to the batch. The batch goes
 // out when the actor has taken every message already in its mailbox (the
 // flush we send ourselves queues behind them), so the writes of clients
@@ -162,17 +220,27 @@ void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> 
   st.keys[op.key].writing = true;
   op.stamp = stamp{st.epoch, st.next_seq++};
   st.batch_bytes += op.key.size() + op.value.size();
-  if (record) {
-    st.keys[record->key].writing = true;
-    record->stamp = stamp{st.epoch, st.next_seq++};
-    record->value = request_record_value(record->stamp.seq);
-    st.batch_bytes += record->key.size() + record->value.size();
-  }
-  st.batch.push_back({std::move(op), std::move(record), std::move(done)});
-  if (st.batch.size() >= max_batch_writes || st.batch_bytes >= max_batch_bytes) return ship_batch(self);
-  if (st.flush_queued) return;
-  st.flush_queued = true;
-  self->send(self, rflush_atom::value);
+  stamp_record(self, record);
+  st.batch.push_back({std::move(op), {}, std::move(record), std::move(done)});
+  ship_soon(self);
+}
+
+void replicate_together(self_ptr self, std::vector<stamped_op> ops, std::function<void(const status&)> done,
+                        std::optional<stamped_op> record) {
+  auto& st = self->state;
+  std::size_t bytes = 0;
+  for (const auto& op : ops) bytes += op.key.size() + op.value.size();
+  // Never split: whatever is waiting goes first if these would overfill it.
+  if (!st.batch.empty() &&
+      (st.batch.size() + ops.size() > max_batch_writes || st.batch_bytes + bytes > max_batch_bytes))
+    ship_batch(self);
+  for (auto& op : ops) op.stamp = stamp{st.epoch, st.next_seq++};
+  st.batch_bytes += bytes;
+  stamp_record(self, record);
+  stamped_op first = std::move(ops.front());
+  ops.erase(ops.begin());
+  st.batch.push_back({std::move(first), std::move(ops), std::move(record), std::move(done)});
+  ship_soon(self);
 }
 
 // Stepping down empties the batch, so whatever is in it is this term's.

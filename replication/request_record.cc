@@ -20,9 +20,9 @@ std::string request_record_key(const request_id& id) {
   return key;
 }
 
-std::string request_record_value(std::uint64_t stamp_seq) {
+std::string request_record_value(std::uint64_t revision) {
   std::uint8_t v[8];
-  encode_fixed64_le(v, stamp_seq);
+  encode_fixed64_le(v, revision);
   return std::string(reinterpret_cast<const char*>(v), sizeof v);
 }
 

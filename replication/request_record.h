@@ -14,8 +14,10 @@
 //
 // The layout (docs/formats/state.md, "Request records"):
 //   key    FF FF 69 | session (16 bytes, hash128 big-endian) | seq (u64 BE)
-//   value  the stamp's seq (u64 LE, never 0), as every state value starts
-//          with a revision
+//   value  the write's revision (u64 LE, never 0), as every state value
+//          starts with one: a plain write's is the seq of the record's own
+//          stamp; a conditional batch's the revision its values carry, which
+//          a retry is answered with
 #pragma once
 
 #include <chrono>
@@ -45,6 +47,6 @@ typename Inspector::result_type inspect(Inspector& f, request_id& x) {
 inline constexpr std::chrono::minutes default_request_memory{10};
 
 std::string request_record_key(const request_id& id);
-std::string request_record_value(std::uint64_t stamp_seq);
+std::string request_record_value(std::uint64_t revision);
 
 }  // namespace magnetite::replication

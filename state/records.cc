@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "actors/database_core.h"
+#include "actors/state_storage.h"
 #include "core/limits.h"
 #include "engine/keyspace.h"
 #include "engine/state_space.h"
@@ -25,26 +26,29 @@ result<std::string> checked_record_key(std::string_view ns, std::string_view key
   return k;
 }
 
-result<std::optional<record>> load_from(const database& db, std::size_t shard, const std::string& k,
+result<std::optional<record>> load_from(state_storage& store, std::size_t shard, const std::string& k,
                                         std::string_view ns, std::string_view key) {
-  auto view = db.core().view_of(shard);
-  if (!view) return view.error();
+  auto live = store.read(shard, k);
   // The record's name is formatted only for an error: loads are a hot path.
-  auto found = read_item(**view, k, db.core().now_ns(), "stored value");
-  if (!found)
-    return status::make(found.error().code(), found.error().category(),
-                        fmt::format("{}: {}", describe(ns, key), found.error().message()));
-  if (!*found) return std::optional<record>();
-  return std::optional<record>(record{std::move((*found)->value), (*found)->revision});
+  auto named = [&](const status& e) {
+    return status::make(e.code(), e.category(), fmt::format("{}: {}", describe(ns, key), e.message()));
+  };
+  if (!live) return named(live.error());
+  if (!*live) return std::optional<record>();
+  auto found = item_of(**live, "stored value");
+  if (!found) return named(found.error());
+  return std::optional<record>(record{std::move(found->value), found->revision});
 }
 }  // namespace
 
-std::size_t records::shard_of(std::string_view ns) const { return db_->shard_of(record_prefix(ns)); }
+records::records(database& db) : store_(&db.core()) {}
+
+std::size_t records::shard_of(std::string_view ns) const { return store_->shard_of(record_prefix(ns)); }
 
 result<std::optional<record>> records::load(std::string_view ns, std::string_view key) const {
   auto k = checked_record_key(ns, key);
   if (!k) return k.error();
-  return load_from(*db_, shard_of(ns), *k, ns, key);
+  return load_from(*store_, shard_of(ns), *k, ns, key);
 }
 
 result<page> records::list(std::string_view ns, std::string_view prefix, std::optional<std::string_view> start_after,
@@ -59,40 +63,32 @@ result<page> records::list(std::string_view ns, std::string_view prefix, std::op
     std::string after = record_key(ns, *start_after) + '\0';
     if (after > first) first = std::move(after);
   }
-  auto view = db_->core().view_of(shard_of(ns));
-  if (!view) return view.error();
   page out;
-  std::uint64_t now = db_->core().now_ns();
-  status failure;
+  std::size_t shard = shard_of(ns);
   // One more than the page, to know whether a next page exists.
-  status s = (*view)->scan(
-      keyspace::data_key(first), keyspace::data_key(end), [&](std::string_view tree_key, std::string_view stored) {
-        std::string_view user_key = keyspace::user_key_of(tree_key);
-        auto key = bytes_after(ns_prefix, user_key);
-        if (!key) {
-          failure = status::corruption(
-              fmt::format("namespace {:?}: a key of {} bytes is not a record key", ns, user_key.size()));
-          return false;
-        }
-        auto found = live_item(stored, now, describe(ns, *key));
-        if (!found) {
-          failure = found.error();
-          return false;
-        }
-        if (!*found) return true;
-        if (out.records.size() == limit) {
-          out.next = out.records.back().first;
-          return false;
-        }
-        out.records.emplace_back(std::move(*key), record{std::move((*found)->value), (*found)->revision});
-        return true;
-      });
-  if (!s) return s;
-  if (!failure) return failure;
+  while (out.records.size() <= limit) {
+    auto run = store_->read_range(shard, first, end, limit + 1 - out.records.size());
+    if (!run) return run.error();
+    for (auto& [user_key, live] : run->entries) {
+      auto key = bytes_after(ns_prefix, user_key);
+      if (!key)
+        return status::corruption(
+            fmt::format("namespace {:?}: a key of {} bytes is not a record key", ns, user_key.size()));
+      auto found = item_of(live, describe(ns, *key));
+      if (!found) return found.error();
+      if (out.records.size() == limit) {
+        out.next = out.records.back().first;
+        return out;
+      }
+      out.records.emplace_back(std::move(*key), record{std::move(found->value), found->revision});
+    }
+    if (!run->resume) break;
+    first = std::move(*run->resume);
+  }
   return out;
 }
 
-transaction records::begin() const { return transaction(*db_); }
+transaction records::begin() const { return transaction(*store_); }
 
 result<std::string> transaction::key_for(std::string_view ns, std::string_view key) {
   if (finished_) return mistake("transaction is finished (committed or rolled back)");
@@ -110,7 +106,7 @@ result<std::optional<record>> transaction::load(std::string_view ns, std::string
     if (!r->second.value) return std::optional<record>();
     return std::optional<record>(record{*r->second.value, r->second.revision});
   }
-  auto got = load_from(*db_, db_->shard_of(record_prefix(ns)), *k, ns, key);
+  auto got = load_from(*store_, store_->shard_of(record_prefix(ns)), *k, ns, key);
   if (!got) return got.error();
   read r{0, std::nullopt, std::string(ns), std::string(key)};
   if (*got) {
@@ -162,13 +158,13 @@ result<std::uint64_t> transaction::commit(std::optional<deadline> d) {
   std::map<std::size_t, transaction_part> parts;
   std::map<std::size_t, std::vector<const read*>> read_of;
   for (const auto& [k, r] : reads_) {
-    std::size_t s = db_->shard_of(record_prefix(r.ns));
+    std::size_t s = store_->shard_of(record_prefix(r.ns));
     parts[s].shard = s;
     parts[s].checks.push_back({k, r.revision});
     read_of[s].push_back(&r);
   }
   for (auto& [k, w] : writes_) {
-    std::size_t s = db_->shard_of(record_prefix(w.ns));
+    std::size_t s = store_->shard_of(record_prefix(w.ns));
     parts[s].shard = s;
     parts[s].writes.push_back(
         {k, w.value ? std::optional<std::string>(std::move(w.stored)) : std::nullopt, std::nullopt});
@@ -176,7 +172,7 @@ result<std::uint64_t> transaction::commit(std::optional<deadline> d) {
   if (parts.empty()) return std::uint64_t{0};  // touched nothing
   if (parts.size() == 1) {
     auto& [shard, part] = *parts.begin();
-    auto out = db_->core().apply(shard, std::move(part.checks), std::move(part.writes), d);
+    auto out = store_->apply(shard, std::move(part.checks), std::move(part.writes), d);
     if (!out) return after_handoff(out.error());
     if (out->failed_check) {
       const read& r = *read_of[shard].at(*out->failed_check);
@@ -186,7 +182,7 @@ result<std::uint64_t> transaction::commit(std::optional<deadline> d) {
   }
   std::vector<transaction_part> list;
   for (auto& [s, p] : parts) list.push_back(std::move(p));
-  auto out = db_->core().commit_across(std::move(list), d);
+  auto out = store_->commit_across(std::move(list), d);
   // The coordinator answers transient only when nothing was written.
   if (!out) return out.error().category() == status_category::transient ? out.error() : after_handoff(out.error());
   if (!out->committed) {

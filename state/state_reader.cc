@@ -7,22 +7,36 @@
 
 namespace magnetite::state {
 
+result<found_value> state_value_of(std::string_view live, std::string_view what) {
+  auto split = split_state_value(live, what);
+  if (!split) return split.error();
+  return found_value{split->revision, std::string(split->body)};
+}
+
+result<found_item> item_of(std::string_view live, std::string_view what) {
+  auto split = split_state_value(live, what);
+  if (!split) return split.error();
+  auto x = decode_item(split->body, what);
+  if (!x) return x.error();
+  return found_item{split->revision, std::move(*x)};
+}
+
 result<std::optional<found_value>> live_state(std::string_view stored, std::uint64_t now_ns, std::string_view what) {
   auto live = ttl::live_value(stored, now_ns);
   if (!live) return live.error();
   if (!*live) return std::optional<found_value>();
-  auto split = split_state_value(**live, what);
-  if (!split) return split.error();
-  return std::optional<found_value>(found_value{split->revision, std::string(split->body)});
+  auto v = state_value_of(**live, what);
+  if (!v) return v.error();
+  return std::optional<found_value>(std::move(*v));
 }
 
 result<std::optional<found_item>> live_item(std::string_view stored, std::uint64_t now_ns, std::string_view what) {
-  auto v = live_state(stored, now_ns, what);
-  if (!v) return v.error();
-  if (!*v) return std::optional<found_item>();
-  auto x = decode_item((*v)->body, what);
+  auto live = ttl::live_value(stored, now_ns);
+  if (!live) return live.error();
+  if (!*live) return std::optional<found_item>();
+  auto x = item_of(**live, what);
   if (!x) return x.error();
-  return std::optional<found_item>(found_item{(*v)->revision, std::move(*x)});
+  return std::optional<found_item>(std::move(*x));
 }
 
 namespace {

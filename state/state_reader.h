@@ -22,6 +22,11 @@ struct found_item {
   item value;
 };
 
+// A live state value (revision, type, body; no TTL envelope), as
+// state_storage reads it; `what` names the key for a corruption message.
+result<found_value> state_value_of(std::string_view live, std::string_view what);
+result<found_item> item_of(std::string_view live, std::string_view what);
+
 // What a state key's stored bytes (TTL envelope and all) hold at now_ns:
 // nullopt when expired. `what` names the key for a corruption message.
 result<std::optional<found_value>> live_state(std::string_view stored, std::uint64_t now_ns, std::string_view what);

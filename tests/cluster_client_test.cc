@@ -12,63 +12,18 @@
 
 #include "magnetite/cluster_client.h"
 #include "replication/node.h"
-#include "tests/support/node_process.h"
-#include "tests/support/temp_dir.h"
+#include "tests/support/three_nodes.h"
 
 using namespace magnetite;
 using namespace magnetite::replication;
 using magnetite::testing::must;
 
 namespace {
-
-std::uint16_t base_port() { return static_cast<std::uint16_t>(24000 + (::getpid() % 1500) * 10); }
-
-struct three_nodes {
-  testing::temp_dir dir{"client"};
-  std::string file = dir / "cluster";
-  cluster_file cluster;
-  std::vector<std::unique_ptr<testing::node_process>> nodes;
-
-  explicit three_nodes(std::uint16_t base) {
-    std::string text = fmt::format(
-        "cluster client\nshards 2\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
-        "node 3 127.0.0.1 {}\n",
-        base, base + 1, base + 2);
-    std::ofstream(file) << text;
-    cluster = must(cluster_file::parse(text));
-    for (std::uint32_t id = 1; id <= 3; ++id)
-      nodes.push_back(std::make_unique<testing::node_process>(dir / fmt::format("node{}", id), cluster, id));
-    for (auto& p : nodes) REQUIRE(p->n->connect_peers().empty());
-  }
-
-  // Node id campaigns for shard s (and wins: every node is up).
-  bool elect(std::uint32_t id, std::size_t s) {
-    caf::scoped_actor self{*nodes[id - 1]->sys};
-    bool owns = false;
-    self->request(nodes[id - 1]->n->replica(s), std::chrono::seconds(10), elect_atom::value)
-        .receive([&](bool b) { owns = b; }, [](caf::error&) {});
-    return owns;
-  }
-
-  std::unique_ptr<cluster_client> client(std::chrono::milliseconds call = std::chrono::seconds(10)) {
-    cluster_client_options o;
-    o.cluster_file = file;
-    o.call_timeout = call;
-    o.attempt_timeout = std::chrono::milliseconds(1000);
-    return must(cluster_client::connect(o));
-  }
-
-  // What node id's own shard holds for k, stale or not.
-  std::optional<std::string> local(std::uint32_t id, const std::string& k) {
-    auto& db = *nodes[id - 1]->db;
-    return db.core().slot_of(db.shard_of(k))->view.load()->get(k, system_now_ns()).value();
-  }
-};
-
+std::uint16_t base_port() { return testing::three_nodes::base_port(0); }
 }  // namespace
 
 TEST_CASE("cluster client: each call goes to its shard's owner, and follows the owner when it moves") {
-  three_nodes c(base_port());
+  testing::three_nodes c(base_port(), "client");
   REQUIRE(c.elect(1, 0));
   REQUIRE(c.elect(2, 1));
   auto client = c.client();
@@ -108,7 +63,7 @@ TEST_CASE("cluster client: each call goes to its shard's owner, and follows the 
 }
 
 TEST_CASE("cluster client: when the owner's node dies the client finds the next owner and retries there") {
-  three_nodes c(static_cast<std::uint16_t>(base_port() + 3));
+  testing::three_nodes c(static_cast<std::uint16_t>(base_port() + 3), "client");
   REQUIRE(c.elect(1, 0));
   REQUIRE(c.elect(1, 1));
   auto client = c.client();
@@ -124,7 +79,8 @@ TEST_CASE("cluster client: when the owner's node dies the client finds the next 
 }
 
 TEST_CASE("cluster client: with no owner a call ends at its deadline, saying nothing was written") {
-  three_nodes c(static_cast<std::uint16_t>(base_port() + 6));  // no election, no heartbeats: nobody owns
+  testing::three_nodes c(static_cast<std::uint16_t>(base_port() + 6),
+                         "client");  // no election, no heartbeats: nobody owns
   auto client = c.client(std::chrono::milliseconds(600));
   auto t0 = std::chrono::steady_clock::now();
   auto s = client->put("k", "v");
@@ -140,7 +96,7 @@ TEST_CASE("cluster client: with no owner a call ends at its deadline, saying not
 }
 
 TEST_CASE("cluster client: bad input and a bad cluster file are refused before anything is sent") {
-  three_nodes c(static_cast<std::uint16_t>(base_port() + 9));
+  testing::three_nodes c(static_cast<std::uint16_t>(base_port() + 9), "client");
   REQUIRE(c.elect(1, 0));
   REQUIRE(c.elect(1, 1));
   auto client = c.client();

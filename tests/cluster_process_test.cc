@@ -24,6 +24,7 @@
 #include "core/env.h"
 #include "core/shard_routing.h"
 #include "magnetite/cluster_client.h"
+#include "magnetite/state/records.h"
 #include "replication/node.h"
 #include "tests/support/magnetite_process.h"
 #include "tests/support/poll.h"
@@ -373,6 +374,75 @@ TEST_CASE("cluster processes: a cluster client's CAS increments survive SIGKILL 
   CHECK(client->retries() >= 1);
   MESSAGE("node " << *owner << " killed after " << kill_after << " increments; " << client->retries()
                   << " calls retried");
+}
+
+TEST_CASE("cluster processes: record transactions survive SIGKILL of the owner, each applied once and whole") {
+  serve_cluster c("txns");
+  REQUIRE(testing::poll_until([&] { return c.owner_among({1, 2, 3}).has_value(); }, std::chrono::seconds(60)));
+  cluster_client_options o;
+  o.cluster_file = c.cluster_path;
+  o.call_timeout = std::chrono::seconds(60);  // a failover takes a few heartbeats
+  o.attempt_timeout = std::chrono::milliseconds(1000);
+  auto client = must(cluster_client::connect(o));
+  state::records recs(*client);
+  // A namespace on shard 0 (the one owner_among watches). Each thread's
+  // transaction reads its counter n and writes n + 1 with an entry named
+  // after n + 1, in one commit: a commit applied twice, applied but answered
+  // as a conflict, or applied in part, leaves the counter off its thread's
+  // count of successes or an entry without its counter value.
+  std::string ns;
+  for (int i = 0; ns.empty(); ++i)
+    if (recs.shard_of(fmt::format("ledger{}", i)) == 0) ns = fmt::format("ledger{}", i);
+  constexpr int threads_n = 4, per_thread = 40;
+  std::vector<int> committed(threads_n, 0);
+  std::vector<std::string> failed(threads_n);
+  std::atomic<int> total{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < threads_n; ++t)
+    threads.emplace_back([&, t] {
+      std::string counter = fmt::format("counter{}", t);
+      while (committed[t] < per_thread) {
+        auto tx = recs.begin();
+        auto now = tx.load(ns, counter);
+        if (!now) return (void)(failed[t] = now.error().to_string());
+        int n = *now ? std::get<state::json>((*now)->value).get<int>() : 0;
+        if (!tx.put(ns, counter, state::json(n + 1)).is_ok() ||
+            !tx.put(ns, fmt::format("entry{}-{:03}", t, n + 1), state::json(t)).is_ok())
+          return (void)(failed[t] = "put refused");
+        auto out = tx.commit();
+        if (!out) {
+          if (out.error().code() == status_code::conflict) continue;
+          return (void)(failed[t] = out.error().to_string());
+        }
+        ++committed[t];
+        ++total;
+      }
+    });
+  std::mt19937_64 rng(doctest::getContextOptions()->rand_seed);
+  int kill_after = 15 + static_cast<int>(rng() % 50);
+  while (total.load() < kill_after) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+  auto owner = c.owner_among({1, 2, 3});
+  REQUIRE(owner);
+  ::kill(c.pids[*owner - 1], SIGKILL);
+  for (auto& th : threads) th.join();
+  for (const auto& f : failed) CHECK(f == "");
+  for (int t = 0; t < threads_n; ++t) {
+    auto value = recs.load(ns, fmt::format("counter{}", t)).value();
+    REQUIRE(value);
+    CHECK(std::get<state::json>(value->value).get<int>() == committed[t]);
+    std::vector<std::string> entries;
+    std::optional<std::string> after;
+    do {
+      auto page = recs.list(ns, fmt::format("entry{}-", t), after, 100).value();
+      for (auto& [k, r] : page.records) entries.push_back(k);
+      after = page.next;
+    } while (after);
+    REQUIRE(entries.size() == static_cast<std::size_t>(committed[t]));
+    for (int i = 0; i < committed[t]; ++i) CHECK(entries[i] == fmt::format("entry{}-{:03}", t, i + 1));
+  }
+  CHECK(client->owner_of(0) != *owner);
+  MESSAGE("node " << *owner << " killed after " << kill_after << " commits; " << client->retries() << " calls retried");
 }
 
 TEST_CASE("cluster processes: the magnetite tool puts, gets and deletes through a cluster file") {

@@ -44,6 +44,8 @@
 
 namespace magnetite {
 
+class state_storage;
+
 struct cluster_client_options {
   // The cluster file, as every node runs with it (docs/design/replication.md, 7).
   std::string cluster_file;
@@ -82,8 +84,14 @@ class MAGNETITE_API cluster_client {
   // Calls sent again after a lost answer or a moved owner, since connect.
   std::uint64_t retries() const noexcept;
 
- private:
+  // The way <magnetite/state.h> reaches the cluster (state::records has a
+  // constructor from a cluster_client); not for hosts to call.
+  state_storage& state_store() noexcept;
+
+  // The client's inside (replication/cluster_client_impl.h), opaque here.
   struct impl;
+
+ private:
   explicit cluster_client(std::unique_ptr<impl> p);
   std::unique_ptr<impl> impl_;
 };

@@ -1,9 +1,10 @@
 // records: transactional records, (namespace, key) -> item with a revision.
 //
 // Contract:
-// - A record's revision is the log sequence number of the commit that wrote
-//   it: positive, increasing per key (and across every key of one shard),
-//   never reused across delete and re-create. Revisions are not consecutive.
+// - A record's revision (on a data directory) is the log sequence number of
+//   the commit that wrote it: positive, increasing per key (and across every
+//   key of one shard), never reused across delete and re-create. Revisions
+//   are not consecutive.
 // - One namespace lives on one shard (its routing key is the namespace);
 //   shard_of tells which. A transaction may touch namespaces on any shards.
 // - Serializable optimistic transactions: the first load of a key records the
@@ -27,6 +28,15 @@
 //   a conflict are transient; a refused operation (a failed shard, damaged
 //   data) permanent; a timeout or a failure after hand-off
 //   ambiguous.
+// - On a replicated cluster (records(cluster_client&)) every load, list and
+//   commit goes to the owner of the namespace's shard: loads and lists are
+//   linearizable, a commit is acknowledged once a majority made it durable,
+//   and a retried commit (after a lost answer, at a new owner) is applied at
+//   most once (docs/design/replication.md, 10). Revisions there are the
+//   owner's: they grow per key and never come back across a delete, but are
+//   not log positions. A transaction across shards is not_supported on a
+//   cluster yet (permanent; nothing written). The cluster client's errors
+//   apply (cluster_client.h).
 // A transaction is used by one thread at a time; `records` is thread-safe.
 #pragma once
 
@@ -38,8 +48,13 @@
 #include <string_view>
 #include <vector>
 
+#include "magnetite/cluster_client.h"
 #include "magnetite/database.h"
 #include "magnetite/state/item.h"
+
+namespace magnetite {
+class state_storage;  // the engine's (a database's shards, or a cluster's owners)
+}
 
 namespace magnetite::state {
 
@@ -61,7 +76,10 @@ class transaction;
 
 class MAGNETITE_API records {
  public:
-  explicit records(database& db) : db_(&db) {}
+  explicit records(database& db);
+  // On a replicated cluster: every call goes to the owner of the
+  // namespace's shard (cluster_client.h), as described above.
+  explicit records(cluster_client& cluster) : store_(&cluster.state_store()) {}
 
   result<std::optional<record>> load(std::string_view ns, std::string_view key) const;
   // Records of `ns` whose key starts with `prefix`, in key order, after
@@ -72,12 +90,12 @@ class MAGNETITE_API records {
   std::size_t shard_of(std::string_view ns) const;
 
  private:
-  database* db_;
+  state_storage* store_;
 };
 
 class MAGNETITE_API transaction {
  public:
-  explicit transaction(database& db) : db_(&db) {}
+  explicit transaction(state_storage& store) : store_(&store) {}
 
   result<std::optional<record>> load(std::string_view ns, std::string_view key);
   status put(std::string_view ns, std::string_view key, item value);
@@ -104,7 +122,7 @@ class MAGNETITE_API transaction {
   // The state key of (ns, key), once the transaction is usable.
   result<std::string> key_for(std::string_view ns, std::string_view key);
 
-  database* db_;
+  state_storage* store_;
   std::map<std::string, read> reads_;    // by state key
   std::map<std::string, write> writes_;  // by state key
   bool finished_ = false;

@@ -1,0 +1,246 @@
+// Records (<magnetite/state/records.h>) on a replicated cluster: three nodes
+// over loopback in this process, reached through a cluster_client. Loads,
+// lists and commits go to the owner of the namespace's shard; a commit is
+// one batch a majority holds; revisions keep growing when the owner moves;
+// a retried commit is applied once; bad input is refused with nothing
+// written (docs/design/replication.md, 10).
+#include <doctest/doctest.h>
+
+#include "actors/caf_headers.h"  // before any other CAF header
+
+#include "magnetite/state/records.h"
+#include "replication/request_record.h"
+#include "state/layout.h"
+#include "tests/support/three_nodes.h"
+
+using namespace magnetite;
+using namespace magnetite::state;
+using magnetite::testing::must;
+
+namespace {
+
+json doc(int n) { return json{{"n", n}}; }
+
+// The namespace's shard, elected to node `owner`, and a records handle.
+struct cluster_records {
+  testing::three_nodes c;
+  std::unique_ptr<cluster_client> client;
+  records recs;
+  std::size_t shard;
+
+  cluster_records(std::uint16_t first, std::uint32_t owner)
+      : c(testing::three_nodes::base_port(first), "records"),
+        client(c.client()),
+        recs(*client),
+        shard(recs.shard_of("acct")) {
+    REQUIRE(c.elect(owner, shard));
+  }
+
+  // How many nodes' own shard holds record (ns, key) with this revision.
+  int holding(std::string_view ns, std::string_view key, std::uint64_t revision) {
+    int n = 0;
+    for (std::uint32_t id = 1; id <= 3; ++id) {
+      auto v = c.local_in(id, shard, record_key(ns, key));
+      if (v && v->size() >= 8 && state_space::revision_of("", *v).value() == revision) ++n;
+    }
+    return n;
+  }
+};
+
+int number(const record& r) { return std::get<json>(r.value).at("n").get<int>(); }
+
+}  // namespace
+
+TEST_CASE("records on a cluster: loads, lists and commits go through the owner; a majority holds every commit") {
+  cluster_records r(12, 1);
+  CHECK_FALSE(r.recs.load("acct", "x").value());
+  auto t = r.recs.begin();
+  CHECK_FALSE(t.load("acct", "x").value());
+  REQUIRE(t.put("acct", "x", doc(1)).is_ok());
+  REQUIRE(t.put("acct", "y", bytes{std::string("raw\0", 4)}).is_ok());
+  auto rev = t.commit();
+  REQUIRE(rev.is_ok());
+  CHECK(*rev > 0);
+  auto x = r.recs.load("acct", "x").value();
+  REQUIRE(x);
+  CHECK(number(*x) == 1);
+  CHECK(x->revision == *rev);
+  CHECK(r.recs.load("acct", "y").value()->value == item(bytes{std::string("raw\0", 4)}));
+  // Acknowledged: the owner and at least one more node hold the same bytes.
+  CHECK(r.holding("acct", "x", *rev) >= 2);
+  CHECK(r.c.local_in(1, r.shard, record_key("acct", "x")).has_value());
+
+  // A later commit of one key moves only that key's revision, upward; a
+  // delete and a re-create never bring an old revision back.
+  auto t2 = r.recs.begin();
+  REQUIRE(t2.put("acct", "x", doc(2)).is_ok());
+  auto rev2 = t2.commit().value();
+  CHECK(rev2 > *rev);
+  CHECK(r.recs.load("acct", "y").value()->revision == *rev);
+  auto t3 = r.recs.begin();
+  REQUIRE(t3.del("acct", "x").is_ok());
+  REQUIRE(t3.commit().is_ok());
+  CHECK_FALSE(r.recs.load("acct", "x").value());
+  auto t4 = r.recs.begin();
+  REQUIRE(t4.put("acct", "x", doc(3)).is_ok());
+  auto rev4 = t4.commit().value();
+  CHECK(rev4 > rev2);
+
+  // Conflicts: a read that moved refuses the whole commit, nothing written.
+  auto a = r.recs.begin(), b = r.recs.begin();
+  REQUIRE(a.load("acct", "x").value());
+  REQUIRE(b.load("acct", "x").value());
+  REQUIRE(b.put("acct", "x", doc(4)).is_ok());
+  auto won = b.commit().value();
+  REQUIRE(a.put("acct", "x", doc(5)).is_ok());
+  REQUIRE(a.put("acct", "z", doc(5)).is_ok());
+  auto lost = a.commit();
+  REQUIRE_FALSE(lost.is_ok());
+  CHECK(lost.error().code() == status_code::conflict);
+  CHECK(lost.error().category() == status_category::transient);
+  CHECK(lost.error().message().find(fmt::format("revision {} and is now at {}", rev4, won)) != std::string::npos);
+  CHECK(number(*r.recs.load("acct", "x").value()) == 4);
+  CHECK_FALSE(r.recs.load("acct", "z").value());
+  for (std::uint32_t id = 1; id <= 3; ++id) CHECK_FALSE(r.c.local_in(id, r.shard, record_key("acct", "z")));
+
+  // Write skew: each reads x and y and writes one of them; never both.
+  auto s1 = r.recs.begin(), s2 = r.recs.begin();
+  for (auto* s : {&s1, &s2}) {
+    REQUIRE(s->load("acct", "x").is_ok());
+    REQUIRE(s->load("acct", "y").is_ok());
+  }
+  REQUIRE(s1.put("acct", "x", doc(-1)).is_ok());
+  REQUIRE(s2.put("acct", "y", doc(-1)).is_ok());
+  auto c1 = s1.commit();
+  auto c2 = s2.commit();
+  CHECK(c1.is_ok() != c2.is_ok());
+
+  // A read-only commit is validated too, and a page of a list ends where
+  // the namespace does.
+  auto ro = r.recs.begin();
+  REQUIRE(ro.load("acct", "x").is_ok());
+  CHECK(ro.commit().is_ok());
+  auto fill = r.recs.begin();
+  for (int i = 0; i < 25; ++i) REQUIRE(fill.put("acct", fmt::format("i{:02}", i), doc(i)).is_ok());
+  REQUIRE(fill.commit().is_ok());
+  std::vector<std::string> seen;
+  std::optional<std::string> after;
+  int pages = 0;
+  do {
+    auto p = r.recs.list("acct", "i", after, 10);
+    REQUIRE(p.is_ok());
+    ++pages;
+    for (auto& [k, rec] : p->records) {
+      CHECK(number(rec) == std::stoi(k.substr(1)));
+      seen.push_back(k);
+    }
+    after = p->next;
+  } while (after);
+  CHECK(pages == 3);
+  REQUIRE(seen.size() == 25);
+  for (int i = 0; i < 25; ++i) CHECK(seen[i] == fmt::format("i{:02}", i));
+  auto all = r.recs.list("acct", "", std::nullopt, 1000).value();
+  CHECK(all.records.size() == 27);  // i00..i24, x and y
+  CHECK_FALSE(all.next);
+}
+
+TEST_CASE("records on a cluster: a new owner gives revisions above every committed one; a retry applies once") {
+  cluster_records r(15, 1);
+  auto t = r.recs.begin();
+  REQUIRE(t.put("acct", "x", doc(1)).is_ok());
+  auto rev1 = t.commit().value();
+  auto other = r.recs.begin();
+  REQUIRE(other.put("acct", "y", doc(1)).is_ok());
+  auto rev_y = other.commit().value();
+  CHECK(rev_y > rev1);
+
+  // Node 3 takes the shard. Its first commit, on a key of its own, must
+  // still go above everything node 1 gave, or a delete and re-create of y
+  // could come back to a revision a reader once saw.
+  REQUIRE(r.c.elect(3, r.shard));
+  auto t2 = r.recs.begin();
+  REQUIRE(t2.put("acct", "fresh", doc(2)).is_ok());
+  auto rev2 = t2.commit().value();
+  CHECK(rev2 > rev_y);
+  CHECK(r.client->owner_of(r.shard) == 3);
+  CHECK(r.holding("acct", "fresh", rev2) >= 2);
+  // A load through the new owner sees node 1's commits.
+  CHECK(r.recs.load("acct", "y").value()->revision == rev_y);
+
+  // The same conditional batch sent twice under one request id (a retry
+  // after a lost answer): the second answer repeats the first's revision,
+  // and nothing is written again.
+  caf::scoped_actor self{*r.c.nodes[2]->sys};
+  auto owner = r.c.nodes[2]->n->replica(r.shard);
+  replication::request_id rid{hash128{7, 9}, 1};
+  std::vector<state_check> checks{{record_key("acct", "y"), rev_y}};
+  std::vector<batch_op> ops{{record_key("acct", "y"), true, std::string("\0again", 6), 0}};
+  std::vector<std::uint64_t> answers;
+  for (int attempt = 0; attempt < 2; ++attempt)
+    self->request(owner, std::chrono::seconds(10), apply_atom::value, checks, ops, rid)
+        .receive(
+            [&](bool applied, std::uint64_t revision, std::uint32_t, std::uint64_t) {
+              CHECK(applied);
+              answers.push_back(revision);
+            },
+            [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  REQUIRE(answers.size() == 2);
+  CHECK(answers[0] == answers[1]);
+  CHECK(answers[0] > rev2);
+  auto y = r.recs.load("acct", "y").value();
+  REQUIRE(y);
+  CHECK(y->revision == answers[0]);
+  CHECK(y->value == item(bytes{"again"}));
+  // A new request with the same check now fails: y moved.
+  rid.seq = 2;
+  self->request(owner, std::chrono::seconds(10), apply_atom::value, checks, ops, rid)
+      .receive(
+          [&](bool applied, std::uint64_t, std::uint32_t failed, std::uint64_t found) {
+            CHECK_FALSE(applied);
+            CHECK(failed == 0);
+            CHECK(found == answers[0]);
+          },
+          [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+}
+
+TEST_CASE("records on a cluster: bad input and what a cluster cannot do yet are refused, nothing written") {
+  cluster_records r(18, 2);
+  // A transaction whose namespaces live on both shards.
+  std::string other;
+  for (int i = 0; other.empty(); ++i)
+    if (r.recs.shard_of(fmt::format("ns{}", i)) != r.shard) other = fmt::format("ns{}", i);
+  REQUIRE(r.c.elect(2, r.recs.shard_of(other)));
+  auto t = r.recs.begin();
+  REQUIRE(t.put("acct", "x", doc(1)).is_ok());
+  REQUIRE(t.put(other, "x", doc(1)).is_ok());
+  auto across = t.commit();
+  REQUIRE_FALSE(across.is_ok());
+  CHECK(across.error().code() == status_code::not_supported);
+  CHECK_FALSE(r.recs.load("acct", "x").value());
+  CHECK_FALSE(r.recs.load(other, "x").value());
+
+  // The owner refuses what state/ never sends: a batch that names the
+  // shard's own records, a plain key, a delete with a TTL.
+  caf::scoped_actor self{*r.c.nodes[1]->sys};
+  auto owner = r.c.nodes[1]->n->replica(r.shard);
+  auto refused = [&](std::vector<state_check> checks, std::vector<batch_op> ops) {
+    status got;
+    self->request(owner, std::chrono::seconds(10), apply_atom::value, checks, ops,
+                  replication::request_id{hash128{1, 2}, 3})
+        .receive([&](bool, std::uint64_t, std::uint32_t, std::uint64_t) {}, [&](caf::error& e) { got = to_status(e); });
+    return got.code();
+  };
+  std::string mark("\xff\xff\x6d", 3);
+  CHECK(refused({}, {{mark, true, std::string(8, '\x7f'), 0}}) == status_code::invalid_argument);
+  CHECK(refused({{mark, 1}}, {}) == status_code::invalid_argument);
+  CHECK(refused({}, {{replication::request_record_key({hash128{1, 1}, 1}), true, std::string(8, '\x01'), 0}}) ==
+        status_code::invalid_argument);
+  CHECK(refused({}, {{"plain", true, "v", 0}}) == status_code::invalid_argument);
+  CHECK(refused({}, {{record_key("acct", "x"), false, "", 5}}) == status_code::invalid_argument);
+  CHECK_FALSE(r.c.local_in(2, r.shard, mark).has_value());
+  // Oversized values are refused by the client before anything is sent.
+  auto big = r.recs.begin();
+  CHECK(big.put("acct", "x", bytes{std::string(state_space::max_value_bytes, 'v')}).code() ==
+        status_code::invalid_argument);
+  CHECK(r.client->retries() == 0);
+}
