@@ -308,21 +308,30 @@ result<database_core::prepared> database_core::prepare_apply(std::size_t shard, 
   return prepared{shard, std::move(r)};
 }
 
-result<std::optional<std::string>> database_core::read(std::size_t shard, std::string_view key) {
-  if (shard >= slots_.size())
-    return status::invalid_argument(fmt::format("no shard {}: the database has {}", shard, slots_.size()));
-  auto view = serving_view(shard);
-  if (!view) return view.error();
-  return (*view)->get(key, options_.shard.clock());
-}
+namespace {
+// A published view as state/ reads it: live values by the shard's clock.
+class published_state final : public state_view {
+ public:
+  published_state(std::shared_ptr<const read_view> v, std::function<std::uint64_t()> clock)
+      : v_(std::move(v)), clock_(std::move(clock)) {}
+  result<std::optional<std::string>> read(std::string_view key) const override { return v_->get(key, clock_()); }
+  result<state_range> read_range(std::string_view from, std::string_view to, std::size_t limit,
+                                 bool backward) const override {
+    return v_->live_range(from, to, clock_(), limit, backward);
+  }
 
-result<state_range> database_core::read_range(std::size_t shard, std::string_view from, std::string_view to,
-                                              std::size_t limit) {
+ private:
+  std::shared_ptr<const read_view> v_;
+  std::function<std::uint64_t()> clock_;
+};
+}  // namespace
+
+result<std::shared_ptr<const state_view>> database_core::pin(std::size_t shard) {
   if (shard >= slots_.size())
     return status::invalid_argument(fmt::format("no shard {}: the database has {}", shard, slots_.size()));
   auto view = serving_view(shard);
   if (!view) return view.error();
-  return (*view)->live_range(from, to, options_.shard.clock(), limit);
+  return std::shared_ptr<const state_view>(std::make_shared<published_state>(std::move(*view), options_.shard.clock));
 }
 
 result<cas_outcome> database_core::apply(std::size_t shard, std::vector<state_check> checks,

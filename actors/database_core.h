@@ -120,12 +120,10 @@ class database_core final : public state_storage {
   // Shard i's published view (what get reads), or why it has none.
   result<std::shared_ptr<const read_view>> view_of(std::size_t shard) const { return serving_view(shard); }
   // ---- state_storage (state_storage.h), for a data directory ----
-  // Reads take the shard's published view; apply hands the shard a
+  // pin: the shard's published view as it is now; apply hands the shard a
   // conditional batch (shard::apply: every key a state key) and waits for
   // its answer.
-  result<std::optional<std::string>> read(std::size_t shard, std::string_view key) override;
-  result<state_range> read_range(std::size_t shard, std::string_view from, std::string_view to,
-                                 std::size_t limit) override;
+  result<std::shared_ptr<const state_view>> pin(std::size_t shard) override;
   result<cas_outcome> apply(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
                             std::optional<deadline> d = {}) override;
   void apply_async(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,

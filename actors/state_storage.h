@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -58,17 +59,28 @@ struct transaction_outcome {
 // A run of live state keys in key order (engine/read_view.h).
 using state_range = live_run;
 
+// The reads of one shard that one call of state/ makes (a get_many, a
+// scan's chunks, a deque's meta and its slots). On a data directory they
+// read one published view, so they agree with each other; on a cluster each
+// goes to the owner and is linearizable on its own.
+class state_view {
+ public:
+  virtual ~state_view() = default;
+  // The live value of `key`; nullopt when absent or expired.
+  virtual result<std::optional<std::string>> read(std::string_view key) const = 0;
+  // Live keys in [from, to) (to empty: no bound), ascending or descending,
+  // at most `limit` (>= 1).
+  virtual result<state_range> read_range(std::string_view from, std::string_view to, std::size_t limit,
+                                         bool backward = false) const = 0;
+};
+
 class state_storage {
  public:
   using deadline = std::chrono::steady_clock::time_point;
   virtual ~state_storage() = default;
 
   virtual std::size_t shard_of(std::string_view routing_key) const = 0;
-  // The live value of `key`; nullopt when absent or expired.
-  virtual result<std::optional<std::string>> read(std::size_t shard, std::string_view key) = 0;
-  // Live keys in [from, to), at most `limit` (>= 1).
-  virtual result<state_range> read_range(std::size_t shard, std::string_view from, std::string_view to,
-                                         std::size_t limit) = 0;
+  virtual result<std::shared_ptr<const state_view>> pin(std::size_t shard) = 0;
   // A conditional batch on one shard. With a deadline, waits at most until
   // then and answers `timeout`, ambiguous. A deadline already past sends
   // nothing (transient).
@@ -78,6 +90,18 @@ class state_storage {
   // (actors/transaction_coordinator.h states the outcomes).
   virtual result<transaction_outcome> commit_across(std::vector<transaction_part> parts,
                                                     std::optional<deadline> d = {}) = 0;
+
+  // One read of one shard, with nothing else to agree with.
+  result<std::optional<std::string>> read(std::size_t shard, std::string_view key) {
+    auto v = pin(shard);
+    if (!v) return v.error();
+    return (*v)->read(key);
+  }
+  result<state_range> read_range(std::size_t shard, std::string_view from, std::string_view to, std::size_t limit) {
+    auto v = pin(shard);
+    if (!v) return v.error();
+    return (*v)->read_range(from, to, limit);
+  }
 };
 
 }  // namespace magnetite

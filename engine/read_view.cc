@@ -143,27 +143,29 @@ result<std::optional<std::string>> read_view::get(std::string_view user_key, std
 }
 
 result<live_run> read_view::live_range(std::string_view from, std::string_view to, std::uint64_t now_ns,
-                                       std::size_t limit, std::size_t max_bytes) const {
+                                       std::size_t limit, bool backward, std::size_t max_bytes) const {
   live_run out;
   std::size_t bytes = 0;
   status failure;
-  status s = scan(keyspace::data_key(from), to.empty() ? keyspace::data_end() : keyspace::data_key(to),
-                  [&](std::string_view tree_key, std::string_view stored) {
-                    std::string_view key = keyspace::user_key_of(tree_key);
-                    if (out.entries.size() == limit || (!out.entries.empty() && bytes >= max_bytes)) {
-                      out.resume = std::string(key);
-                      return false;
-                    }
-                    auto live = ttl::live_value(stored, now_ns);
-                    if (!live) {
-                      failure = live.error();
-                      return false;
-                    }
-                    if (!*live) return true;
-                    bytes += key.size() + (*live)->size();
-                    out.entries.emplace_back(std::string(key), std::move(**live));
-                    return true;
-                  });
+  auto take = [&](std::string_view tree_key, std::string_view stored) {
+    std::string_view key = keyspace::user_key_of(tree_key);
+    if (out.entries.size() == limit || (!out.entries.empty() && bytes >= max_bytes)) {
+      // Backward, the rest lies below the key just past this one.
+      out.resume = backward ? std::string(key) + '\0' : std::string(key);
+      return false;
+    }
+    auto live = ttl::live_value(stored, now_ns);
+    if (!live) {
+      failure = live.error();
+      return false;
+    }
+    if (!*live) return true;
+    bytes += key.size() + (*live)->size();
+    out.entries.emplace_back(std::string(key), std::move(**live));
+    return true;
+  };
+  std::string lo = keyspace::data_key(from), hi = to.empty() ? keyspace::data_end() : keyspace::data_key(to);
+  status s = backward ? scan_reverse(lo, hi, take) : scan(lo, hi, take);
   if (!s) return s;
   if (!failure) return failure;
   return out;

@@ -58,11 +58,12 @@ struct layer {
   static std::shared_ptr<const layer> merge_all(const std::vector<std::shared_ptr<const layer>>& newest_first);
 };
 
-// A run of live user keys in key order, with their values.
+// A run of live user keys in scan order, with their values.
 struct live_run {
   std::vector<std::pair<std::string, std::string>> entries;  // user key, live value
   // Set when the run stopped before the end of its range (a limit, or a cap
-  // on its bytes): the key to read on from.
+  // on its bytes): the bound to read the rest with - forward the next
+  // `from`, backward the next `to` (exclusive, so the key just past it).
   std::optional<std::string> resume;
 };
 
@@ -85,10 +86,11 @@ class read_view {
   status scan(std::string_view from, std::string_view to,
               const std::function<bool(std::string_view key, std::string_view stored)>& fn) const;
   // The live values of user keys in [from, to) at now_ns (to empty: no
-  // upper bound): at most `limit` entries, and no more once `max_bytes` of
-  // keys and values are in (one entry at least, whatever its size).
+  // upper bound), ascending or (backward) descending: at most `limit`
+  // entries, and no more once `max_bytes` of keys and values are in (one
+  // entry at least, whatever its size).
   result<live_run> live_range(std::string_view from, std::string_view to, std::uint64_t now_ns, std::size_t limit,
-                              std::size_t max_bytes = SIZE_MAX) const;
+                              bool backward = false, std::size_t max_bytes = SIZE_MAX) const;
   // The same keys of [from, to) in descending order.
   status scan_reverse(std::string_view from, std::string_view to,
                       const std::function<bool(std::string_view key, std::string_view stored)>& fn) const;

@@ -20,20 +20,16 @@ namespace {
 
 using replication::replica_actor;
 
-class cluster_state final : public state_storage {
+// Reads of one shard at its owner, each confirmed on its own.
+class owner_reads final : public state_view {
  public:
-  explicit cluster_state(cluster_client::impl& c) : c_(c) {}
+  owner_reads(cluster_client::impl& c, std::size_t shard) : c_(c), shard_(shard) {}
 
-  std::size_t shard_of(std::string_view routing_key) const override {
-    return shard_for(routing_key, c_.cluster.shards);
-  }
-
-  result<std::optional<std::string>> read(std::size_t shard, std::string_view key) override {
-    MAGNETITE_TRY(check_shard(shard));
+  result<std::optional<std::string>> read(std::string_view key) const override {
     MAGNETITE_TRY(state_space::check_key(key));
     std::string k(key);
     std::optional<std::string> out;
-    status s = c_.call(shard, false, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
+    status s = c_.call(shard_, false, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
       status got;
       self->request(r, t, replication::sread_atom::value, k)
           .receive([&](bool found,
@@ -45,14 +41,13 @@ class cluster_state final : public state_storage {
     return out;
   }
 
-  result<state_range> read_range(std::size_t shard, std::string_view from, std::string_view to,
-                                 std::size_t limit) override {
-    MAGNETITE_TRY(check_shard(shard));
+  result<state_range> read_range(std::string_view from, std::string_view to, std::size_t limit,
+                                 bool backward) const override {
     state_range out;
     std::string f(from), e(to);
-    status s = c_.call(shard, false, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
+    status s = c_.call(shard_, false, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
       status got;
-      self->request(r, t, replication::srange_atom::value, f, e, static_cast<std::uint64_t>(limit))
+      self->request(r, t, replication::srange_atom::value, f, e, static_cast<std::uint64_t>(limit), backward)
           .receive(
               [&](std::vector<std::string>& keys, std::vector<std::string>& values, bool more, std::string& resume) {
                 out.entries.clear();
@@ -65,6 +60,24 @@ class cluster_state final : public state_storage {
     });
     if (!s) return s;
     return out;
+  }
+
+ private:
+  cluster_client::impl& c_;
+  std::size_t shard_;
+};
+
+class cluster_state final : public state_storage {
+ public:
+  explicit cluster_state(cluster_client::impl& c) : c_(c) {}
+
+  std::size_t shard_of(std::string_view routing_key) const override {
+    return shard_for(routing_key, c_.cluster.shards);
+  }
+
+  result<std::shared_ptr<const state_view>> pin(std::size_t shard) override {
+    MAGNETITE_TRY(check_shard(shard));
+    return std::shared_ptr<const state_view>(std::make_shared<owner_reads>(c_, shard));
   }
 
   result<cas_outcome> apply(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,

@@ -344,8 +344,8 @@ auto client_handlers(self_ptr self) {
         return client_apply(self, std::move(checks), std::move(ops), rid);
       },
       [=](sread_atom, const std::string& key) { return client_state_read(self, key); },
-      [=](srange_atom, const std::string& from, const std::string& to, std::uint64_t limit) {
-        return client_state_range(self, from, to, limit);
+      [=](srange_atom, const std::string& from, const std::string& to, std::uint64_t limit, bool backward) {
+        return client_state_range(self, from, to, limit, backward);
       },
       [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
         if (auto s = state_space::check_user_key(key); !s) return to_error(s);

@@ -277,21 +277,22 @@ using range_reply = caf::typed_response_promise<std::vector<std::string>, std::v
 
 // Reads [from, to) once no write in flight holds a key in it: a value our
 // shard applied before a majority took it must not be shown.
-void range_when_settled(self_ptr self, range_reply rp, std::string from, std::string to, std::uint64_t limit) {
+void range_when_settled(self_ptr self, range_reply rp, std::string from, std::string to, std::uint64_t limit,
+                        bool backward) {
   auto& st = self->state;
   if (st.now == role::owner && st.absent()) step_down(self);
   if (st.now != role::owner) return (void)rp.deliver(to_error(not_owner(self)));
   for (auto it = st.keys.lower_bound(from); it != st.keys.end() && (to.empty() || it->first < to); ++it) {
     if (!it->second.writing) continue;
-    it->second.waiting.push_back([self, rp, from, to, limit](bool go) mutable {
+    it->second.waiting.push_back([self, rp, from, to, limit, backward](bool go) mutable {
       if (!go) return (void)rp.deliver(to_error(not_owner(self)));
-      range_when_settled(self, rp, std::move(from), std::move(to), limit);
+      range_when_settled(self, rp, std::move(from), std::move(to), limit, backward);
     });
     return;
   }
   auto v = view_of(self);
   if (!v) return (void)rp.deliver(to_error(not_serving()));
-  auto run = v->live_range(from, to, st.config.clock(), limit, range_reply_bytes);
+  auto run = v->live_range(from, to, st.config.clock(), limit, backward, range_reply_bytes);
   if (!run) return (void)rp.deliver(to_error(run.error()));
   confirm(self, [self, rp, run = std::move(*run)](bool ok) mutable {
     if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
@@ -309,14 +310,14 @@ void range_when_settled(self_ptr self, range_reply rp, std::string from, std::st
 }  // namespace
 
 caf::result<std::vector<std::string>, std::vector<std::string>, bool, std::string> client_state_range(
-    self_ptr self, const std::string& from, const std::string& to, std::uint64_t limit) {
+    self_ptr self, const std::string& from, const std::string& to, std::uint64_t limit, bool backward) {
   if (auto s = state_space::check_key(from); !s) return to_error(s);
   if (!to.empty())
     if (auto s = state_space::check_key(to); !s) return to_error(s);
   if (limit < 1 || limit > max_range_limit)
     return to_error(status::invalid_argument(fmt::format("range limit of {}: must be 1..{}", limit, max_range_limit)));
   auto rp = self->make_response_promise<std::vector<std::string>, std::vector<std::string>, bool, std::string>();
-  range_when_settled(self, rp, from, to, limit);
+  range_when_settled(self, rp, from, to, limit, backward);
   return rp;
 }
 

@@ -34,7 +34,7 @@
 //                                           the owner, writes in ONE batch once a majority made
 //                                           them durable; a failed check writes nothing
 //   (sread, key)                         -> (found, live value)   linearizable
-//   (srange, from, to, limit)            -> ([key], [live value], more, resume)   linearizable;
+//   (srange, from, to, limit, backward)  -> ([key], [live value], more, resume)   linearizable;
 //                                           to "" : no bound; at most 4 MiB of values an answer
 //   (elect)                              -> owns    campaign now; true when this replica owns the shard
 //
@@ -140,8 +140,8 @@ using replica_actor =
                      caf::replies_to<apply_atom, std::vector<state_check>, std::vector<batch_op>,
                                      request_id>::with<bool, std::uint64_t, std::uint32_t, std::uint64_t>,
                      caf::replies_to<sread_atom, std::string>::with<bool, std::string>,
-                     caf::replies_to<srange_atom, std::string, std::string, std::uint64_t>::with<
-                         std::vector<std::string>, std::vector<std::string>, bool, std::string>,
+                     caf::replies_to<srange_atom, std::string, std::string, std::uint64_t,
+                                     bool>::with<std::vector<std::string>, std::vector<std::string>, bool, std::string>,
                      caf::replies_to<elect_atom>::with<bool>, caf::replies_to<probe_atom>::with<bool>,
                      caf::reacts_to<beat_atom, std::uint64_t>, caf::reacts_to<rflush_atom>,
                      caf::replies_to<info_atom>::with<replica_info>>;

@@ -251,7 +251,7 @@ caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> client_apply(self
                                                                             const request_id& rid);
 caf::result<bool, std::string> client_state_read(self_ptr self, const std::string& key);
 caf::result<std::vector<std::string>, std::vector<std::string>, bool, std::string> client_state_range(
-    self_ptr self, const std::string& from, const std::string& to, std::uint64_t limit);
+    self_ptr self, const std::string& from, const std::string& to, std::uint64_t limit, bool backward);
 
 // Elections (replica_election.cc).
 void persist_then(self_ptr self, std::function<void()> next, std::function<void(caf::error&)> failed);

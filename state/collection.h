@@ -23,7 +23,7 @@
 
 #include <fmt/format.h>
 
-#include "actors/database_core.h"
+#include "actors/state_storage.h"
 #include "core/coding.h"
 #include "magnetite/state/keyed_state.h"
 #include "state/layout.h"
@@ -32,7 +32,7 @@
 namespace magnetite::state {
 
 struct owner_state::core {
-  database* db = nullptr;
+  state_storage* store = nullptr;
   std::string ns, owner, prefix;
   std::size_t shard = 0;
   std::vector<std::weak_ptr<detail::collection>> handles;
@@ -65,9 +65,8 @@ class collection : public std::enable_shared_from_this<collection> {
   std::string describe() const;
   // ok, or why no call can be made: closed, or an option or name that never works.
   status usable() const;
-  // The shard's current view, and its clock.
-  result<std::shared_ptr<const read_view>> view() const { return owner_->db->core().view_of(owner_->shard); }
-  std::uint64_t now() const { return owner_->db->core().now_ns(); }
+  // The shard as it is now: reads of one call go through one of these.
+  result<std::shared_ptr<const state_view>> view() const { return owner_->store->pin(owner_->shard); }
 
   // ---- value (value_handle.cc) ----
   result<std::optional<item>> value_get() const;
@@ -75,7 +74,7 @@ class collection : public std::enable_shared_from_this<collection> {
 
   // ---- map (map_handle.cc) ----
   // `pinned`: read from that view (get_many's one view), else the current one.
-  result<std::optional<item>> map_get(const read_view* pinned, std::string_view k) const;
+  result<std::optional<item>> map_get(const state_view* pinned, std::string_view k) const;
   result<bool> map_contains(std::string_view k) const;
   status map_put(std::string_view k, std::optional<item> v);
   status map_clear();
@@ -110,7 +109,7 @@ class collection : public std::enable_shared_from_this<collection> {
   status check_key_size(std::size_t bytes) const;
   // Refuses what cannot be stored (null, too large) before it is buffered.
   status check_item(const item& v, std::string_view delete_verb) const;
-  result<std::optional<item>> read(const read_view& v, const std::string& key) const;
+  result<std::optional<item>> read(const state_view& v, const std::string& key) const;
   // Every call that buffers a write ends here: see owner_state::core::buffered.
   void keep_buffer();
 

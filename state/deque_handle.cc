@@ -19,13 +19,15 @@ status collection::load_meta() const {
   if (meta_ && dirty_) return status::ok();
   auto v = view();
   if (!v) return v.error();
-  auto found = read_state(**v, meta_key_, now(), describe());
-  if (!found) return found.error();
+  auto live = (*v)->read(meta_key_);
+  if (!live) return live.error();
   deque_read r;
-  if (*found) {
-    auto m = decode_deque_meta((*found)->body, describe());
+  if (*live) {
+    auto found = state_value_of(**live, describe());
+    if (!found) return found.error();
+    auto m = decode_deque_meta(found->body, describe());
     if (!m) return m.error();
-    r = {(*found)->revision, *m};
+    r = {found->revision, *m};
   }
   meta_ = r;
   now_meta_ = r.meta;
@@ -94,8 +96,8 @@ result<std::unique_ptr<merged_range>> collection::deque_range(direction dir, std
   MAGNETITE_TRY(load_meta());
   auto v = view();
   if (!v) return v.error();
-  return std::make_unique<merged_range>(*v, now(), pending_, false, slot_key(now_meta_.head), slot_key(now_meta_.tail),
-                                        dir, limit, describe());
+  return std::make_unique<merged_range>(*v, pending_, false, slot_key(now_meta_.head), slot_key(now_meta_.tail), dir,
+                                        limit, describe());
 }
 
 void collection::collect_meta(std::vector<state_check>& checks, std::vector<batch_write>& writes,

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/database_core.h"
 #include "core/limits.h"
 #include "engine/state_space.h"
 #include "state/collection.h"
@@ -69,14 +70,17 @@ status collection::check_item(const item& v, std::string_view delete_verb) const
   return status::ok();
 }
 
-result<std::optional<item>> collection::read(const read_view& v, const std::string& key) const {
+result<std::optional<item>> collection::read(const state_view& v, const std::string& key) const {
   // describe() is formatted only for an error: reads are a hot path.
-  auto found = read_item(v, key, now(), "stored value");
-  if (!found)
-    return status::make(found.error().code(), found.error().category(),
-                        fmt::format("{}: {}", describe(), found.error().message()));
-  if (!*found) return std::optional<item>();
-  return std::optional<item>(std::move((*found)->value));
+  auto named = [&](const status& e) {
+    return status::make(e.code(), e.category(), fmt::format("{}: {}", describe(), e.message()));
+  };
+  auto live = v.read(key);
+  if (!live) return named(live.error());
+  if (!*live) return std::optional<item>();
+  auto found = item_of(**live, "stored value");
+  if (!found) return named(found.error());
+  return std::optional<item>(std::move(found->value));
 }
 
 void collection::keep_buffer() {
@@ -136,7 +140,7 @@ status commit_all(owner_state::core& owner, const std::vector<std::shared_ptr<co
   if (writes.size() > limits::max_batch_mutations)
     return mistake(fmt::format("{}: a commit of {} writes exceeds the batch limit of {}", owner.describe(),
                                writes.size(), limits::max_batch_mutations));
-  auto out = owner.db->core().apply(owner.shard, std::move(checks), std::move(writes), d);
+  auto out = owner.store->apply(owner.shard, std::move(checks), std::move(writes), d);
   if (!out) return after_handoff(out.error());
   if (out->failed_check) {
     const collection* c = check_owner.at(*out->failed_check);
@@ -158,10 +162,13 @@ status commit_one(const std::shared_ptr<collection>& c, std::optional<deadline> 
 
 // ---- owner_state ----
 
-owner_state::owner_state(database& db, std::string ns, std::string owner) : core_(std::make_shared<core>()) {
-  core_->db = &db;
+owner_state::owner_state(database& db, std::string ns, std::string owner)
+    : owner_state(db.core(), std::move(ns), std::move(owner)) {}
+
+owner_state::owner_state(state_storage& store, std::string ns, std::string owner) : core_(std::make_shared<core>()) {
+  core_->store = &store;
   core_->prefix = owner_prefix(ns, owner);
-  core_->shard = db.shard_of(core_->prefix);
+  core_->shard = store.shard_of(core_->prefix);
   core_->ns = std::move(ns);
   core_->owner = std::move(owner);
 }

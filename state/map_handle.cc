@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 
-#include "engine/keyspace.h"
 #include "state/collection.h"
 #include "state/errors.h"
 #include "state/state_reader.h"
@@ -15,7 +14,7 @@ namespace magnetite::state {
 
 namespace detail {
 
-result<std::optional<item>> collection::map_get(const read_view* pinned, std::string_view k) const {
+result<std::optional<item>> collection::map_get(const state_view* pinned, std::string_view k) const {
   MAGNETITE_TRY(usable());
   std::string key = entry_key(k);
   MAGNETITE_TRY(check_key_size(key.size()));
@@ -35,9 +34,12 @@ result<bool> collection::map_contains(std::string_view k) const {
   if (cleared_) return false;
   auto v = view();
   if (!v) return v.error();
-  auto found = read_state(**v, key, now(), describe());
+  auto live = (*v)->read(key);
+  if (!live) return live.error();
+  if (!*live) return false;
+  auto found = state_value_of(**live, describe());
   if (!found) return found.error();
-  return found->has_value();
+  return true;
 }
 
 status collection::map_put(std::string_view k, std::optional<item> v) {
@@ -75,20 +77,23 @@ result<std::unique_ptr<merged_range>> collection::map_range(const scan_options& 
   if (o.to) forward ? lower(entry_key(*o.to)) : raise(entry_key(*o.to) + '\0');
   auto v = view();
   if (!v) return v.error();
-  return std::make_unique<merged_range>(*v, now(), pending_, cleared_, std::move(lo), std::move(hi), o.dir, o.limit,
+  return std::make_unique<merged_range>(*v, pending_, cleared_, std::move(lo), std::move(hi), o.dir, o.limit,
                                         describe());
 }
 
 status collection::collect_clear(std::vector<batch_write>& writes) const {
-  // Every entry the shard holds now, expired ones too.
+  // Every live entry the shard holds now; an expired one stays expired.
   auto v = view();
   if (!v) return v.error();
-  return (*v)->scan(keyspace::data_key(key_), keyspace::data_key(prefix_successor(key_)),
-                    [&](std::string_view tree_key, std::string_view) {
-                      std::string k(keyspace::user_key_of(tree_key));
-                      if (!pending_.count(k)) writes.push_back({std::move(k), std::nullopt, std::nullopt});
-                      return true;
-                    });
+  std::string from = key_, to = prefix_successor(key_);
+  for (;;) {
+    auto run = (*v)->read_range(from, to, 1024);
+    if (!run) return run.error();
+    for (auto& [k, live] : run->entries)
+      if (!pending_.count(k)) writes.push_back({std::move(k), std::nullopt, std::nullopt});
+    if (!run->resume) return status::ok();
+    from = std::move(*run->resume);
+  }
 }
 
 }  // namespace detail

@@ -11,18 +11,25 @@ range_side::range_side(const overlay& ov, const std::string& lo, const std::stri
   if (!forward) std::reverse(pending_.begin(), pending_.end());
 }
 
+status range_side::fetch() {
+  // Forward the rest starts at the resume key; backward it ends there.
+  std::string_view from = lo_, to = hi_;
+  if (run_.resume) (forward_ ? from : to) = *run_.resume;
+  auto next = view_->read_range(from, to, view_chunk, !forward_);
+  if (!next) return next.error();
+  run_ = std::move(*next);
+  at_ = 0;
+  return status::ok();
+}
+
 status merged_range::open() {
   bool forward = dir_ == direction::forward;
-  scan_direction dir = forward ? scan_direction::forward : scan_direction::backward;
-  view_from_ = keyspace::data_key(lo_);
-  view_to_ = keyspace::data_key(hi_);
-  auto view = view_cursor::open(*view_, view_from_, view_to_, dir);
-  if (!view) return view.error();
-  MAGNETITE_TRY(view->next());
+  range_side shard(view_, lo_, hi_, forward, hide_view_);
+  MAGNETITE_TRY(shard.open());
   std::vector<range_side> sides;
   sides.emplace_back(ov_, lo_, hi_, forward);
-  sides.emplace_back(std::move(*view), hide_view_);
-  merge_.emplace(std::move(sides), dir);
+  sides.push_back(std::move(shard));
+  merge_.emplace(std::move(sides), forward ? scan_direction::forward : scan_direction::backward);
   return status::ok();
 }
 
@@ -41,9 +48,9 @@ result<std::vector<std::pair<std::string, item>>> merged_range::next(std::size_t
       out.emplace_back(std::string(merge_->key()), side.buffered());
       continue;
     }
-    auto found = live_item(side.stored(), now_, what_);
+    auto found = item_of(side.live(), what_);
     if (!found) return found.error();
-    if (*found) out.emplace_back(std::string(merge_->key()), std::move((*found)->value));
+    out.emplace_back(std::string(merge_->key()), std::move(found->value));
   }
   if (left_) *left_ -= out.size();
   return out;

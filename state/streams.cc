@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "actors/database_core.h"
-#include "engine/keyspace.h"
+#include "actors/state_storage.h"
 #include "core/limits.h"
 #include "state/errors.h"
 #include "state/item_codec.h"
@@ -25,18 +25,20 @@ status check_name(std::string_view stream) {
 }
 }  // namespace
 
-std::size_t streams::shard_of(std::string_view stream) const { return db_->shard_of(stream_routing(stream)); }
+streams::streams(database& db) : store_(&db.core()) {}
+
+std::size_t streams::shard_of(std::string_view stream) const { return store_->shard_of(stream_routing(stream)); }
 
 result<std::pair<std::uint64_t, std::uint64_t>> streams::meta(std::string_view stream) const {
-  auto view = db_->core().view_of(shard_of(stream));
-  if (!view) return view.error();
+  auto live = store_->read(shard_of(stream), stream_meta_key(stream));
+  if (!live) return live.error();
+  if (!*live) return std::pair<std::uint64_t, std::uint64_t>{0, 0};
   std::string what = describe(stream);
-  auto found = read_state(**view, stream_meta_key(stream), db_->core().now_ns(), what);
+  auto found = state_value_of(**live, what);
   if (!found) return found.error();
-  if (!*found) return std::pair<std::uint64_t, std::uint64_t>{0, 0};
-  auto next = decode_stream_meta((*found)->body, what);
+  auto next = decode_stream_meta(found->body, what);
   if (!next) return next.error();
-  return std::pair<std::uint64_t, std::uint64_t>{(*found)->revision, *next};
+  return std::pair<std::uint64_t, std::uint64_t>{found->revision, *next};
 }
 
 result<std::uint64_t> streams::next_seq(std::string_view stream) const {
@@ -80,7 +82,7 @@ result<std::uint64_t> streams::append(std::string_view stream, std::span<const i
   // The meta still at the revision read above proves next_seq is still
   // expected_seq: only appends write it, and each moves it forward.
   std::vector<state_check> checks{{stream_meta_key(stream), meta_revision}};
-  auto out = db_->core().apply(shard_of(stream), std::move(checks), std::move(writes), d);
+  auto out = store_->apply(shard_of(stream), std::move(checks), std::move(writes), d);
   if (!out) return after_handoff(out.error());
   if (out->failed_check) {
     // The refusal is answered after the group that beat it is published.
@@ -95,33 +97,23 @@ result<std::vector<stream_entry>> streams::read(std::string_view stream, std::ui
   MAGNETITE_TRY(check_name(stream));
   if (limit < 1 || limit > max_read_limit)
     return mistake(fmt::format("read limit of {}: must be 1..{}", limit, max_read_limit));
-  auto view = db_->core().view_of(shard_of(stream));
-  if (!view) return view.error();
   std::string prefix = stream_entries_prefix(stream);
-  std::vector<stream_entry> out;
-  std::uint64_t now = db_->core().now_ns();
+  std::string first = stream_entry_key(stream, from_seq), end = prefix_successor(prefix);
   std::string what = fmt::format("{} entry", describe(stream));
-  status failure;
-  status s = (*view)->scan(keyspace::data_key(stream_entry_key(stream, from_seq)),
-                           keyspace::data_key(prefix_successor(prefix)),
-                           [&](std::string_view tree_key, std::string_view stored) {
-    std::string_view user_key = keyspace::user_key_of(tree_key);
-    auto seq = stream_seq_of(prefix, user_key);
-    if (!seq) {
-      failure = status::corruption(fmt::format("{}: a key of {} bytes is not an entry key", what, user_key.size()));
-      return false;
+  std::vector<stream_entry> out;
+  while (out.size() < limit) {
+    auto run = store_->read_range(shard_of(stream), first, end, limit - out.size());
+    if (!run) return run.error();
+    for (auto& [key, live] : run->entries) {
+      auto seq = stream_seq_of(prefix, key);
+      if (!seq) return status::corruption(fmt::format("{}: a key of {} bytes is not an entry key", what, key.size()));
+      auto found = item_of(live, what);
+      if (!found) return found.error();
+      out.push_back({*seq, std::move(found->value)});
     }
-    auto found = live_item(stored, now, what);
-    if (!found) {
-      failure = found.error();
-      return false;
-    }
-    if (!*found) return true;
-    out.push_back({*seq, std::move((*found)->value)});
-    return out.size() < limit;
-  });
-  if (!s) return s;
-  if (!failure) return failure;
+    if (!run->resume) break;
+    first = std::move(*run->resume);
+  }
   return out;
 }
 

@@ -25,6 +25,7 @@
 #include "core/shard_routing.h"
 #include "magnetite/cluster_client.h"
 #include "magnetite/state/records.h"
+#include "magnetite/state/streams.h"
 #include "replication/node.h"
 #include "tests/support/magnetite_process.h"
 #include "tests/support/poll.h"
@@ -376,7 +377,7 @@ TEST_CASE("cluster processes: a cluster client's CAS increments survive SIGKILL 
                   << " calls retried");
 }
 
-TEST_CASE("cluster processes: record transactions survive SIGKILL of the owner, each applied once and whole") {
+TEST_CASE("cluster processes: record commits and stream appends survive SIGKILL of the owner, each once and whole") {
   serve_cluster c("txns");
   REQUIRE(testing::poll_until([&] { return c.owner_among({1, 2, 3}).has_value(); }, std::chrono::seconds(60)));
   cluster_client_options o;
@@ -385,41 +386,55 @@ TEST_CASE("cluster processes: record transactions survive SIGKILL of the owner, 
   o.attempt_timeout = std::chrono::milliseconds(1000);
   auto client = must(cluster_client::connect(o));
   state::records recs(*client);
-  // A namespace on shard 0 (the one owner_among watches). Each thread's
-  // transaction reads its counter n and writes n + 1 with an entry named
-  // after n + 1, in one commit: a commit applied twice, applied but answered
-  // as a conflict, or applied in part, leaves the counter off its thread's
-  // count of successes or an entry without its counter value.
+  state::streams logs(*client);
+  // A namespace and streams on shard 0 (the one owner_among watches).
+  // Threads 0..3 commit "counter n -> n + 1, and an entry named n + 1": a
+  // commit applied twice, applied but answered as a conflict, or applied in
+  // part, leaves the counter off its thread's count of successes, or an
+  // entry without its counter value. Threads 4 and 5 each append to a stream
+  // of their own at its next_seq: an append applied but not acknowledged (or
+  // applied twice) leaves the stream longer than the appends acknowledged.
   std::string ns;
   for (int i = 0; ns.empty(); ++i)
     if (recs.shard_of(fmt::format("ledger{}", i)) == 0) ns = fmt::format("ledger{}", i);
-  constexpr int threads_n = 4, per_thread = 40;
+  std::vector<std::string> stream_of(6);
+  for (int t = 4, i = 0; t < 6; ++i)
+    if (logs.shard_of(fmt::format("log{}", i)) == 0) stream_of[t++] = fmt::format("log{}", i);
+  constexpr int threads_n = 6, records_n = 4, per_thread = 40;
   std::vector<int> committed(threads_n, 0);
   std::vector<std::string> failed(threads_n);
   std::atomic<int> total{0};
+  auto commit_one = [&](int t) -> status {
+    std::string counter = fmt::format("counter{}", t);
+    auto tx = recs.begin();
+    auto now = tx.load(ns, counter);
+    if (!now) return now.error();
+    int n = *now ? std::get<state::json>((*now)->value).get<int>() : 0;
+    MAGNETITE_TRY(tx.put(ns, counter, state::json(n + 1)));
+    MAGNETITE_TRY(tx.put(ns, fmt::format("entry{}-{:03}", t, n + 1), state::json(t)));
+    auto out = tx.commit();
+    return out ? status::ok() : out.error();
+  };
+  auto append_one = [&](int t) -> status {
+    auto next = logs.next_seq(stream_of[t]);
+    if (!next) return next.error();
+    std::vector<state::item> entry{state::json(static_cast<int>(*next))};
+    auto out = logs.append(stream_of[t], entry, *next);
+    return out ? status::ok() : out.error();
+  };
   std::vector<std::thread> threads;
   for (int t = 0; t < threads_n; ++t)
     threads.emplace_back([&, t] {
-      std::string counter = fmt::format("counter{}", t);
       while (committed[t] < per_thread) {
-        auto tx = recs.begin();
-        auto now = tx.load(ns, counter);
-        if (!now) return (void)(failed[t] = now.error().to_string());
-        int n = *now ? std::get<state::json>((*now)->value).get<int>() : 0;
-        if (!tx.put(ns, counter, state::json(n + 1)).is_ok() ||
-            !tx.put(ns, fmt::format("entry{}-{:03}", t, n + 1), state::json(t)).is_ok())
-          return (void)(failed[t] = "put refused");
-        auto out = tx.commit();
-        if (!out) {
-          if (out.error().code() == status_code::conflict) continue;
-          return (void)(failed[t] = out.error().to_string());
-        }
+        status s = t < records_n ? commit_one(t) : append_one(t);
+        if (s.code() == status_code::conflict) continue;
+        if (!s) return (void)(failed[t] = s.to_string());
         ++committed[t];
         ++total;
       }
     });
   std::mt19937_64 rng(doctest::getContextOptions()->rand_seed);
-  int kill_after = 15 + static_cast<int>(rng() % 50);
+  int kill_after = 20 + static_cast<int>(rng() % 70);
   while (total.load() < kill_after) std::this_thread::sleep_for(std::chrono::microseconds(200));
   std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
   auto owner = c.owner_among({1, 2, 3});
@@ -427,7 +442,7 @@ TEST_CASE("cluster processes: record transactions survive SIGKILL of the owner, 
   ::kill(c.pids[*owner - 1], SIGKILL);
   for (auto& th : threads) th.join();
   for (const auto& f : failed) CHECK(f == "");
-  for (int t = 0; t < threads_n; ++t) {
+  for (int t = 0; t < records_n; ++t) {
     auto value = recs.load(ns, fmt::format("counter{}", t)).value();
     REQUIRE(value);
     CHECK(std::get<state::json>(value->value).get<int>() == committed[t]);
@@ -441,8 +456,18 @@ TEST_CASE("cluster processes: record transactions survive SIGKILL of the owner, 
     REQUIRE(entries.size() == static_cast<std::size_t>(committed[t]));
     for (int i = 0; i < committed[t]; ++i) CHECK(entries[i] == fmt::format("entry{}-{:03}", t, i + 1));
   }
+  for (int t = records_n; t < threads_n; ++t) {
+    CHECK(logs.next_seq(stream_of[t]).value() == static_cast<std::uint64_t>(committed[t]));
+    auto entries = logs.read(stream_of[t], 0, 1000).value();
+    REQUIRE(entries.size() == static_cast<std::size_t>(committed[t]));
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      CHECK(entries[i].seq == i);
+      CHECK(std::get<state::json>(entries[i].value).get<std::size_t>() == i);
+    }
+  }
   CHECK(client->owner_of(0) != *owner);
-  MESSAGE("node " << *owner << " killed after " << kill_after << " commits; " << client->retries() << " calls retried");
+  MESSAGE("node " << *owner << " killed after " << kill_after << " commits and appends; " << client->retries()
+                  << " calls retried");
 }
 
 TEST_CASE("cluster processes: the magnetite tool puts, gets and deletes through a cluster file") {

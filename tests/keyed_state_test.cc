@@ -13,6 +13,7 @@
 #include "state/layout.h"
 #include "tests/support/database_fixture.h"
 #include "tests/support/json_cases.h"
+#include "tests/support/keyed_state_walk.h"
 #include "tests/support/must.h"
 #include "tests/support/temp_dir.h"
 
@@ -29,19 +30,10 @@ void ok(const status& s) { REQUIRE_MESSAGE(s.is_ok(), s.to_string()); }
 
 template <class T>
 std::vector<T> drain(cursor<T> c, std::size_t chunk) {
-  std::vector<T> out;
-  for (;;) {
-    auto got = must(c.next_chunk(chunk));
-    if (got.empty()) break;
-    CHECK(got.size() <= chunk);
-    for (auto& x : got) out.push_back(std::move(x));
-  }
-  CHECK(must(c.next_chunk(chunk)).empty());  // exhausted stays exhausted
-  return out;
+  return testing::drain_cursor(std::move(c), chunk);
 }
 
 item j(int n) { return json(n); }
-
 
 collection_options with_ttl(std::chrono::nanoseconds t) {
   collection_options o;
@@ -277,8 +269,10 @@ TEST_CASE("keyed state: map calls, get_many aligned, scans and keys in both dire
     scan_options so;
     so.dir = rng() % 2 ? direction::forward : direction::backward;
     auto key = [&] { return fmt::format("{}{:02}", rng() % 2 ? "a" : "b", rng() % 44); };
-    if (rng() % 3 == 0) so.from = key();
-    else if (rng() % 2 == 0) so.after = key();
+    if (rng() % 3 == 0)
+      so.from = key();
+    else if (rng() % 2 == 0)
+      so.after = key();
     if (rng() % 3 == 0) so.to = key();
     if (rng() % 4 == 0) so.prefix = rng() % 2 ? "a" : "b1";
     if (rng() % 3 == 0) so.limit = rng() % 10;
@@ -320,6 +314,13 @@ TEST_CASE("keyed state: map calls, get_many aligned, scans and keys in both dire
   ok(m.commit());
   owner_state fresh(*db, "carts", "u1");
   CHECK(drain(must(fresh.map("cart").keys()), 10) == std::vector<std::string>{"only"});
+}
+
+TEST_CASE("keyed state: a map and a deque of several scan chunks scan both ways, bounded, against models") {
+  testing::temp_dir d("keyed");
+  auto db = must_open(options_for(d.path()));
+  owner_state o(*db, "big", "u1");
+  testing::walk_large_collections(o, 700, 60, 11);
 }
 
 TEST_CASE("keyed state: deque ends, get(i), capacity eviction, clear, scans both ways") {
@@ -375,8 +376,9 @@ TEST_CASE("keyed state: deque ends, get(i), capacity eviction, clear, scans both
   CHECK(all == std::vector<item>{j(-1), j(2), j(3)});
 }
 
-TEST_CASE("keyed state: owner commit writes every handle in one frame; a deque changed by another writer conflicts "
-          "and writes nothing") {
+TEST_CASE(
+    "keyed state: owner commit writes every handle in one frame; a deque changed by another writer conflicts "
+    "and writes nothing") {
   testing::temp_dir d("keyed");
   auto db = must_open(options_for(d.path()));
   owner_state o(*db, "acct", "7");
@@ -415,8 +417,9 @@ TEST_CASE("keyed state: owner commit writes every handle in one frame; a deque c
   CHECK(o.commit().code() == status_code::invalid_argument);
 }
 
-TEST_CASE("keyed state: TTL per item from its last write; deque len an upper bound, expired ends peek as nothing, "
-          "pop consumes them") {
+TEST_CASE(
+    "keyed state: TTL per item from its last write; deque len an upper bound, expired ends peek as nothing, "
+    "pop consumes them") {
   testing::temp_dir d("keyed");
   manual_clock clock;
   auto db = must_open(clocked(d.path(), clock));
@@ -492,15 +495,24 @@ class keyed_walk {
     for (step_ = 0; step_ < steps; ++step_) {
       std::uint64_t dice = rng_() % 100;
       int h = static_cast<int>(rng_() % 3);
-      if (dice < 20) value_step(h);
-      else if (dice < 50) map_step(h);
-      else if (dice < 75) deque_step(h);
-      else if (dice < 85) commit(h);
-      else if (dice < 88) rollback(h);
-      else if (dice < 90) owner_commit(h);
-      else if (dice < 92) reopen();
-      else if (dice < 94) power_cut();
-      else check_all();
+      if (dice < 20)
+        value_step(h);
+      else if (dice < 50)
+        map_step(h);
+      else if (dice < 75)
+        deque_step(h);
+      else if (dice < 85)
+        commit(h);
+      else if (dice < 88)
+        rollback(h);
+      else if (dice < 90)
+        owner_commit(h);
+      else if (dice < 92)
+        reopen();
+      else if (dice < 94)
+        power_cut();
+      else
+        check_all();
     }
     check_all();
     handles_.clear();
@@ -557,8 +569,12 @@ class keyed_walk {
     auto& x = handles_[h];
     ++ops;
     switch (rng_() % 3) {
-      case 0: ok(x.v.set(j(next_++))), x.view.value = next_ - 1; break;
-      case 1: ok(x.v.clear()), x.view.value.reset(); break;
+      case 0:
+        ok(x.v.set(j(next_++))), x.view.value = next_ - 1;
+        break;
+      case 1:
+        ok(x.v.clear()), x.view.value.reset();
+        break;
       default: {
         auto got = must(x.v.get());
         CHECK_MESSAGE(got == (x.view.value ? std::optional<item>(j(*x.view.value)) : std::nullopt), where());
@@ -572,8 +588,12 @@ class keyed_walk {
     ++ops;
     switch (rng_() % 6) {
       case 0:
-      case 1: ok(x.m.set(k, j(next_++))), x.view.map[k] = next_ - 1; break;
-      case 2: ok(x.m.remove(k)), x.view.map.erase(k); break;
+      case 1:
+        ok(x.m.set(k, j(next_++))), x.view.map[k] = next_ - 1;
+        break;
+      case 2:
+        ok(x.m.remove(k)), x.view.map.erase(k);
+        break;
       case 3:
         if (rng_() % 4 == 0) ok(x.m.clear()), x.view.map.clear();
         break;
@@ -693,8 +713,9 @@ class keyed_walk {
 
 }  // namespace
 
-TEST_CASE("keyed state model: value, map and deque handles against models, with commits, rollbacks, reopens and "
-          "power cuts") {
+TEST_CASE(
+    "keyed state model: value, map and deque handles against models, with commits, rollbacks, reopens and "
+    "power cuts") {
   int commits = 0, cuts = 0, ops = 0;
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
     keyed_walk w(seed);
@@ -708,8 +729,9 @@ TEST_CASE("keyed state model: value, map and deque handles against models, with 
   MESSAGE(ops, " operations, ", commits, " commits, ", cuts, " power cuts");
 }
 
-TEST_CASE("keyed state: handles of one name share one buffer; an idle deque handle sees other writers' commits; "
-          "names and options that cannot work are refused as caller mistakes") {
+TEST_CASE(
+    "keyed state: handles of one name share one buffer; an idle deque handle sees other writers' commits; "
+    "names and options that cannot work are refused as caller mistakes") {
   testing::temp_dir d("keyed");
   auto db = must_open(options_for(d.path(), 1));
   owner_state o(*db, "n", "o");

@@ -31,11 +31,19 @@
 // - Costs: get, contains, set, remove, push, pop, peek, len, and a deque's
 //   get(i) without TTL: O(log n) reads of the view (no message). A deque's
 //   get(i) with a TTL walks i live slots (expired ones do not count); map
-//   `size` scans (O(n)), `is_empty` until the first live entry. `clear` of a map or deque deletes its keys in the
-//   commit's one frame: O(n), within the batch limit (limits.h).
+//   `size` scans (O(n)), `is_empty` until the first live entry. `clear` of a
+//   map or deque deletes its live keys in the commit's one frame: O(n),
+//   within the batch limit (limits.h); expired entries are left to the TTL
+//   purge.
 // - Scans are cursors over one pinned view and a copy of the overlay, pulled
 //   in chunks; exhausted stays exhausted; the first error closes the cursor;
 //   close is idempotent. Later writes to the handle do not show in it.
+// - On a replicated cluster (owner_state(cluster_client&)) every read and
+//   commit goes to the owner of the owner's shard
+//   (docs/design/replication.md, 10): each read is linearizable on its own,
+//   but a scan's chunks and get_many's keys are separate reads there, not
+//   one view; every read is a round trip; a commit is acknowledged once a
+//   majority made it durable and is applied at most once across retries.
 // - Handles of one (kind, name) made by one owner_state share one buffer and
 //   the first handle's options. A deque handle with nothing buffered reads
 //   the deque's ends anew on every call.
@@ -126,6 +134,10 @@ class deque_handle;
 class MAGNETITE_API owner_state {
  public:
   owner_state(database& db, std::string ns, std::string owner);
+  // On a replicated cluster: reads and commits go to the owner of the
+  // owner's shard (see the contract above for what differs).
+  owner_state(cluster_client& cluster, std::string ns, std::string owner)
+      : owner_state(cluster.state_store(), std::move(ns), std::move(owner)) {}
   ~owner_state();
   owner_state(owner_state&&) noexcept;
   owner_state& operator=(owner_state&&) noexcept;
@@ -143,6 +155,7 @@ class MAGNETITE_API owner_state {
   struct core;
 
  private:
+  owner_state(state_storage& store, std::string ns, std::string owner);
   std::shared_ptr<core> core_;
 };
 

@@ -37,7 +37,11 @@ inline constexpr std::size_t max_read_limit = 1000;
 
 class MAGNETITE_API streams {
  public:
-  explicit streams(database& db) : db_(&db) {}
+  explicit streams(database& db);
+  // On a replicated cluster: every call goes to the owner of the stream's
+  // shard, with records.h's cluster rules (an append is applied at most once
+  // across retries).
+  explicit streams(cluster_client& cluster) : store_(&cluster.state_store()) {}
 
   // entries.size() >= 1. The seq of the first entry (== expected_seq).
   result<std::uint64_t> append(std::string_view stream, std::span<const item> entries, std::uint64_t expected_seq,
@@ -48,9 +52,9 @@ class MAGNETITE_API streams {
   std::size_t shard_of(std::string_view stream) const;
 
  private:
-  // The meta as the shard's view holds it: its revision (0: none) and next_seq.
+  // The meta as the shard holds it: its revision (0: none) and next_seq.
   result<std::pair<std::uint64_t, std::uint64_t>> meta(std::string_view stream) const;
-  database* db_;
+  state_storage* store_;
 };
 
 }  // namespace magnetite::state
