@@ -1,9 +1,11 @@
 // Randomized linearizability runs across `magnetite serve` processes on
 // loopback (issue 8): 5 nodes (or 3), each on its own data directory, elect
 // an owner of shard 0 by themselves. Client threads in this process, linked as
-// node 0, run puts, gets, CAS and deletes on three keys through whichever node
-// they believe owns the shard, while a fault thread, random from a printed
-// seed:
+// node 0, run puts, gets, CAS and deletes on three keys, and the same on a
+// record's state key through state/'s messages (a conditional batch for
+// writes, deletes and CAS - a check of the revision last read - and a
+// confirmed state read), through whichever node they believe owns the
+// shard, while a fault thread, random from a printed seed:
 //   - SIGKILLs a node (the owner half the time) and starts it again on its
 //     disk after a random delay;
 //   - SIGSTOPs a node (a partition: its peers stop hearing it while its
@@ -59,6 +61,7 @@
 
 #include "core/env.h"
 #include "replication/node.h"
+#include "state/layout.h"
 #include "tests/support/magnetite_process.h"
 #include "tests/support/register_checker.h"
 #include "tests/support/temp_dir.h"
@@ -268,6 +271,22 @@ struct histories {
     std::lock_guard<std::mutex> lock(m);
     written[key].push_back(value);
   }
+  // The state key's revisions and the value each one wrote (revisions are
+  // never reused on a key, and values are unique per write): what lets a
+  // conditional batch refused at revision R be recorded as a CAS that found
+  // that value.
+  std::map<std::uint64_t, std::optional<std::string>> by_revision;
+  void revision(std::uint64_t r, std::optional<std::string> value) {
+    std::lock_guard<std::mutex> lock(m);
+    by_revision[r] = std::move(value);
+  }
+  std::optional<std::optional<std::string>> value_at(std::uint64_t r) {
+    std::lock_guard<std::mutex> lock(m);
+    if (r == 0) return std::optional<std::string>();
+    auto it = by_revision.find(r);
+    if (it == by_revision.end()) return std::nullopt;
+    return it->second;
+  }
   std::optional<std::string> recent(const std::string& key, std::mt19937_64& rng) {
     std::lock_guard<std::mutex> lock(m);
     auto& w = written[key];
@@ -276,7 +295,43 @@ struct histories {
   }
 };
 
-const std::vector<std::string> keys = {"a", "b", "c"};
+// The last is a state key (a record's), written and read through state/'s
+// messages (replica_conditional.cc); the others are plain keys.
+const std::string record = state::record_key("reg", "r");
+const std::vector<std::string> keys = {"a", "b", "c", record};
+bool is_state(const std::string& key) { return key == record; }
+
+// A state read's answer: the value's revision and its body (past the type).
+std::pair<std::uint64_t, std::string> split_live(const std::string& live) {
+  REQUIRE(live.size() >= 9);
+  std::uint64_t r = 0;
+  for (int i = 7; i >= 0; --i) r = r << 8 | static_cast<std::uint8_t>(live[static_cast<std::size_t>(i)]);
+  return {r, live.substr(9)};
+}
+
+// A read of key: get for a plain key, sread for the state key, whose
+// revision (0: absent; always 0 for a plain key) goes to `h` as well.
+template <class OnError>
+void read_key(caf::scoped_actor& self, const replica_actor& replica, const std::string& key, histories& h,
+              caf::timespan timeout, const std::function<void(std::optional<std::string>, std::uint64_t)>& done,
+              OnError on_error) {
+  if (!is_state(key)) {
+    self->request(replica, timeout, get_atom::value, key)
+        .receive(
+            [&](bool found, const std::string& v) { done(found ? std::optional<std::string>(v) : std::nullopt, 0); },
+            on_error);
+    return;
+  }
+  self->request(replica, timeout, sread_atom::value, key)
+      .receive(
+          [&](bool found, const std::string& live) {
+            if (!found) return done(std::nullopt, 0);
+            auto [r, body] = split_live(live);
+            h.revision(r, body);
+            done(body, r);
+          },
+          on_error);
+}
 // The node a refusal names as promised last ("... (node N was promised it
 // last)"), if it names one. Parsed by hand: std::regex makes GCC 12 warn
 // (-Wmaybe-uninitialized inside libstdc++) in the sanitizer builds.
@@ -301,6 +356,8 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
   std::mt19937_64 rng(seed);
   std::uint32_t target = 1 + client % c.n;
   std::map<std::string, std::optional<std::string>> last_seen;
+  std::map<std::string, std::uint64_t> last_rev;  // the state key's revision of last_seen
+  const hash128 session{seed, client};            // this client's request ids
   std::uint32_t refusals_in_a_row = 0;
   std::uint64_t count = 0;
   const auto timeout = std::chrono::seconds(5);
@@ -338,27 +395,67 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
     if (op.arg) h.sent(key, *op.arg);
 
     bool answered = false;
+    bool recorded = true;  // false: an answer that cannot be put in the history (left out, which is sound)
     std::optional<status> err;
-    op.call = ++h.clock;
     auto on_error = [&](caf::error& e) { err = to_status(e); };
+    // The state key: writes, deletes and CAS are conditional batches; a CAS
+    // checks the revision this client last saw (so its expectation is the
+    // value it last saw).
+    if (is_state(key) && op.what == register_op::kind::cas) op.expected = last_seen[key];
+    auto apply_state = [&](std::vector<state_check> checks, std::vector<batch_op> ops) {
+      request_id rid{session, ++count};
+      self->request(*replica, timeout, apply_atom::value, checks, ops, rid)
+          .receive(
+              [&](bool applied, std::uint64_t revision, std::uint32_t, std::uint64_t found) {
+                answered = true;
+                if (applied) {
+                  op.swapped = true;
+                  last_rev[key] = op.arg ? revision : 0;
+                  if (op.arg) h.revision(revision, op.arg);
+                  return;
+                }
+                auto seen = h.value_at(found);
+                if (!seen) return (void)(recorded = false);
+                op.result = *seen;
+                last_rev[key] = found;
+              },
+              on_error);
+    };
+    auto put_of = [&](const std::optional<std::string>& v) {
+      return v ? batch_op{key, true, std::string(1, '\0') + *v, 0} : batch_op{key, false, std::string(), 0};
+    };
+    op.call = ++h.clock;
     switch (op.what) {
       case register_op::kind::write:
+        if (is_state(key)) {
+          apply_state({}, {put_of(op.arg)});
+          break;
+        }
         self->request(*replica, timeout, put_atom::value, key, *op.arg, std::int64_t{0})
             .receive([&](ok_atom) { answered = true; }, on_error);
         break;
       case register_op::kind::del:
+        if (is_state(key)) {
+          apply_state({}, {put_of(std::nullopt)});
+          break;
+        }
         self->request(*replica, timeout, del_atom::value, key).receive([&](ok_atom) { answered = true; }, on_error);
         break;
       case register_op::kind::read:
-        self->request(*replica, timeout, get_atom::value, key)
-            .receive(
-                [&](bool found, const std::string& v) {
-                  answered = true;
-                  if (found) op.result = v;
-                },
-                on_error);
+        read_key(
+            self, *replica, key, h, timeout,
+            [&](std::optional<std::string> v, std::uint64_t revision) {
+              answered = true;
+              op.result = std::move(v);
+              last_rev[key] = revision;
+            },
+            on_error);
         break;
       case register_op::kind::cas:
+        if (is_state(key)) {
+          apply_state({{key, op.expected ? last_rev[key] : 0}}, {put_of(op.arg)});
+          break;
+        }
         self->request(*replica, timeout, cas_atom::value, key, op.expected.has_value(),
                       op.expected.value_or(std::string()), op.arg.has_value(), op.arg.value_or(std::string()),
                       std::int64_t{0})
@@ -370,6 +467,10 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
                 },
                 on_error);
         break;
+    }
+    if (answered && !recorded) {
+      refusals_in_a_row = 0;
+      continue;
     }
     if (answered) {
       op.ret = ++h.clock;
@@ -695,13 +796,13 @@ run_result one_run(std::uint64_t seed, std::uint32_t nodes, std::uint16_t base, 
           read.what = register_op::kind::read;
           read.call = ++h.clock;
           std::optional<status> err;
-          faults.self->request(*replica, std::chrono::seconds(5), get_atom::value, key)
-              .receive(
-                  [&](bool found, const std::string& v) {
-                    read.ret = ++h.clock;
-                    if (found) read.result = v;
-                  },
-                  [&](caf::error& e) { err = to_status(e); });
+          read_key(
+              faults.self, *replica, key, h, std::chrono::seconds(5),
+              [&](std::optional<std::string> v, std::uint64_t) {
+                read.ret = ++h.clock;
+                read.result = std::move(v);
+              },
+              [&](caf::error& e) { err = to_status(e); });
           if (err) {
             target = 0;
             return false;
