@@ -7,7 +7,7 @@
 //                     [--value-bytes B] [--shards S] [--rounds R]
 //                     [--warmup N] [--port P] [--request-timeout-ms MS]
 //                     [--max-errors E] [--node-spin-polls N]
-//                     [--etcd PATH|none] [--request-ids]
+//                     [--etcd PATH|none] [--request-ids] [--records]
 //
 // Every case but the raw one takes N writes (20 000 by default) from T client
 // threads (32), N / T each, one at a time per thread; keys are 16 bytes, drawn
@@ -57,6 +57,17 @@
 //                  this process, as a host uses a cluster: each write crosses
 //                  a socket to the owner and carries a request id, so the
 //                  owner also writes its request record (at most once);
+//   records: single node, records: 3 nodes, cluster_client   with
+//                  --records: each write is a record transaction instead
+//                  (state::records, <magnetite/state/records.h>): load the
+//                  record (namespace = the key, record "r"), put the value,
+//                  commit; a conflict is retried, and the retries are in the
+//                  write's latency. On the single node the load reads the
+//                  published view and the commit is one conditional batch;
+//                  through the cluster client the load is a confirmed read at
+//                  the owner and the commit a conditional batch with a
+//                  request id: two round trips, the second answered after a
+//                  majority made it durable;
 //   raw fdatasync  the physical limit of one sync per write: ONE thread
 //                  writing 116-byte records into a preallocated file,
 //                  fdatasync after each (bench_support.h), for 1 s.
@@ -106,6 +117,7 @@
 #include "bench/bench_support.h"
 #include "bench/etcd_peer.h"
 #include "magnetite/cluster_client.h"
+#include "magnetite/state/records.h"
 #include "replication/node.h"
 
 using namespace magnetite;
@@ -115,6 +127,7 @@ namespace {
 
 std::size_t thread_count = 32, shard_count = 2, value_bytes = 100;
 std::uint64_t key_space = 100'000;
+bool with_records = false;  // --records
 std::chrono::milliseconds request_timeout{2000};
 std::optional<std::size_t> node_spin_polls;  // CAF's default (100), as `magnetite serve`
 bool request_ids = false;                    // replicated cases: a request id on every write
@@ -408,6 +421,33 @@ case_result client_case(cluster& c, cluster_client& client, std::uint64_t ops, s
   });
 }
 
+// A record transaction as one write: load, put, commit; retried on conflict.
+status record_commit(state::records& recs, const std::string& key, const std::string& value) {
+  for (;;) {
+    auto t = recs.begin();
+    auto seen = t.load(key, "r");
+    if (!seen) return seen.error();
+    MAGNETITE_TRY(t.put(key, "r", state::bytes{value}));
+    auto out = t.commit();
+    if (out) return status::ok();
+    if (out.error().code() != status_code::conflict) return out.error();
+  }
+}
+
+case_result records_single_case(database& db, state::records& recs, std::uint64_t ops, std::uint64_t seed,
+                                failures& failed) {
+  return counted_case(log_fsync_counters({&db}), ops, seed, failed, [&] {
+    return [&](const std::string& key, const std::string& value) { return record_commit(recs, key, value); };
+  });
+}
+
+case_result records_client_case(cluster& c, state::records& recs, std::uint64_t ops, std::uint64_t seed,
+                                failures& failed) {
+  return cluster_case(c, ops, seed, failed, [&] {
+    return [&](const std::string& key, const std::string& value) { return record_commit(recs, key, value); };
+  });
+}
+
 // etcd through its HTTP/JSON gateway: each client thread with its own
 // keep-alive connection to the leader, as it was when the cluster became
 // ready: the fastest way in, since a follower forwards every write to the
@@ -453,7 +493,7 @@ double median(std::vector<double> v) {
   fmt::print(stderr,
              "usage: replication_bench [--dir D] [--ops N] [--threads T] [--keys K] [--value-bytes B] [--shards S] "
              "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] [--node-spin-polls N] "
-             "[--etcd PATH|none] [--request-ids]\n");
+             "[--etcd PATH|none] [--request-ids] [--records]\n");
   std::exit(2);
 }
 
@@ -496,6 +536,8 @@ int main(int argc, char** argv) {
       node_spin_polls = next();
     else if (a == "--request-ids")
       request_ids = true;
+    else if (a == "--records")
+      with_records = true;
     else if (a == "--etcd" && i + 1 < argc)
       etcd_choice = argv[++i];
     else
@@ -568,6 +610,14 @@ int main(int argc, char** argv) {
       [&](std::uint64_t r, failures& f) { return client_case(*three, *client, ops, r + 1, f); });
   if (etcd_members)
     add("etcd, 3 members", [&](std::uint64_t r, failures& f) { return etcd_case(*etcd_members, ops, r + 1, f); });
+  state::records single_records(*single), client_records(*client);
+  std::size_t records_single_i = cases.size(), records_client_i = cases.size() + 1;
+  if (with_records) {
+    add("records: single node",
+        [&](std::uint64_t r, failures& f) { return records_single_case(*single, single_records, ops, r + 1, f); });
+    add("records: 3 nodes, client",
+        [&](std::uint64_t r, failures& f) { return records_client_case(*three, client_records, ops, r + 1, f); });
+  }
 
   // Warm-up, not reported: files reserved, sockets and mailboxes busy once.
   failures warm;
@@ -577,6 +627,10 @@ int main(int argc, char** argv) {
   (void)replicated_case(*three, warmup, 999, warm);
   (void)client_case(*three, *client, warmup, 999, warm);
   if (etcd_members) (void)etcd_case(*etcd_members, warmup, 999, warm);
+  if (with_records) {
+    (void)records_single_case(*single, single_records, warmup, 999, warm);
+    (void)records_client_case(*three, client_records, warmup, 999, warm);
+  }
   if (warm.total() > 0) fail("warm-up", status::failed(fmt::format("{} writes failed: {}", warm.total(), warm.first)));
 
   auto t_run = clock_type::now();
@@ -660,6 +714,11 @@ int main(int argc, char** argv) {
   if (etcd_members) {
     ratio(three_i, etcd_i);
     ratio(client_i, etcd_i);
+  }
+  if (with_records) {
+    ratio(records_client_i, records_single_i);
+    ratio(records_single_i, single_i);
+    ratio(records_client_i, client_i);
   }
   say("against raw fdatasync: single node: put {:.2f}x, 3 nodes {:.2f}x\n",
       med(*cases[single_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s),

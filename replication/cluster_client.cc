@@ -94,19 +94,7 @@ status cluster_client::del(std::string_view key) {
 
 result<std::optional<std::string>> cluster_client::get(std::string_view key) {
   MAGNETITE_TRY(state_space::check_user_key(key));
-  std::string k(key);
-  std::optional<std::string> out;
-  status s =
-      impl_->call(shard_of(key), false, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
-        status got;
-        self->request(r, t, get_atom::value, k)
-            .receive([&](bool found,
-                         std::string& v) { out = found ? std::optional<std::string>(std::move(v)) : std::nullopt; },
-                     [&](caf::error& e) { got = to_status(e); });
-        return got;
-      });
-  if (!s) return s;
-  return out;
+  return impl_->read_at_owner(shard_of(key), get_atom::value, std::string(key));
 }
 
 result<cas_outcome> cluster_client::cas(std::string_view key, std::optional<std::string_view> expected,

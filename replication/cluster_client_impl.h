@@ -173,6 +173,24 @@ struct cluster_client::impl {
     return found;
   }
 
+  // A read at shard's owner that answers (found, value): get of a plain key,
+  // sread of a state key.
+  template <class Atom>
+  result<std::optional<std::string>> read_at_owner(std::size_t shard, Atom atom, const std::string& key) {
+    std::optional<std::string> out;
+    status s =
+        call(shard, false, [&](caf::scoped_actor& self, replication::replica_actor& r, std::chrono::milliseconds t) {
+          status got;
+          self->request(r, t, atom, key)
+              .receive([&](bool found,
+                           std::string& v) { out = found ? std::optional<std::string>(std::move(v)) : std::nullopt; },
+                       [&](caf::error& e) { got = to_status(e); });
+          return got;
+        });
+    if (!s) return s;
+    return out;
+  }
+
   // One call: `attempt(self, replica, timeout)` sends the request and waits
   // for its answer, retried at the owner until it answers or the deadline
   // (call_timeout from now, or `until` when that is sooner).

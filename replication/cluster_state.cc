@@ -27,18 +27,7 @@ class owner_reads final : public state_view {
 
   result<std::optional<std::string>> read(std::string_view key) const override {
     MAGNETITE_TRY(state_space::check_key(key));
-    std::string k(key);
-    std::optional<std::string> out;
-    status s = c_.call(shard_, false, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
-      status got;
-      self->request(r, t, replication::sread_atom::value, k)
-          .receive([&](bool found,
-                       std::string& v) { out = found ? std::optional<std::string>(std::move(v)) : std::nullopt; },
-                   [&](caf::error& e) { got = to_status(e); });
-      return got;
-    });
-    if (!s) return s;
-    return out;
+    return c_.read_at_owner(shard_, replication::sread_atom::value, std::string(key));
   }
 
   result<state_range> read_range(std::string_view from, std::string_view to, std::size_t limit,

@@ -349,20 +349,7 @@ auto client_handlers(self_ptr self) {
       },
       [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
         if (auto s = state_space::check_user_key(key); !s) return to_error(s);
-        auto rp = self->make_response_promise<bool, std::string>();
-        with_key(self, key, [self, rp, key](bool go) mutable {
-          if (!go) return (void)rp.deliver(to_error(not_owner(self)));
-          auto v = view_of(self);
-          if (!v)
-            return (void)rp.deliver(to_error(status::io_error("the shard is not serving", status_category::transient)));
-          auto value = v->get(key, self->state.config.clock());
-          if (!value) return (void)rp.deliver(to_error(value.error()));
-          confirm(self, [self, rp, value = *value](bool ok) mutable {
-            if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
-            rp.deliver(value.has_value(), value.value_or(std::string()));
-          });
-        });
-        return rp;
+        return confirmed_read(self, key);
       });
 }
 

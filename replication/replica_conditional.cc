@@ -251,19 +251,7 @@ caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> client_apply(self
 
 caf::result<bool, std::string> client_state_read(self_ptr self, const std::string& key) {
   if (auto s = state_space::check_key(key); !s) return to_error(s);
-  auto rp = self->make_response_promise<bool, std::string>();
-  with_key(self, key, [self, rp, key](bool go) mutable {
-    if (!go) return (void)rp.deliver(to_error(not_owner(self)));
-    auto v = view_of(self);
-    if (!v) return (void)rp.deliver(to_error(not_serving()));
-    auto value = v->get(key, self->state.config.clock());
-    if (!value) return (void)rp.deliver(to_error(value.error()));
-    confirm(self, [self, rp, value = *value](bool ok) mutable {
-      if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
-      rp.deliver(value.has_value(), value.value_or(std::string()));
-    });
-  });
-  return rp;
+  return confirmed_read(self, key);
 }
 
 namespace {

@@ -224,6 +224,9 @@ void replicate_together(self_ptr self, std::vector<stamped_op> ops, std::functio
                         std::optional<stamped_op> record = std::nullopt);
 void flush_batch(self_ptr self);
 void confirm(self_ptr self, std::function<void(bool)> done);
+// A client's read of key, linearizable: once no write of it is in flight,
+// from our tree, answered after a confirm round that began after the read.
+caf::result<bool, std::string> confirmed_read(self_ptr self, const std::string& key);
 
 // A client's write, at most once: without a request id, `write(nullopt)` at
 // once. With one, after any earlier attempt of the same request was decided:

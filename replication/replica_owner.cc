@@ -274,6 +274,22 @@ void confirm_queued(self_ptr self) {
 
 }  // namespace
 
+caf::result<bool, std::string> confirmed_read(self_ptr self, const std::string& key) {
+  auto rp = self->make_response_promise<bool, std::string>();
+  with_key(self, key, [self, rp, key](bool go) mutable {
+    if (!go) return (void)rp.deliver(to_error(not_owner(self)));
+    auto v = view_of(self);
+    if (!v) return (void)rp.deliver(to_error(status::io_error("the shard is not serving", status_category::transient)));
+    auto value = v->get(key, self->state.config.clock());
+    if (!value) return (void)rp.deliver(to_error(value.error()));
+    confirm(self, [self, rp, value = *value](bool ok) mutable {
+      if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
+      rp.deliver(value.has_value(), value.value_or(std::string()));
+    });
+  });
+  return rp;
+}
+
 // A confirm round for a read: `done(true)` once a majority (ourselves
 // included) still promises our epoch, in a round that began after this call.
 void confirm(self_ptr self, std::function<void(bool)> done) {
