@@ -186,18 +186,23 @@ struct host_request {
 using host_request_ptr = std::shared_ptr<host_request>;
 using host_atom = caf::atom_constant<caf::atom("host")>;
 
-// The whole interface: what hosts see (<magnetite/caf.h>) and the engine's
-// own messages.
-using shard_engine_actor = shard_actor::extend<
-    caf::replies_to<apply_atom, std::vector<state_check>, std::vector<batch_op>>::with<bool, std::uint64_t,
-                                                                                       std::uint32_t, std::uint64_t>,
+// A participant in a transaction across shards (the messages above): a
+// shard actor on one node, a shard's owner on a cluster
+// (replication/replica_interface.h).
+using transaction_participant = caf::typed_actor<
     caf::replies_to<tx_prepare_atom, hash128, std::uint32_t, std::vector<state_check>,
                     std::vector<batch_op>>::with<bool, std::uint32_t, std::uint64_t>,
     caf::replies_to<tx_commit_atom, hash128, std::vector<state_check>, std::vector<batch_op>,
                     std::vector<std::uint32_t>>::with<bool, std::uint32_t, std::uint64_t, std::uint64_t>,
     caf::replies_to<tx_decide_atom, hash128, bool, std::vector<std::uint32_t>>::with<bool>,
     caf::replies_to<tx_finish_atom, hash128, bool>::with<std::uint64_t>,
-    caf::replies_to<tx_forget_atom, hash128>::with<ok_atom>,
+    caf::replies_to<tx_forget_atom, hash128>::with<ok_atom>>;
+
+// The whole interface: what hosts see (<magnetite/caf.h>) and the engine's
+// own messages.
+using shard_engine_actor = shard_actor::extend_with<transaction_participant>::extend<
+    caf::replies_to<apply_atom, std::vector<state_check>, std::vector<batch_op>>::with<bool, std::uint64_t,
+                                                                                       std::uint32_t, std::uint64_t>,
     caf::replies_to<stamped_atom, std::vector<stamped_op>>::with<std::vector<bool>>,
     caf::replies_to<promise_atom, std::string>::with<ok_atom>, caf::replies_to<promise_atom>::with<bool, std::string>,
     caf::replies_to<import_atom, std::vector<hash128>, std::vector<std::string>>::with<ok_atom>,

@@ -17,6 +17,7 @@ result<prepared_transactions> prepared_transactions::load(const read_view& view)
     if (!found) return found.error();
     auto value = ttl::unwrap(stored);
     if (!value) return value.error();
+    if (value->tombstone) continue;  // a replicated shard's deleted record
     auto p = tr::decode_prepare(id, value->value);
     if (!p) return p.error();
     out.add(std::move(*p));

@@ -32,14 +32,20 @@ namespace magnetite {
 
 class prepared_transactions {
  public:
-  // Every prepare record the view holds; a damaged one is corruption naming
-  // its transaction.
+  // Every prepare record the view holds (a replicated shard's stamped
+  // tombstone of one is a record deleted); a damaged one is corruption
+  // naming its transaction.
   static result<prepared_transactions> load(const read_view& view);
 
   // A key a conditional batch (checks, writes) may not touch now: the first
   // key held against it, or nullopt.
   std::optional<std::string> blocking(std::span<const state_check> checks, std::span<const batch_write> writes) const;
   bool holds(const hash128& id) const { return prepared_.contains(id); }
+  // The prepared transaction `id`, or null.
+  const transaction_records::prepare* find(const hash128& id) const {
+    auto p = prepared_.find(id);
+    return p == prepared_.end() ? nullptr : &p->second;
+  }
   void add(transaction_records::prepare p);
   // Drops the transaction and its holds; what it held, or nullopt.
   std::optional<transaction_records::prepare> take(const hash128& id);

@@ -18,8 +18,8 @@ cluster_client::cluster_client(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 cluster_client::~cluster_client() = default;
 
 result<std::unique_ptr<cluster_client>> cluster_client::connect(cluster_client_options options) {
-  if (options.call_timeout.count() <= 0 || options.attempt_timeout.count() <= 0)
-    return status::invalid_argument("cluster client: call_timeout and attempt_timeout must be positive");
+  if (options.call_timeout.count() <= 0 || options.attempt_timeout.count() <= 0 || options.resolve_after.count() <= 0)
+    return status::invalid_argument("cluster client: call_timeout, attempt_timeout and resolve_after must be positive");
   auto text = read_whole_file(env::posix(), options.cluster_file);
   if (!text)
     return status::invalid_argument(fmt::format("cluster file {}: {}", options.cluster_file, text.error().message()));

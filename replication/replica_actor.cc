@@ -39,15 +39,6 @@ void on_down(self_ptr self, const caf::down_msg& m) {
   if (st.patience > soon) st.silent = std::max(st.silent, st.patience - soon);
 }
 
-// Answers rp with xs when s is ok, else with s.
-template <class Promise, class... Ts>
-void answer(Promise& rp, const status& s, Ts&&... xs) {
-  if (s)
-    rp.deliver(std::forward<Ts>(xs)...);
-  else
-    rp.deliver(to_error(s));
-}
-
 // Membership: the node tells us our peers' replicas (again after a peer
 // restarted under a new handle).
 auto membership_handlers(self_ptr self) {
@@ -344,6 +335,20 @@ auto client_handlers(self_ptr self) {
         return client_apply(self, std::move(checks), std::move(ops), rid);
       },
       [=](sread_atom, const std::string& key) { return client_state_read(self, key); },
+      [=](tx_prepare_atom, const hash128& id, std::uint32_t coordinator, std::vector<state_check>& checks,
+          std::vector<batch_op>& ops) {
+        return client_tx_prepare(self, id, coordinator, std::move(checks), std::move(ops));
+      },
+      [=](tx_commit_atom, const hash128& id, std::vector<state_check>& checks, std::vector<batch_op>& ops,
+          std::vector<std::uint32_t>& participants) {
+        return client_tx_commit(self, id, std::move(checks), std::move(ops), std::move(participants));
+      },
+      [=](tx_decide_atom, const hash128& id, bool commit, std::vector<std::uint32_t>& participants) {
+        return client_tx_decide(self, id, commit, std::move(participants));
+      },
+      [=](tx_finish_atom, const hash128& id, bool commit) { return client_tx_finish(self, id, commit); },
+      [=](tx_forget_atom, const hash128& id) { return client_tx_forget(self, id); },
+      [=](tx_stale_atom, std::uint64_t older_than_ns) { return client_tx_stale(self, older_than_ns); },
       [=](srange_atom, const std::string& from, const std::string& to, std::uint64_t limit, bool backward) {
         return client_state_range(self, from, to, limit, backward);
       },

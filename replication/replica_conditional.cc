@@ -20,6 +20,7 @@
 #include "core/coding.h"
 #include "core/limits.h"
 #include "engine/state_space.h"
+#include "engine/transaction_records.h"
 #include "replication/replica_internal.h"
 
 namespace magnetite::replication::replica_internal {
@@ -43,8 +44,9 @@ status not_serving() { return status::io_error("the shard is not serving", statu
 // the mark.
 status check_not_reserved(std::string_view key) {
   static const std::string request_prefix = std::string(state_space::prefix) + '\x69';
-  if (key.starts_with(request_prefix) || key == mark_key())
-    return status::invalid_argument("a conditional batch may not name the shard's own records (FF FF 69, FF FF 6D)");
+  if (key.starts_with(request_prefix) || key == mark_key() || key.starts_with(transaction_records::prepare_prefix) ||
+      key.starts_with(transaction_records::decision_prefix))
+    return status::invalid_argument("a conditional batch may not name the shard's own records (FF FF 69, 6D, 70, 64)");
   return status::ok();
 }
 
@@ -115,48 +117,44 @@ result<std::uint64_t> current_mark(self_ptr self, const read_view& v) {
 
 // With every key held: the checks, judged against our tree now, then the
 // writes shipped, or the first failed check answered once confirmed.
-void judge(self_ptr self, apply_reply rp, std::shared_ptr<batch_request> b) {
-  auto& st = self->state;
-  auto v = view_of(self);
-  auto refuse = [&](const status& s) {
-    release_all(self, *b);
-    rp.deliver(to_error(s));
-  };
-  if (!v) return refuse(not_serving());
-  std::uint64_t now = st.config.clock();
-  for (std::size_t i = 0; i < b->checks.size(); ++i) {
-    auto found = live_revision(*v, now, b->checks[i].key);
-    if (!found) return refuse(found.error());
-    if (*found == b->checks[i].revision) continue;
-    release_all(self, *b);
-    // A refusal is a read: it must hold at a moment we still owned the shard.
-    return confirm(self, [self, rp, i, found = *found](bool ok) mutable {
-      if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
-      rp.deliver(false, std::uint64_t{0}, static_cast<std::uint32_t>(i), found);
-    });
+}  // namespace
+
+void hold_keys(self_ptr self, std::shared_ptr<const std::vector<std::string>> keys, std::function<void(bool)> then) {
+  hold_from(self, std::move(keys), 0, std::move(then));
+}
+
+result<std::optional<std::pair<std::uint32_t, std::uint64_t>>> failed_check(self_ptr self, const read_view& v,
+                                                                            const std::vector<state_check>& checks) {
+  std::uint64_t now = self->state.config.clock();
+  for (std::size_t i = 0; i < checks.size(); ++i) {
+    auto found = live_revision(v, now, checks[i].key);
+    if (!found) return found.error();
+    if (*found != checks[i].revision)
+      return std::optional<std::pair<std::uint32_t, std::uint64_t>>({static_cast<std::uint32_t>(i), *found});
   }
-  auto mark = current_mark(self, *v);
-  if (!mark) return refuse(mark.error());
-  if (b->ops.empty()) {
-    // Nothing to write: the checks held at a moment a majority still owned us.
-    release_all(self, *b);
-    return confirm(self, [self, rp, revision = *mark](bool ok) mutable {
-      if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
-      rp.deliver(true, revision, std::uint32_t{0}, std::uint64_t{0});
-    });
-  }
-  std::uint64_t revision = *mark;
-  for (const auto& op : b->ops) {
-    auto found = live_revision(*v, now, op.key);
-    if (!found) return refuse(found.error());
+  return std::optional<std::pair<std::uint32_t, std::uint64_t>>();
+}
+
+result<std::uint64_t> give_revision(self_ptr self, const read_view& v, const std::vector<batch_op>& ops) {
+  auto mark = current_mark(self, v);
+  if (!mark) return mark.error();
+  std::uint64_t now = self->state.config.clock(), revision = *mark;
+  for (const auto& op : ops) {
+    auto found = live_revision(v, now, op.key);
+    if (!found) return found.error();
     revision = std::max(revision, *found);
   }
-  ++revision;
-  st.revision_mark = revision;
+  self->state.revision_mark = ++revision;
+  return revision;
+}
+
+std::vector<stamped_op> stamped_state_writes(self_ptr self, std::uint64_t revision, std::vector<batch_op> ops) {
+  auto& st = self->state;
+  std::uint64_t now = st.config.clock();
   std::string prefix = revision_bytes(revision);
   std::vector<stamped_op> out;
-  out.reserve(b->ops.size() + 1);
-  for (auto& op : b->ops) {
+  out.reserve(ops.size() + 1);
+  for (auto& op : ops) {
     if (!op.is_put) {
       auto purge = now + static_cast<std::uint64_t>(st.config.tombstone_retention.count());
       out.push_back(stamped_op{std::move(op.key), stamp{}, false, std::string(), true, purge});
@@ -167,28 +165,57 @@ void judge(self_ptr self, apply_reply rp, std::shared_ptr<batch_request> b) {
     out.push_back(std::move(w));
   }
   out.push_back(stamped_op{mark_key(), stamp{}, true, prefix, false, 0});
-  if (b->record) b->record->value = request_record_value(revision);
-  // Keys only checked are let go once the writes are queued: a write of one
-  // queued after ours is ordered after this batch, which read it before.
-  std::vector<std::string> checked_only;
-  for (const auto& c : b->checks)
-    if (std::none_of(out.begin(), out.end(), [&](const stamped_op& w) { return w.key == c.key; }))
-      checked_only.push_back(c.key);
-  replicate_together(
-      self, std::move(out),
-      [rp, revision](const status& s) mutable {
-        if (s)
-          rp.deliver(true, revision, std::uint32_t{0}, std::uint64_t{0});
-        else
-          rp.deliver(to_error(s));
-      },
-      std::move(b->record));
-  std::sort(checked_only.begin(), checked_only.end());
-  checked_only.erase(std::unique(checked_only.begin(), checked_only.end()), checked_only.end());
-  for (const auto& k : checked_only) release_key(self, k);
+  return out;
 }
 
-// The shape state/ sends (state_space::check_batch), and room in one frame.
+void ship_holding(self_ptr self, std::vector<stamped_op> out, std::shared_ptr<const std::vector<std::string>> held,
+                  std::function<void(const status&)> done, std::optional<stamped_op> record) {
+  // Keys held but not written are let go once the writes are queued: a write
+  // of one queued after ours is ordered after this batch, which read it before.
+  std::vector<std::string> only_held;
+  for (const auto& k : *held)
+    if (std::none_of(out.begin(), out.end(), [&](const stamped_op& w) { return w.key == k; })) only_held.push_back(k);
+  replicate_together(self, std::move(out), std::move(done), std::move(record));
+  for (const auto& k : only_held) release_key(self, k);
+}
+
+namespace {
+
+void judge(self_ptr self, apply_reply rp, std::shared_ptr<batch_request> b) {
+  auto v = view_of(self);
+  auto refuse = [&](const status& s) {
+    release_all(self, *b);
+    rp.deliver(to_error(s));
+  };
+  if (!v) return refuse(not_serving());
+  if (!judge_checks(
+          self, rp, *v, b->checks, b->ops, [&] { release_all(self, *b); },
+          [](apply_reply& p, std::uint32_t i, std::uint64_t found) { p.deliver(false, std::uint64_t{0}, i, found); }))
+    return;
+  if (b->ops.empty()) {
+    auto mark = current_mark(self, *v);
+    if (!mark) return refuse(mark.error());
+    // Nothing to write: the checks held at a moment a majority still owned us.
+    release_all(self, *b);
+    return confirm(self, [self, rp, revision = *mark](bool ok) mutable {
+      if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
+      rp.deliver(true, revision, std::uint32_t{0}, std::uint64_t{0});
+    });
+  }
+  auto revision = give_revision(self, *v, b->ops);
+  if (!revision) return refuse(revision.error());
+  auto out = stamped_state_writes(self, *revision, std::move(b->ops));
+  if (b->record) b->record->value = request_record_value(*revision);
+  ship_holding(
+      self, std::move(out), b->keys,
+      [rp, revision = *revision](const status& s) mutable {
+        answer(rp, s, true, revision, std::uint32_t{0}, std::uint64_t{0});
+      },
+      std::move(b->record));
+}
+
+}  // namespace
+
 status check_batch_request(const std::vector<state_check>& checks, const std::vector<batch_op>& ops) {
   if (ops.size() > limits::max_batch_mutations)
     return status::invalid_argument(
@@ -214,8 +241,6 @@ status check_batch_request(const std::vector<state_check>& checks, const std::ve
                                                 limits::max_batch_bytes / 2));
   return status::ok();
 }
-
-}  // namespace
 
 caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> client_apply(self_ptr self,
                                                                             std::vector<state_check> checks,

@@ -36,6 +36,16 @@
 //   (sread, key)                         -> (found, live value)   linearizable
 //   (srange, from, to, limit, backward)  -> ([key], [live value], more, resume)   linearizable;
 //                                           to "" : no bound; at most 4 MiB of values an answer
+//   transactions across shards (replica_transactions.cc), the shard actor's
+//   messages of the same names (actors/shard_interface.h), each idempotent:
+//   (txprepare, id, coordinator, [state_check], [batch_op]) -> (prepared, failed_check, found)
+//   (txcommit, id, [state_check], [batch_op], [participant])
+//                                        -> (committed, failed_check, found, revision)
+//                                           failed_check UINT32_MAX: an abort stands
+//   (txdecide, id, commit, [participant]) -> committed   the decision that stands
+//   (txfinish, id, commit)               -> revision   0: nothing was prepared (or it wrote nothing)
+//   (txforget, id)                       -> ok
+//   (txstale, older_than_ns)             -> ([id], [coordinator])   prepared here that long ago
 //   (elect)                              -> owns    campaign now; true when this replica owns the shard
 //
 // Errors are caf::errors in the "magnetite" category (actors/shard_interface.h).
@@ -66,6 +76,7 @@ using probe_atom = caf::atom_constant<caf::atom("probe")>;
 using rflush_atom = caf::atom_constant<caf::atom("rflush")>;
 using sread_atom = caf::atom_constant<caf::atom("sread")>;
 using srange_atom = caf::atom_constant<caf::atom("srange")>;
+using tx_stale_atom = caf::atom_constant<caf::atom("txstale")>;
 
 struct promise_reply {
   bool accepted = false;
@@ -121,29 +132,30 @@ typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
            x.pulled_bytes, x.merged_entries, x.synced_ns, x.settled_ns, x.absent, x.batches, x.batched_writes);
 }
 
-using replica_actor =
-    caf::typed_actor<caf::replies_to<prepare_atom, ballot>::with<promise_reply>,
-                     caf::replies_to<rwrite_atom, ballot, std::vector<stamped_op>>::with<vote>,
-                     caf::replies_to<confirm_atom, ballot>::with<vote>,
-                     caf::replies_to<fetch_atom, std::vector<hash128>>::with<std::vector<std::string>>,
-                     caf::replies_to<sync_atom, hash128, std::uint32_t>::with<merge_report>,
-                     caf::reacts_to<peers_atom, std::vector<std::uint32_t>, std::vector<caf::actor>>,
-                     caf::replies_to<put_atom, std::string, std::string, std::int64_t>::with<ok_atom>,
-                     caf::replies_to<del_atom, std::string>::with<ok_atom>,
-                     caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string,
-                                     std::int64_t>::with<bool, bool, std::string>,
-                     caf::replies_to<put_atom, std::string, std::string, std::int64_t, request_id>::with<ok_atom>,
-                     caf::replies_to<del_atom, std::string, request_id>::with<ok_atom>,
-                     caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t,
-                                     request_id>::with<bool, bool, std::string>,
-                     caf::replies_to<get_atom, std::string>::with<bool, std::string>,
-                     caf::replies_to<apply_atom, std::vector<state_check>, std::vector<batch_op>,
-                                     request_id>::with<bool, std::uint64_t, std::uint32_t, std::uint64_t>,
-                     caf::replies_to<sread_atom, std::string>::with<bool, std::string>,
-                     caf::replies_to<srange_atom, std::string, std::string, std::uint64_t,
-                                     bool>::with<std::vector<std::string>, std::vector<std::string>, bool, std::string>,
-                     caf::replies_to<elect_atom>::with<bool>, caf::replies_to<probe_atom>::with<bool>,
-                     caf::reacts_to<beat_atom, std::uint64_t>, caf::reacts_to<rflush_atom>,
-                     caf::replies_to<info_atom>::with<replica_info>>;
+using replica_actor = caf::typed_actor<
+    caf::replies_to<prepare_atom, ballot>::with<promise_reply>,
+    caf::replies_to<rwrite_atom, ballot, std::vector<stamped_op>>::with<vote>,
+    caf::replies_to<confirm_atom, ballot>::with<vote>,
+    caf::replies_to<fetch_atom, std::vector<hash128>>::with<std::vector<std::string>>,
+    caf::replies_to<sync_atom, hash128, std::uint32_t>::with<merge_report>,
+    caf::reacts_to<peers_atom, std::vector<std::uint32_t>, std::vector<caf::actor>>,
+    caf::replies_to<put_atom, std::string, std::string, std::int64_t>::with<ok_atom>,
+    caf::replies_to<del_atom, std::string>::with<ok_atom>,
+    caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t>::with<bool, bool,
+                                                                                                     std::string>,
+    caf::replies_to<put_atom, std::string, std::string, std::int64_t, request_id>::with<ok_atom>,
+    caf::replies_to<del_atom, std::string, request_id>::with<ok_atom>,
+    caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t,
+                    request_id>::with<bool, bool, std::string>,
+    caf::replies_to<get_atom, std::string>::with<bool, std::string>,
+    caf::replies_to<apply_atom, std::vector<state_check>, std::vector<batch_op>,
+                    request_id>::with<bool, std::uint64_t, std::uint32_t, std::uint64_t>,
+    caf::replies_to<sread_atom, std::string>::with<bool, std::string>,
+    caf::replies_to<tx_stale_atom, std::uint64_t>::with<std::vector<hash128>, std::vector<std::uint32_t>>,
+    caf::replies_to<srange_atom, std::string, std::string, std::uint64_t,
+                    bool>::with<std::vector<std::string>, std::vector<std::string>, bool, std::string>,
+    caf::replies_to<elect_atom>::with<bool>, caf::replies_to<probe_atom>::with<bool>,
+    caf::reacts_to<beat_atom, std::uint64_t>, caf::reacts_to<rflush_atom>,
+    caf::replies_to<info_atom>::with<replica_info>>::extend_with<transaction_participant>;
 
 }  // namespace magnetite::replication

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/prepared_transactions.h"
 #include "replication/replica_actor.h"
 
 namespace magnetite::replication::replica_internal {
@@ -74,6 +75,13 @@ struct replica_state {
   // the shard's revision mark in.
   std::uint64_t revision_mark = 0;
   std::uint64_t mark_term = 0;
+  // Transactions across shards prepared here and not finished
+  // (replica_transactions.cc): loaded from our tree's prepare records once a
+  // term, changed as prepares and finishes are shipped; and since when each
+  // is known here (our clock), for resolvers.
+  prepared_transactions prepared;
+  std::map<hash128, std::uint64_t> prepared_since;
+  std::uint64_t prepared_term = 0;
   // Reads waiting for the next confirm round, and whether one is out.
   std::vector<queued_read> reads;
   bool confirming = false;
@@ -202,6 +210,15 @@ void ask_every_peer(self_ptr self, caf::timespan timeout,
         .then([add, id = id](const Reply& r) { add(id, r); }, [add, id = id](caf::error&) { add(id, std::nullopt); });
 }
 
+// Answers rp with xs when s is ok, else with s.
+template <class Promise, class... Ts>
+void answer(Promise& rp, const status& s, Ts&&... xs) {
+  if (s)
+    rp.deliver(std::forward<Ts>(xs)...);
+  else
+    rp.deliver(to_error(s));
+}
+
 // What clients hear (replica_owner.cc).
 status not_owner(self_ptr self);
 status away(self_ptr self);
@@ -247,7 +264,34 @@ std::function<void(const status&)> refusal(Promise rp) {
 }
 
 // State keys through the owner (replica_conditional.cc): a conditional batch
-// of state/ and linearizable reads of state keys.
+// of state/ and linearizable reads of state keys, and the pieces the
+// transactions across shards (replica_transactions.cc) share with it.
+//
+// Holds `keys` (sorted, distinct) in turn, each once no write in flight has
+// it; then `then(true)`, or `then(false)` with none held if we stop owning
+// the shard first. Everything that holds several keys holds them in key
+// order, so nothing waits in a cycle.
+void hold_keys(self_ptr self, std::shared_ptr<const std::vector<std::string>> keys, std::function<void(bool)> then);
+// The first check that does not hold against v now: its index and the
+// revision found.
+result<std::optional<std::pair<std::uint32_t, std::uint64_t>>> failed_check(self_ptr self, const read_view& v,
+                                                                            const std::vector<state_check>& checks);
+// The revision a batch writing `ops` takes (design, 10) and gives the mark.
+result<std::uint64_t> give_revision(self_ptr self, const read_view& v, const std::vector<batch_op>& ops);
+// The ops as stamped state writes carrying `revision` (TTLs and tombstones by
+// our clock), then the mark.
+std::vector<stamped_op> stamped_state_writes(self_ptr self, std::uint64_t revision, std::vector<batch_op> ops);
+// Ships `out` together (with `record`), letting go at once the keys of
+// `held` it does not write; the written ones go when the batch is decided.
+void ship_holding(self_ptr self, std::vector<stamped_op> out, std::shared_ptr<const std::vector<std::string>> held,
+                  std::function<void(const status&)> done, std::optional<stamped_op> record = std::nullopt);
+// What state/ may send in one batch: state keys, none of the shard's own
+// records, within the frame's room.
+status check_batch_request(const std::vector<state_check>& checks, const std::vector<batch_op>& ops);
+// ok, or a conflict if a transaction prepared here holds a key the batch
+// checks or writes (the table is brought up to date once a term).
+status held_against(self_ptr self, const read_view& v, const std::vector<state_check>& checks,
+                    const std::vector<batch_op>& ops);
 caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> client_apply(self_ptr self,
                                                                             std::vector<state_check> checks,
                                                                             std::vector<batch_op> ops,
@@ -255,6 +299,46 @@ caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> client_apply(self
 caf::result<bool, std::string> client_state_read(self_ptr self, const std::string& key);
 caf::result<std::vector<std::string>, std::vector<std::string>, bool, std::string> client_state_range(
     self_ptr self, const std::string& from, const std::string& to, std::uint64_t limit, bool backward);
+
+// Transactions across shards at the owner (replica_transactions.cc); the
+// messages of replica_interface.h.
+caf::result<bool, std::uint32_t, std::uint64_t> client_tx_prepare(self_ptr self, const hash128& id,
+                                                                  std::uint32_t coordinator,
+                                                                  std::vector<state_check> checks,
+                                                                  std::vector<batch_op> ops);
+caf::result<bool, std::uint32_t, std::uint64_t, std::uint64_t> client_tx_commit(
+    self_ptr self, const hash128& id, std::vector<state_check> checks, std::vector<batch_op> ops,
+    std::vector<std::uint32_t> participants);
+caf::result<bool> client_tx_decide(self_ptr self, const hash128& id, bool commit,
+                                   std::vector<std::uint32_t> participants);
+caf::result<std::uint64_t> client_tx_finish(self_ptr self, const hash128& id, bool commit);
+caf::result<ok_atom> client_tx_forget(self_ptr self, const hash128& id);
+caf::result<std::vector<hash128>, std::vector<std::uint32_t>> client_tx_stale(self_ptr self,
+                                                                              std::uint64_t older_than_ns);
+
+// Judges a batch's holds and checks against v in this turn. true: the batch
+// may be shipped. false: `let_go` ran and rp is answered: the hold's
+// conflict or the error, or - after a confirm round, since a refusal is a
+// read - `failed(rp, index, revision found)` for the first failed check.
+template <class Promise, class Failed>
+bool judge_checks(self_ptr self, Promise& rp, const read_view& v, const std::vector<state_check>& checks,
+                  const std::vector<batch_op>& ops, const std::function<void()>& let_go, Failed failed) {
+  auto refuse = [&](const status& s) {
+    let_go();
+    rp.deliver(to_error(s));
+    return false;
+  };
+  if (auto held = held_against(self, v, checks, ops); !held) return refuse(held);
+  auto first = failed_check(self, v, checks);
+  if (!first) return refuse(first.error());
+  if (!*first) return true;
+  let_go();
+  confirm(self, [self, rp, f = **first, failed](bool ok) mutable {
+    if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
+    failed(rp, f.first, f.second);
+  });
+  return false;
+}
 
 // Elections (replica_election.cc).
 void persist_then(self_ptr self, std::function<void()> next, std::function<void(caf::error&)> failed);

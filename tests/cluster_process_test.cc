@@ -472,6 +472,76 @@ TEST_CASE("cluster processes: record commits and stream appends survive SIGKILL 
   MESSAGE(client->retries() << " calls retried");
 }
 
+TEST_CASE("cluster processes: transfers across shards survive SIGKILL of the coordinator's owner, all or nothing") {
+  serve_cluster c("xtxn");
+  cluster_client_options o;
+  o.cluster_file = c.cluster_path;
+  o.call_timeout = std::chrono::seconds(60);
+  o.attempt_timeout = std::chrono::milliseconds(1000);
+  o.resolve_after = std::chrono::seconds(1);  // holds of a driver that lost touch are settled soon
+  REQUIRE(testing::poll_until([&] { return c.owner_among({1, 2, 3}).has_value(); }, std::chrono::seconds(60)));
+  auto client = must(cluster_client::connect(o));
+  state::records recs(*client);
+  // Thread t moves 1 at a time from ledger a_t (shard 0, the coordinator,
+  // whose owner is killed) to ledger b_t (shard 1), both from 0. Whatever a
+  // kill cuts, a_t + b_t stays 0; b_t counts the commits acknowledged, plus
+  // at most the ones answered ambiguous.
+  constexpr int threads_n = 4, per_thread = 25;
+  std::vector<std::string> a(threads_n), b(threads_n);
+  for (int t = 0, i = 0; t < threads_n; ++i) {
+    std::string ns = fmt::format("ledger{}", i);
+    if (recs.shard_of(ns) == 0 && a[t].empty()) a[t] = ns;
+    if (recs.shard_of(ns) == 1 && b[t].empty()) b[t] = ns;
+    if (!a[t].empty() && !b[t].empty()) ++t;
+  }
+  auto number = [](const std::optional<state::record>& r) {
+    return r ? std::get<state::json>(r->value).get<int>() : 0;
+  };
+  // Moves n from a[t] to b[t] in one transaction across the two shards.
+  auto transfer = [&](int t, int n) -> result<std::uint64_t> {
+    auto tx = recs.begin();
+    auto x = tx.load(a[t], "bal");
+    if (!x) return x.error();
+    auto y = tx.load(b[t], "bal");
+    if (!y) return y.error();
+    MAGNETITE_TRY(tx.put(a[t], "bal", state::json(number(*x) - n)));
+    MAGNETITE_TRY(tx.put(b[t], "bal", state::json(number(*y) + n)));
+    return tx.commit();
+  };
+  std::vector<int> committed(threads_n, 0), ambiguous(threads_n, 0);
+  std::vector<std::string> failed(threads_n);
+  std::atomic<int> total{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < threads_n; ++t)
+    threads.emplace_back([&, t] {
+      while (committed[t] + ambiguous[t] < per_thread) {
+        auto out = transfer(t, 1);
+        if (out) {
+          ++committed[t];
+        } else if (out.error().code() == status_code::conflict) {
+          continue;
+        } else if (out.error().category() == status_category::ambiguous) {
+          ++ambiguous[t];
+        } else {
+          return (void)(failed[t] = out.error().to_string());
+        }
+        ++total;
+      }
+    });
+  c.kill_owner_after(total, 10, 40);
+  for (auto& th : threads) th.join();
+  for (const auto& f : failed) CHECK(f == "");
+  for (int t = 0; t < threads_n; ++t) {
+    // Settle any hold left behind: a commit that touches both keys.
+    REQUIRE(testing::poll_until([&] { return transfer(t, 0).is_ok(); }, std::chrono::seconds(60)));
+    int x = number(recs.load(a[t], "bal").value()), y = number(recs.load(b[t], "bal").value());
+    CHECK(x + y == 0);
+    CHECK(y >= committed[t]);
+    CHECK(y <= committed[t] + ambiguous[t]);
+    MESSAGE("pair " << t << ": " << committed[t] << " committed, " << ambiguous[t] << " ambiguous, b = " << y);
+  }
+}
+
 TEST_CASE("cluster processes: the magnetite tool puts, gets and deletes through a cluster file") {
   serve_cluster c("tool");
   REQUIRE(testing::poll_until([&] { return c.owner_among({1, 2, 3}).has_value(); }, std::chrono::seconds(60)));

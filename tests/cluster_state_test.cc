@@ -8,12 +8,15 @@
 
 #include "actors/caf_headers.h"  // before any other CAF header
 
+#include "engine/prepared_transactions.h"
+#include "engine/transaction_records.h"
 #include "magnetite/state/keyed_state.h"
 #include "magnetite/state/records.h"
 #include "magnetite/state/streams.h"
 #include "replication/request_record.h"
 #include "state/layout.h"
 #include "tests/support/keyed_state_walk.h"
+#include "tests/support/poll.h"
 #include "tests/support/three_nodes.h"
 
 using namespace magnetite;
@@ -206,19 +209,17 @@ TEST_CASE("records on a cluster: a new owner gives revisions above every committ
           [&](caf::error& e) { FAIL(to_status(e).to_string()); });
 }
 
-TEST_CASE("records on a cluster: bad input and what a cluster cannot do yet are refused, nothing written") {
+TEST_CASE("records on a cluster: bad input is refused, nothing written") {
   cluster_records r(18, 2);
-  // A transaction whose namespaces live on both shards.
+  // A transaction across shards with a TTL'd write cannot be sent at all.
   std::string other;
   for (int i = 0; other.empty(); ++i)
     if (r.recs.shard_of(fmt::format("ns{}", i)) != r.shard) other = fmt::format("ns{}", i);
   REQUIRE(r.c.elect(2, r.recs.shard_of(other)));
-  auto t = r.recs.begin();
-  REQUIRE(t.put("acct", "x", doc(1)).is_ok());
-  REQUIRE(t.put(other, "x", doc(1)).is_ok());
-  auto across = t.commit();
-  REQUIRE_FALSE(across.is_ok());
-  CHECK(across.error().code() == status_code::not_supported);
+  std::vector<transaction_part> parts{
+      {r.shard, {}, {{record_key("acct", "x"), std::string("\0v", 2), {}}}},
+      {r.recs.shard_of(other), {}, {{record_key(other, "x"), std::string("\0v", 2), std::chrono::seconds(1)}}}};
+  CHECK(r.client->state_store().commit_across(parts).error().code() == status_code::invalid_argument);
   CHECK_FALSE(r.recs.load("acct", "x").value());
   CHECK_FALSE(r.recs.load(other, "x").value());
 
@@ -240,6 +241,10 @@ TEST_CASE("records on a cluster: bad input and what a cluster cannot do yet are 
         status_code::invalid_argument);
   CHECK(refused({}, {{"plain", true, "v", 0}}) == status_code::invalid_argument);
   CHECK(refused({}, {{record_key("acct", "x"), false, "", 5}}) == status_code::invalid_argument);
+  CHECK(refused({}, {{transaction_records::prepare_key(hash128{1, 1}), true, std::string(9, '\x01'), 0}}) ==
+        status_code::invalid_argument);
+  CHECK(refused({}, {{transaction_records::decision_key(hash128{1, 1}), true, std::string(9, '\x01'), 0}}) ==
+        status_code::invalid_argument);
   CHECK_FALSE(r.c.local_in(2, r.shard, mark).has_value());
   // Oversized values are refused by the client before anything is sent.
   auto big = r.recs.begin();
@@ -318,4 +323,196 @@ TEST_CASE(
   testing::walk_large_collections(o, 600, 12, 5);
   CHECK(client->owner_of(o.shard()) == 2);
   CHECK(reader.value("total").get().value() == std::optional<item>(json(3)));
+}
+
+namespace {
+
+// Two namespaces on the two shards, shard a owned by node 1 and shard b by
+// node 2; a client whose resolvers act on holds older than 1 ms.
+struct two_shards {
+  testing::three_nodes c;
+  std::unique_ptr<cluster_client> client;
+  records recs;
+  std::string a = "acct", b;
+  std::size_t sa, sb;
+
+  explicit two_shards(std::uint16_t first)
+      : c(testing::three_nodes::base_port(first), "across"), client(make_client()), recs(*client) {
+    sa = recs.shard_of(a);
+    for (int i = 0; b.empty(); ++i)
+      if (recs.shard_of(fmt::format("ns{}", i)) != sa) b = fmt::format("ns{}", i);
+    sb = recs.shard_of(b);
+    REQUIRE(c.elect(1, sa));
+    REQUIRE(c.elect(2, sb));
+  }
+  std::unique_ptr<cluster_client> make_client() {
+    cluster_client_options o;
+    o.cluster_file = c.file;
+    o.call_timeout = std::chrono::seconds(10);
+    o.attempt_timeout = std::chrono::milliseconds(1000);
+    o.resolve_after = std::chrono::milliseconds(1);
+    return must(cluster_client::connect(o));
+  }
+  int balance(const std::string& ns) {
+    auto r = recs.load(ns, "bal").value();
+    return r ? number(*r) : 0;
+  }
+  // Moves n from a to b (or b to a for n < 0) in one transaction.
+  result<std::uint64_t> transfer(int n) {
+    auto t = recs.begin();
+    int x = 0, y = 0;
+    if (auto r = t.load(a, "bal").value()) x = number(*r);
+    if (auto r = t.load(b, "bal").value()) y = number(*r);
+    MAGNETITE_TRY(t.put(a, "bal", doc(x - n)));
+    MAGNETITE_TRY(t.put(b, "bal", doc(y + n)));
+    return t.commit();
+  }
+  // Prepare records node `id` holds on shard s (a deleted one is a tombstone).
+  std::size_t prepares_on(std::uint32_t id, std::size_t s) {
+    auto v = c.nodes[id - 1]->db->core().slot_of(s)->view.load();
+    return prepared_transactions::load(*v).value().size();
+  }
+  // Balances set by one single-shard commit each.
+  void seed(int x, int y) {
+    for (auto [ns, n] : {std::pair{a, x}, std::pair{b, y}}) {
+      auto t = recs.begin();
+      REQUIRE(t.put(ns, "bal", doc(n)).is_ok());
+      REQUIRE(t.commit().is_ok());
+    }
+  }
+  std::optional<bool> decision_on(std::uint32_t id, std::size_t s, const hash128& tx) {
+    auto v = c.local_in(id, s, transaction_records::decision_key(tx));
+    if (!v) return std::nullopt;
+    return transaction_records::decode_decision(*v).value().commit;
+  }
+  // A prepare of `tx` at b's owner (node `owner`) writing b's balance, as a
+  // driver that then died would leave it.
+  void prepare_only(std::uint32_t owner, const hash128& tx, int value) {
+    caf::scoped_actor self{*c.nodes[owner - 1]->sys};
+    std::string body = std::string(1, '\x01') + json{{"n", value}}.dump();
+    bool prepared = false;
+    self->request(c.nodes[owner - 1]->n->replica(sb), std::chrono::seconds(10), tx_prepare_atom::value, tx,
+                  static_cast<std::uint32_t>(sa), std::vector<state_check>{},
+                  std::vector<batch_op>{{record_key(b, "bal"), true, body, 0}})
+        .receive([&](bool p, std::uint32_t, std::uint64_t) { prepared = p; },
+                 [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+    REQUIRE(prepared);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("transactions across shards on a cluster: a transfer commits whole; a conflict writes nothing") {
+  two_shards t(27);
+  t.seed(100, 0);
+  auto rev = t.transfer(30);
+  REQUIRE(rev.is_ok());
+  CHECK(*rev > 0);
+  CHECK(t.balance(t.a) == 70);
+  CHECK(t.balance(t.b) == 30);
+  // Every participant finished: no prepare is left anywhere.
+  for (std::uint32_t id = 1; id <= 3; ++id) CHECK(t.prepares_on(id, t.sb) == 0);
+  // Two transfers read the same balances; the second to commit conflicts
+  // and writes nothing on either shard.
+  auto t1 = t.recs.begin(), t2 = t.recs.begin();
+  for (auto* x : {&t1, &t2}) {
+    REQUIRE(x->load(t.a, "bal").is_ok());
+    REQUIRE(x->load(t.b, "bal").is_ok());
+  }
+  REQUIRE(t1.put(t.a, "bal", doc(0)).is_ok());
+  REQUIRE(t1.put(t.b, "bal", doc(100)).is_ok());
+  REQUIRE(t2.put(t.a, "bal", doc(69)).is_ok());
+  REQUIRE(t2.put(t.b, "bal", doc(31)).is_ok());
+  REQUIRE(t1.commit().is_ok());
+  auto lost = t2.commit();
+  REQUIRE_FALSE(lost.is_ok());
+  CHECK(lost.error().code() == status_code::conflict);
+  CHECK(t.balance(t.a) == 0);
+  CHECK(t.balance(t.b) == 100);
+  for (std::uint32_t id = 1; id <= 3; ++id) CHECK(t.prepares_on(id, t.sb) == 0);
+}
+
+TEST_CASE("transactions across shards on a cluster: a prepare whose client died is resolved by the next commit") {
+  two_shards t(30);
+  t.seed(100, 10);
+  SUBCASE("no decision: presumed abort, the prepared write never lands") {
+    hash128 tx{7, 7};
+    t.prepare_only(2, tx, 999);
+    // The first commit that meets the hold resolves it (the hold is older
+    // than resolve_after) and answers a conflict; the next one goes through.
+    status last;
+    bool done = testing::poll_until(
+        [&] {
+          auto r = t.transfer(1);
+          last = r.is_ok() ? status::ok() : r.error();
+          return r.is_ok();
+        },
+        std::chrono::seconds(20));
+    INFO(last.to_string());
+    REQUIRE(done);
+    CHECK(t.balance(t.b) == 11);
+    CHECK(t.decision_on(1, t.sa, tx) == std::optional<bool>(false));
+    CHECK(t.prepares_on(2, t.sb) == 0);
+  }
+  SUBCASE("decided commit, never finished: the resolver finishes it, the write lands") {
+    hash128 tx{8, 8};
+    t.prepare_only(2, tx, 555);
+    caf::scoped_actor self{*t.c.nodes[0]->sys};
+    bool committed = false;
+    self->request(t.c.nodes[0]->n->replica(t.sa), std::chrono::seconds(10), tx_commit_atom::value, tx,
+                  std::vector<state_check>{}, std::vector<batch_op>{},
+                  std::vector<std::uint32_t>{static_cast<std::uint32_t>(t.sa), static_cast<std::uint32_t>(t.sb)})
+        .receive([&](bool c, std::uint32_t, std::uint64_t, std::uint64_t) { committed = c; },
+                 [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+    REQUIRE(committed);
+    // A load does not wait for the hold: b still shows its old balance.
+    CHECK(t.balance(t.b) == 10);
+    bool done = testing::poll_until([&] { return t.transfer(5).is_ok(); }, std::chrono::seconds(20));
+    REQUIRE(done);
+    CHECK(t.balance(t.b) == 560);
+    CHECK(t.prepares_on(2, t.sb) == 0);
+  }
+}
+
+TEST_CASE("transactions across shards on a cluster: a participant's new owner keeps the holds of its prepares") {
+  two_shards t(33);
+  // Node 3 owns shard b for a while first (its table loaded then, empty),
+  // so its later term must load the table again.
+  REQUIRE(t.c.elect(3, t.sb));
+  t.seed(0, 1);
+  REQUIRE(t.c.elect(2, t.sb));
+  hash128 tx{9, 9};
+  t.prepare_only(2, tx, 42);
+  // Node 3 takes shard b: it loads the hold from the prepare record it merged.
+  REQUIRE(t.c.elect(3, t.sb));
+  cluster_client_options o;
+  o.cluster_file = t.c.file;
+  o.resolve_after = std::chrono::hours(1);  // no resolver steps in
+  auto patient = must(cluster_client::connect(o));
+  records recs(*patient);
+  auto w = recs.begin();
+  REQUIRE(w.put(t.b, "bal", doc(1)).is_ok());
+  auto held = w.commit();
+  REQUIRE_FALSE(held.is_ok());
+  CHECK(held.error().code() == status_code::conflict);
+  CHECK(t.prepares_on(3, t.sb) == 1);
+  // The driver goes on with the new owner: decide, finish there.
+  caf::scoped_actor self{*t.c.nodes[0]->sys};
+  bool committed = false;
+  self->request(t.c.nodes[0]->n->replica(t.sa), std::chrono::seconds(10), tx_decide_atom::value, tx, true,
+                std::vector<std::uint32_t>{})
+      .receive([&](bool c) { committed = c; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  REQUIRE(committed);
+  std::uint64_t revision = 0;
+  self->request(t.c.nodes[2]->n->replica(t.sb), std::chrono::seconds(10), tx_finish_atom::value, tx, true)
+      .receive([&](std::uint64_t r) { revision = r; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  CHECK(revision > 0);
+  CHECK(t.balance(t.b) == 42);
+  CHECK(t.prepares_on(3, t.sb) == 0);
+  // A finish sent again finds nothing to do.
+  self->request(t.c.nodes[2]->n->replica(t.sb), std::chrono::seconds(10), tx_finish_atom::value, tx, true)
+      .receive([&](std::uint64_t r) { CHECK(r == 0); }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  auto again = recs.begin();
+  REQUIRE(again.put(t.b, "bal", doc(2)).is_ok());
+  CHECK(again.commit().is_ok());
 }

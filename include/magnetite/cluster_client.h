@@ -59,6 +59,13 @@ struct cluster_client_options {
   // One request to one node: past it the client tries again (the same
   // request id), elsewhere if the owner changed.
   std::chrono::milliseconds attempt_timeout{2'000};
+  // A transaction across shards (<magnetite/state/records.h>) holds its keys
+  // from its prepare to its finish. One whose client died or lost touch is
+  // resolved by the next call that meets its hold once it is older than
+  // this: it commits if its coordinator decided so, else it is aborted.
+  // Shorter than a commit's own calls can take, it aborts commits that are
+  // only slow (they then answer a conflict, nothing written).
+  std::chrono::milliseconds resolve_after{30'000};
 };
 
 class MAGNETITE_API cluster_client {

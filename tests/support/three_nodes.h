@@ -22,10 +22,10 @@
 namespace magnetite::testing {
 
 struct three_nodes {
-  // Ports for one test process: a block of 32 a process id, and `first`
-  // (0..29, three a cluster) within it.
+  // Ports for one test process: a block of 48 a process id, and `first`
+  // (0..45, three a cluster) within it.
   static std::uint16_t base_port(std::uint16_t first) {
-    return static_cast<std::uint16_t>(24000 + (::getpid() % 500) * 32 + first);
+    return static_cast<std::uint16_t>(24000 + (::getpid() % 300) * 48 + first);
   }
 
   temp_dir dir;

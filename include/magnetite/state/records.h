@@ -34,8 +34,10 @@
 //   and a retried commit (after a lost answer, at a new owner) is applied at
 //   most once (docs/design/replication.md, 10). Revisions there are the
 //   owner's: they grow per key and never come back across a delete, but are
-//   not log positions. A transaction across shards is not_supported on a
-//   cluster yet (permanent; nothing written). The cluster client's errors
+//   not log positions. A transaction across shards is two-phase there too,
+//   driven by the client: a prepare whose client died holds its keys until
+//   a later call meets it past cluster_client_options::resolve_after (that
+//   call settles it, and answers a conflict). The cluster client's errors
 //   apply (cluster_client.h).
 // A transaction is used by one thread at a time; `records` is thread-safe.
 #pragma once
