@@ -67,7 +67,11 @@
 //                  through the cluster client the load is a confirmed read at
 //                  the owner and the commit a conditional batch with a
 //                  request id: two round trips, the second answered after a
-//                  majority made it durable;
+//                  majority made it durable; and "records across 2 shards"
+//                  moves the value between the key's record and one in a
+//                  namespace on the other shard (loads of both, a commit
+//                  across shards: prepare, commit at the coordinator,
+//                  finish, forget), through the client as well;
 //   raw fdatasync  the physical limit of one sync per write: ONE thread
 //                  writing 116-byte records into a preallocated file,
 //                  fdatasync after each (bench_support.h), for 1 s.
@@ -434,6 +438,25 @@ status record_commit(state::records& recs, const std::string& key, const std::st
   }
 }
 
+// A transaction across two shards as one write: loads of the key's record
+// and of its partner's (a namespace routed to another shard), puts of both.
+status cross_commit(state::records& recs, const std::string& key, const std::string& value) {
+  std::string partner;
+  for (int i = 0; partner.empty(); ++i)
+    if (std::string p = fmt::format("{}/{}", key, i); recs.shard_of(p) != recs.shard_of(key)) partner = p;
+  for (;;) {
+    auto t = recs.begin();
+    for (const auto& ns : {key, partner}) {
+      auto seen = t.load(ns, "r");
+      if (!seen) return seen.error();
+      MAGNETITE_TRY(t.put(ns, "r", state::bytes{value}));
+    }
+    auto out = t.commit();
+    if (out) return status::ok();
+    if (out.error().code() != status_code::conflict) return out.error();
+  }
+}
+
 case_result records_single_case(database& db, state::records& recs, std::uint64_t ops, std::uint64_t seed,
                                 failures& failed) {
   return counted_case(log_fsync_counters({&db}), ops, seed, failed, [&] {
@@ -442,9 +465,11 @@ case_result records_single_case(database& db, state::records& recs, std::uint64_
 }
 
 case_result records_client_case(cluster& c, state::records& recs, std::uint64_t ops, std::uint64_t seed,
-                                failures& failed) {
-  return cluster_case(c, ops, seed, failed, [&] {
-    return [&](const std::string& key, const std::string& value) { return record_commit(recs, key, value); };
+                                failures& failed, bool across = false) {
+  return cluster_case(c, ops, seed, failed, [&, across] {
+    return [&, across](const std::string& key, const std::string& value) {
+      return across ? cross_commit(recs, key, value) : record_commit(recs, key, value);
+    };
   });
 }
 
@@ -611,12 +636,16 @@ int main(int argc, char** argv) {
   if (etcd_members)
     add("etcd, 3 members", [&](std::uint64_t r, failures& f) { return etcd_case(*etcd_members, ops, r + 1, f); });
   state::records single_records(*single), client_records(*client);
-  std::size_t records_single_i = cases.size(), records_client_i = cases.size() + 1;
+  std::size_t records_single_i = cases.size(), records_client_i = cases.size() + 1, records_across_i = cases.size() + 2;
   if (with_records) {
     add("records: single node",
         [&](std::uint64_t r, failures& f) { return records_single_case(*single, single_records, ops, r + 1, f); });
     add("records: 3 nodes, client",
         [&](std::uint64_t r, failures& f) { return records_client_case(*three, client_records, ops, r + 1, f); });
+    if (shard_count > 1)
+      add("records across 2 shards", [&](std::uint64_t r, failures& f) {
+        return records_client_case(*three, client_records, ops, r + 1, f, true);
+      });
   }
 
   // Warm-up, not reported: files reserved, sockets and mailboxes busy once.
@@ -630,6 +659,7 @@ int main(int argc, char** argv) {
   if (with_records) {
     (void)records_single_case(*single, single_records, warmup, 999, warm);
     (void)records_client_case(*three, client_records, warmup, 999, warm);
+    if (shard_count > 1) (void)records_client_case(*three, client_records, warmup, 999, warm, true);
   }
   if (warm.total() > 0) fail("warm-up", status::failed(fmt::format("{} writes failed: {}", warm.total(), warm.first)));
 
@@ -719,6 +749,7 @@ int main(int argc, char** argv) {
     ratio(records_client_i, records_single_i);
     ratio(records_single_i, single_i);
     ratio(records_client_i, client_i);
+    if (shard_count > 1) ratio(records_across_i, records_client_i);
   }
   say("against raw fdatasync: single node: put {:.2f}x, 3 nodes {:.2f}x\n",
       med(*cases[single_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s),
