@@ -120,6 +120,10 @@ class cluster_state final : public state_storage {
       return status::make(status_code::timeout, status_category::transient,
                           "deadline passed before the transaction was sent");
     std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.shard < b.shard; });
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      if (i > 0 && parts[i].shard == parts[i - 1].shard)
+        return status::invalid_argument(fmt::format("two parts of one transaction on shard {}", parts[i].shard));
+    if (parts.empty()) return status::invalid_argument("a transaction across shards needs one part at least");
     hash128 id = random_hash128();
     auto coordinator = static_cast<std::uint32_t>(parts[0].shard);
     std::vector<std::uint32_t> participants;

@@ -35,7 +35,10 @@ status held_by_another(const std::string& key) {
       fmt::format("conflict: a key ({} bytes) is held by another transaction being committed", key.size()));
 }
 
-// The prepared table as our tree holds it, loaded once a term.
+// The prepared table as our tree holds it, loaded once a term. A prepare
+// we shipped in an earlier term is in the tree by then: its stamped apply
+// was queued at our shard before the campaign that began this term, and
+// the shard takes its messages in order.
 status load_prepared(self_ptr self, const read_view& v) {
   auto& st = self->state;
   if (st.prepared_term == st.term) return status::ok();

@@ -220,6 +220,10 @@ TEST_CASE("records on a cluster: bad input is refused, nothing written") {
       {r.shard, {}, {{record_key("acct", "x"), std::string("\0v", 2), {}}}},
       {r.recs.shard_of(other), {}, {{record_key(other, "x"), std::string("\0v", 2), std::chrono::seconds(1)}}}};
   CHECK(r.client->state_store().commit_across(parts).error().code() == status_code::invalid_argument);
+  CHECK(r.client->state_store().commit_across({}).error().code() == status_code::invalid_argument);
+  std::vector<transaction_part> twice{{r.shard, {}, {{record_key("acct", "x"), std::string("\0v", 2), {}}}},
+                                      {r.shard, {}, {{record_key("acct", "y"), std::string("\0v", 2), {}}}}};
+  CHECK(r.client->state_store().commit_across(twice).error().code() == status_code::invalid_argument);
   CHECK_FALSE(r.recs.load("acct", "x").value());
   CHECK_FALSE(r.recs.load(other, "x").value());
 
