@@ -2,6 +2,7 @@
 
 #include <tuple>
 
+#include "actors/shard_supervisor.h"
 #include "engine/keyspace.h"
 #include "engine/merged_cursor.h"
 #include "engine/prepared_transactions.h"
@@ -286,10 +287,13 @@ shard_engine_actor::behavior_type shard_behavior(self_ptr self, shard_actor_conf
     maybe_reclaim(self);         // a store reopened with garbage in it
     if (st.config.supervisor) caf::anon_send(st.config.supervisor, ok_atom::value, st.config.index);
   } else {
-    st.boot_error = opened.error();
+    // Damaged files are answered in the words the supervisor's sentinel will
+    // use once it replaces us, so a caller hears one error whichever it meets.
+    st.boot_error =
+        boot_is_hopeless(opened.error()) ? files_cannot_be_opened(st.config.index, opened.error()) : opened.error();
     if (st.config.slot) st.config.slot->error.store(std::make_shared<const status>(st.boot_error));
     if (st.config.supervisor)
-      caf::anon_send(st.config.supervisor, boot_failed_atom::value, st.config.index, to_error(st.boot_error));
+      caf::anon_send(st.config.supervisor, boot_failed_atom::value, st.config.index, to_error(opened.error()));
   }
   return shard_behavior_after_boot(self);
 }

@@ -34,6 +34,24 @@ void spawn_one(supervisor_ptr self, std::size_t i, std::optional<status> fail_wi
   self->state.shared->handles[i] = h;
 }
 
+}  // namespace
+
+// Damaged files or a newer format do not heal: restarting would only find
+// them again, max_restarts times, with backoff.
+bool boot_is_hopeless(const status& why) {
+  return why.category() == status_category::permanent &&
+         (why.code() == status_code::corruption || why.code() == status_code::not_supported);
+}
+
+// Keeps the boot's code (corruption, not_supported): it says what is wrong
+// with the files, which `failed` would hide.
+status files_cannot_be_opened(std::size_t shard, const status& why) {
+  return status::make(why.code(), status_category::permanent,
+                      fmt::format("shard {} was stopped: its files cannot be opened: {}", shard, why.message()));
+}
+
+namespace {
+
 // A shard died or could not boot: restart it after a backoff, or give up.
 void on_shard_failure(supervisor_ptr self, std::size_t i, const caf::error& reason) {
   auto& st = self->state;
@@ -49,16 +67,10 @@ void on_shard_failure(supervisor_ptr self, std::size_t i, const caf::error& reas
     ++st.shared->restarts[i];
   }
   status why = to_status(reason);
-  // Damaged files or a newer format do not heal: restarting would only find
-  // them again, max_restarts times, with backoff.
-  bool hopeless = why.category() == status_category::permanent &&
-                  (why.code() == status_code::corruption || why.code() == status_code::not_supported);
+  bool hopeless = boot_is_hopeless(why);
   if (hopeless || h.size() > st.max_restarts) {
-    // A hopeless boot keeps its code (corruption, not_supported): it says what
-    // is wrong with the files, which `failed` would hide.
     status failed =
-        hopeless ? status::make(why.code(), status_category::permanent,
-                                fmt::format("shard {} was stopped: its files cannot be opened: {}", i, why.message()))
+        hopeless ? files_cannot_be_opened(i, why)
                  : status::failed(fmt::format("shard {} failed {} times within {} ms and was stopped; last error: {}",
                                               i, h.size(), st.window.count(), why.to_string()));
     slot.error.store(std::make_shared<const status>(failed));

@@ -39,6 +39,12 @@ struct shard_supervision {
   std::vector<std::uint64_t> restarts;
 };
 
+// Whether a shard that failed with `why` would only fail again on a restart:
+// its files are damaged or of a newer format.
+bool boot_is_hopeless(const status& why);
+// What a shard stopped for that reason answers from then on.
+status files_cannot_be_opened(std::size_t shard, const status& why);
+
 // `shared` must hold a handle slot and a restart count for each config.
 caf::actor spawn_shard_supervisor(caf::actor_system& sys, std::shared_ptr<shard_supervision> shared,
                                   std::vector<shard_actor_config> configs, std::size_t max_restarts,
