@@ -92,6 +92,7 @@ status database_core::start() {
     if (!r) return r.error();
   }
   transactions_ = std::make_unique<transaction_coordinator>(*system_, supervision_);
+  if (options_.replicated) return status::ok();
   return resolve_transactions();
 }
 

@@ -52,6 +52,11 @@ struct core_options : private database_options {
   using database_options::worker_spin_polls;
   // The host's actor system, or null: the database makes its own.
   caf::actor_system* system = nullptr;
+  // The shards are replicas of a cluster (replication/): the transaction
+  // records in them are the cluster's, prepared and decided by its owners
+  // under their stamps, and only an owner may finish them. Open leaves them
+  // alone; a single node's open finishes its own (presumed abort).
+  bool replicated = false;
   // Test hook passed to every shard (see shard_actor_config::before_write).
   std::function<void(const std::string& key)> before_write;
   // Test hook: runs on shard i's actor when it begins a reclamation cycle

@@ -37,6 +37,7 @@ core_options core_options_for(const cluster_file& cluster, std::string dir, caf:
   o.dir = std::move(dir);
   o.shards = cluster.shards;
   o.system = &sys;
+  o.replicated = true;
   o.shard.tombstone_retention = std::chrono::seconds(cluster.tombstone_retention_s);
   return o;
 }

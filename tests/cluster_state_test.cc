@@ -520,3 +520,37 @@ TEST_CASE("transactions across shards on a cluster: a participant's new owner ke
   REQUIRE(again.put(t.b, "bal", doc(2)).is_ok());
   CHECK(again.commit().is_ok());
 }
+
+TEST_CASE("transactions across shards on a cluster: a node started again keeps the prepares its log holds") {
+  // A replicated node's open must not settle the cluster's transaction
+  // records the way a single node settles its own (presumed abort): a
+  // prepare a majority made durable would be gone from the restarted node,
+  // and a new owner promised by it and a node that never saw the prepare
+  // would finish the transaction with one side missing (the cluster torture
+  // found transfers across shards half applied that way).
+  two_shards t(36);
+  t.seed(0, 1);
+  hash128 tx{7, 7};
+  t.prepare_only(2, tx, 42);
+  REQUIRE(t.prepares_on(2, t.sb) == 1);
+  t.c.nodes[1].reset();
+  t.c.nodes[1] = std::make_unique<testing::node_process>(t.c.dir / "node2", t.c.cluster, 2);
+  CHECK(t.prepares_on(2, t.sb) == 1);
+  // The driver's decision, then the finish at the owner (node 2 again),
+  // apply the prepared write whole.
+  REQUIRE(t.c.nodes[1]->n->connect_peers().empty());
+  for (auto& p : t.c.nodes) (void)p->n->connect_peers();
+  REQUIRE(t.c.elect(2, t.sb));
+  caf::scoped_actor self{*t.c.nodes[0]->sys};
+  bool committed = false;
+  self->request(t.c.nodes[0]->n->replica(t.sa), std::chrono::seconds(10), tx_decide_atom::value, tx, true,
+                std::vector<std::uint32_t>{})
+      .receive([&](bool c) { committed = c; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  REQUIRE(committed);
+  std::uint64_t revision = 0;
+  self->request(t.c.nodes[1]->n->replica(t.sb), std::chrono::seconds(10), tx_finish_atom::value, tx, true)
+      .receive([&](std::uint64_t r) { revision = r; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  CHECK(revision > 0);
+  CHECK(t.prepares_on(2, t.sb) == 0);
+  CHECK(t.balance(t.b) == 42);
+}
