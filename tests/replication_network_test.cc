@@ -24,13 +24,15 @@ using magnetite::testing::must;
 namespace {
 
 // Ports from the process id, so parallel test processes rarely collide.
-std::uint16_t base_port() { return static_cast<std::uint16_t>(20000 + (::getpid() % 2000) * 10); }
+// Below 24000 (three_nodes.h takes 29000 up), and below 32768, where Linux's
+// ephemeral ports begin: a port an outgoing connection holds cannot be
+// listened on.
+std::uint16_t base_port() { return static_cast<std::uint16_t>(20000 + (::getpid() % 390) * 10); }
 
 std::string cluster_text(std::string_view name, std::uint16_t base) {
   return fmt::format("cluster {}\nshards 2\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", name,
                      base, base + 1, base + 2);
 }
-
 
 }  // namespace
 
@@ -60,8 +62,9 @@ TEST_CASE("network: three nodes over loopback elect an owner, replicate writes a
 
   for (int i = 0; i < 20; ++i) {
     bool ok = false;
-    client->request(nodes[0]->n->replica(0), std::chrono::seconds(10), put_atom::value, fmt::format("k{}", i),
-                    fmt::format("v{}", i), std::int64_t{0})
+    client
+        ->request(nodes[0]->n->replica(0), std::chrono::seconds(10), put_atom::value, fmt::format("k{}", i),
+                  fmt::format("v{}", i), std::int64_t{0})
         .receive([&](ok_atom) { ok = true; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
     CHECK(ok);
   }
@@ -86,8 +89,9 @@ TEST_CASE("network: three nodes over loopback elect an owner, replicate writes a
   }
   // Node 2 owns shard 1, not shard 0.
   status refused;
-  client2->request(nodes[1]->n->replica(0), std::chrono::seconds(10), put_atom::value, std::string("x"),
-                   std::string("y"), std::int64_t{0})
+  client2
+      ->request(nodes[1]->n->replica(0), std::chrono::seconds(10), put_atom::value, std::string("x"), std::string("y"),
+                std::int64_t{0})
       .receive([&](ok_atom) {}, [&](caf::error& e) { refused = to_status(e); });
   CHECK(refused.code() == status_code::busy);
 }
@@ -104,7 +108,8 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   REQUIRE(std::find(missing.begin(), missing.end(), 1u) != missing.end());
   bool named = false;
   for (const auto& e : two.n->last_errors())
-    if (e.find("node 1 refused the link") != std::string::npos && e.find(cluster.fingerprint().to_hex()) != std::string::npos &&
+    if (e.find("node 1 refused the link") != std::string::npos &&
+        e.find(cluster.fingerprint().to_hex()) != std::string::npos &&
         e.find(other.fingerprint().to_hex()) != std::string::npos)
       named = true;
   CHECK(named);
@@ -123,8 +128,8 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   CHECK(n.error().message().find("node 9 is not in cluster file net") != std::string::npos);
   // Nor with another shard count.
   no.id = 3;
-  auto four = must(cluster_file::parse(fmt::format(
-      "cluster net\nshards 4\nnode 1 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", base, base + 2)));
+  auto four = must(cluster_file::parse(
+      fmt::format("cluster net\nshards 4\nnode 1 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", base, base + 2)));
   no.cluster = four;
   auto m = node::start(no);
   REQUIRE_FALSE(m.is_ok());
@@ -132,15 +137,17 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   // Nor with a tombstone retention anti-entropy cannot keep its replicas
   // present in: 3 nodes, a push a second, a sync within 4 s; half of 7 s is not.
   for (auto [seconds, ok] : {std::pair{7, false}, std::pair{8, true}}) {
-    no.cluster = must(cluster_file::parse(cluster_text("net", base) + fmt::format("tombstone_retention_s {}\n", seconds)));
+    no.cluster =
+        must(cluster_file::parse(cluster_text("net", base) + fmt::format("tombstone_retention_s {}\n", seconds)));
     no.heartbeat = std::chrono::milliseconds(100);
     no.anti_entropy_ticks = 10;
     auto r = node::start(no);
     INFO(seconds, " s");
     CHECK(r.is_ok() == ok);
-    if (!ok) CHECK(r.error().message().find("tombstone_retention_s 7 is too short for anti-entropy every 1000 ms on 3 "
-                                            "nodes (a healthy replica would count as absent and stop acknowledging "
-                                            "writes): at least 8 s") != std::string::npos);
+    if (!ok)
+      CHECK(r.error().message().find("tombstone_retention_s 7 is too short for anti-entropy every 1000 ms on 3 "
+                                     "nodes (a healthy replica would count as absent and stop acknowledging "
+                                     "writes): at least 8 s") != std::string::npos);
   }
 }
 
@@ -171,8 +178,9 @@ std::optional<std::size_t> owner_of(std::vector<std::unique_ptr<testing::node_pr
 
 }  // namespace
 
-TEST_CASE("network: with heartbeats an owner emerges unasked; when its node dies another takes over with every "
-          "acknowledged write, and the dead node, back, is linked again and catches up by anti-entropy") {
+TEST_CASE(
+    "network: with heartbeats an owner emerges unasked; when its node dies another takes over with every "
+    "acknowledged write, and the dead node, back, is linked again and catches up by anti-entropy") {
   testing::temp_dir dir("failover");
   auto base = static_cast<std::uint16_t>(base_port() + 8);
   auto cluster = must(cluster_file::parse(cluster_text("failover", base)));
@@ -180,7 +188,8 @@ TEST_CASE("network: with heartbeats an owner emerges unasked; when its node dies
   heartbeats.heartbeat = std::chrono::milliseconds(50);
   std::vector<std::unique_ptr<testing::node_process>> nodes;
   auto start = [&](std::uint32_t id) {
-    nodes.at(id - 1) = std::make_unique<testing::node_process>(dir / fmt::format("node{}", id), cluster, id, heartbeats);
+    nodes.at(id - 1) =
+        std::make_unique<testing::node_process>(dir / fmt::format("node{}", id), cluster, id, heartbeats);
   };
   nodes.resize(3);
   for (std::uint32_t id = 1; id <= 3; ++id) start(id);
@@ -225,15 +234,19 @@ TEST_CASE("network: with heartbeats an owner emerges unasked; when its node dies
     for (const auto& [k, v] : acked) {
       std::optional<std::string> got;
       client->request(nodes[*next]->n->replica(0), std::chrono::seconds(10), get_atom::value, k)
-          .receive([&](bool found, const std::string& value) { if (found) got = value; },
-                   [&](caf::error& e) { MESSAGE(to_status(e).to_string()); });
+          .receive(
+              [&](bool found, const std::string& value) {
+                if (found) got = value;
+              },
+              [&](caf::error& e) { MESSAGE(to_status(e).to_string()); });
       if (got != v) ++missing;
     }
     CHECK(missing == 0);
     // A write the dead node never saw, for it to catch up on.
     bool ok = false;
-    client->request(nodes[*next]->n->replica(0), std::chrono::seconds(10), put_atom::value, std::string("late"),
-                    std::string("x"), std::int64_t{0})
+    client
+        ->request(nodes[*next]->n->replica(0), std::chrono::seconds(10), put_atom::value, std::string("late"),
+                  std::string("x"), std::int64_t{0})
         .receive([&](ok_atom) { ok = true; }, [&](caf::error& e) { MESSAGE(to_status(e).to_string()); });
     CHECK(ok);
   }
