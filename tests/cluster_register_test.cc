@@ -1,11 +1,16 @@
 // Randomized linearizability runs across `magnetite serve` processes on
 // loopback (issue 8): 5 nodes (or 3), each on its own data directory, elect
-// an owner of shard 0 by themselves. Client threads in this process, linked as
-// node 0, run puts, gets, CAS and deletes on three keys, and the same on a
-// record's state key through state/'s messages (a conditional batch for
-// writes, deletes and CAS - a check of the revision last read - and a
-// confirmed state read), through whichever node they believe owns the
-// shard, while a fault thread, random from a printed seed:
+// owners of two shards by themselves. Client threads in this process, linked
+// as node 0, run puts, gets, CAS and deletes on three keys of shard 0, and
+// the same on a record's state key through state/'s messages (a conditional
+// batch for writes, deletes and CAS - a check of the revision last read -
+// and a confirmed state read), and appends of one or two entries to a stream
+// at the next_seq last read (a CAS on the stream's register, read_stream),
+// through whichever node they believe owns the shard. Two more threads move
+// 1 at a time between a ledger on shard 0 and one on shard 1 in transactions
+// across shards, and a third counts a record on shard 1 up in single-shard
+// commits, through the public cluster client (transfer_run). All the while
+// a fault thread, random from a printed seed:
 //   - SIGKILLs a node (the owner half the time) and starts it again on its
 //     disk after a random delay;
 //   - SIGSTOPs a node (a partition: its peers stop hearing it while its
@@ -17,7 +22,11 @@
 // cluster is healed whole, one owner reads each key a last time, and each
 // key's history goes through the Wing-Gong checker
 // (tests/support/register_checker.h): an acknowledged write that was lost
-// shows up as a read no order can explain.
+// shows up as a read no order can explain. The stream must then hold every
+// acknowledged append, each append it holds whole and at the seq it was sent
+// for, and nothing past next_seq (check_stream); each ledger pair must sum
+// to 0 and count the transfers acknowledged, plus at most the ambiguous ones,
+// and the counter the commits acknowledged, plus at most the ambiguous ones.
 //
 // How a response is recorded: a success completes the operation (invocation
 // and response times from one counter taken before the request and after the
@@ -59,7 +68,10 @@
 
 #include "actors/caf_headers.h"  // before any other CAF header
 
+#include "core/coding.h"
 #include "core/env.h"
+#include "magnetite/cluster_client.h"
+#include "magnetite/state/records.h"
 #include "replication/node.h"
 #include "state/layout.h"
 #include "tests/support/magnetite_process.h"
@@ -138,7 +150,7 @@ struct cluster_run {
 
   cluster_run(std::uint32_t nodes, std::uint16_t first_port) : n(nodes), base(first_port) {
     cluster_path = dir / "cluster";
-    std::string text = "cluster registertest\nshards 1\n";
+    std::string text = "cluster registertest\nshards 2\n";
     for (std::uint32_t id = 1; id <= n; ++id) text += fmt::format("node {} 127.0.0.1 {}\n", id, base + id - 1);
     std::ofstream(cluster_path) << text;
     cluster = must(cluster_file::parse(text));
@@ -233,6 +245,7 @@ struct cluster_run {
   }
 
   // Shard 0's replica on node id, through a hello as node 0 (a client).
+  // Shard 1 carries the other half of the transfers (transfer_run).
   bool hello(caf::actor_system& sys, caf::scoped_actor& self, std::uint32_t id) {
     auto node = sys.middleman().remote_actor<node_actor>("127.0.0.1", base + id - 1);
     if (!node) return false;
@@ -240,7 +253,7 @@ struct cluster_run {
     self->request(*node, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
                   protocol_version)
         .receive([&](const std::vector<caf::actor>& r) { out = r; }, [&](caf::error&) {});
-    if (out.size() != 1) return false;
+    if (out.size() != 2) return false;
     std::lock_guard<std::mutex> lock(handles_m);
     handles[id] = caf::actor_cast<replica_actor>(out[0]);
     return true;
@@ -253,6 +266,31 @@ struct cluster_run {
     self->request(*h, timeout, info_atom::value).receive([&](const replica_info& i) { out = i; }, [&](caf::error&) {});
     return out;
   }
+};
+
+// A record's state key and a stream's meta key are written and read through
+// state/'s messages (replica_conditional.cc); the others are plain keys.
+//
+// The stream is a register too: its value is the name of the append that
+// moved next_seq last (absent: none yet). An append is a CAS from the name
+// this client saw last to its own, as state/'s streams append: a check of
+// the meta's revision, then the entries at next_seq.. and the new next_seq in
+// one batch. Its meta holds only next_seq, so a read maps the meta's revision
+// to the append that wrote it (an append whose answer was lost leaves its
+// revision unknown, and a read that finds it is left out, which is sound).
+const std::string record = state::record_key("reg", "r");
+const std::string stream_name = "log";
+const std::string stream = state::stream_meta_key(stream_name);
+const std::vector<std::string> keys = {"a", "b", "c", record, stream};
+bool is_stream(const std::string& key) { return key == stream; }
+bool is_state(const std::string& key) { return key == record || is_stream(key); }
+
+// The stream's entries as check_stream sees them: each append's name,
+// where it was sent to land, how many entries, and whether it was acknowledged.
+struct append_sent {
+  std::uint64_t seq = 0;
+  std::uint64_t count = 0;
+  bool acked = false;
 };
 
 // Every key's history, shared by the client threads.
@@ -271,21 +309,50 @@ struct histories {
     std::lock_guard<std::mutex> lock(m);
     written[key].push_back(value);
   }
-  // The state key's revisions and the value each one wrote (revisions are
+  // A state key's revisions and the value each one wrote (revisions are
   // never reused on a key, and values are unique per write): what lets a
   // conditional batch refused at revision R be recorded as a CAS that found
-  // that value.
-  std::map<std::uint64_t, std::optional<std::string>> by_revision;
-  void revision(std::uint64_t r, std::optional<std::string> value) {
+  // that value. Per key: batches on two keys may carry one revision.
+  std::map<std::pair<std::string, std::uint64_t>, std::optional<std::string>> by_revision;
+  void revision(const std::string& key, std::uint64_t r, std::optional<std::string> value) {
     std::lock_guard<std::mutex> lock(m);
-    by_revision[r] = std::move(value);
+    by_revision[{key, r}] = std::move(value);
   }
-  std::optional<std::optional<std::string>> value_at(std::uint64_t r) {
+  std::optional<std::optional<std::string>> value_at(const std::string& key, std::uint64_t r) {
     std::lock_guard<std::mutex> lock(m);
     if (r == 0) return std::optional<std::string>();
-    auto it = by_revision.find(r);
+    auto it = by_revision.find({key, r});
     if (it == by_revision.end()) return std::nullopt;
     return it->second;
+  }
+  // The stream meta's next_seq per revision an acknowledged append wrote.
+  std::map<std::uint64_t, std::uint64_t> next_by_revision;
+  std::map<std::string, append_sent> appends;  // by name
+  std::vector<std::string> errors;             // each fails the run
+  void appended(std::uint64_t r, const std::string& name, std::uint64_t next) {
+    std::lock_guard<std::mutex> lock(m);
+    by_revision[{stream, r}] = name;
+    next_by_revision[r] = next;
+    appends[name].acked = true;
+  }
+  // An append whose answer was lost, named by its last entry (read_stream).
+  void learned(std::uint64_t r, const std::string& name, std::uint64_t next) {
+    std::lock_guard<std::mutex> lock(m);
+    by_revision[{stream, r}] = name;
+    next_by_revision[r] = next;
+  }
+  std::uint64_t next_at(std::uint64_t r) {
+    std::lock_guard<std::mutex> lock(m);
+    auto it = next_by_revision.find(r);
+    return it == next_by_revision.end() ? 0 : it->second;
+  }
+  void sent_append(const std::string& name, std::uint64_t seq, std::uint64_t count) {
+    std::lock_guard<std::mutex> lock(m);
+    appends[name] = append_sent{seq, count, false};
+  }
+  void error(std::string what) {
+    std::lock_guard<std::mutex> lock(m);
+    errors.push_back(std::move(what));
   }
   std::optional<std::string> recent(const std::string& key, std::mt19937_64& rng) {
     std::lock_guard<std::mutex> lock(m);
@@ -295,11 +362,7 @@ struct histories {
   }
 };
 
-// The last is a state key (a record's), written and read through state/'s
-// messages (replica_conditional.cc); the others are plain keys.
-const std::string record = state::record_key("reg", "r");
-const std::vector<std::string> keys = {"a", "b", "c", record};
-bool is_state(const std::string& key) { return key == record; }
+std::string entry_body(const std::string& name, std::uint64_t j) { return fmt::format("{}/{}", name, j); }
 
 // A state read's answer: the value's revision and its body (past the type).
 std::pair<std::uint64_t, std::string> split_live(const std::string& live) {
@@ -309,12 +372,66 @@ std::pair<std::uint64_t, std::string> split_live(const std::string& live) {
   return {r, live.substr(9)};
 }
 
-// A read of key: get for a plain key, sread for the state key, whose
-// revision (0: absent; always 0 for a plain key) goes to `h` as well.
+// The stream's register: the append that wrote the meta's revision. When its
+// answer was lost, the last entry names it: every write of a batch carries
+// the batch's revision, so that entry must carry the meta's, and holds the
+// name. Otherwise no client could append again after an append whose answer
+// was lost (each would be refused at a revision nobody can name).
+template <class OnError>
+void read_stream(caf::scoped_actor& self, const replica_actor& replica, histories& h, caf::timespan timeout,
+                 const std::function<void(std::optional<std::string>, std::uint64_t)>& done, OnError on_error) {
+  std::optional<std::pair<std::uint64_t, std::string>> meta;
+  bool answered = false;
+  self->request(replica, timeout, sread_atom::value, stream)
+      .receive(
+          [&](bool found, const std::string& live) {
+            answered = true;
+            if (found) meta = split_live(live);
+          },
+          on_error);
+  if (!answered) return;
+  if (!meta) return done(std::nullopt, 0);
+  auto [r, body] = *meta;
+  auto inconsistent = [&](std::string what) {
+    h.error(std::move(what));
+    caf::error e = caf::make_error(caf::sec::unexpected_response);
+    on_error(e);
+  };
+  if (body.size() != 8) return inconsistent(fmt::format("the stream's meta is {} bytes, not 8", body.size()));
+  std::uint64_t next = decode_fixed64_le(reinterpret_cast<const std::uint8_t*>(body.data()));
+  if (auto name = h.value_at(stream, r)) {
+    if (next != h.next_at(r))
+      return inconsistent(fmt::format("the stream's meta at revision {} holds next_seq {}; its append wrote {}", r,
+                                      next, h.next_at(r)));
+    return done(*name, r);
+  }
+  if (next == 0) return inconsistent(fmt::format("the stream's meta at revision {} holds next_seq 0", r));
+  self->request(replica, timeout, sread_atom::value, state::stream_entry_key(stream_name, next - 1))
+      .receive(
+          [&](bool found, const std::string& live) {
+            if (!found)
+              return inconsistent(fmt::format("the stream's next_seq is {} and entry {} is missing", next, next - 1));
+            auto [er, entry] = split_live(live);
+            auto slash = entry.rfind('/');
+            if (er != r || slash == std::string::npos)
+              return inconsistent(
+                  fmt::format("entry {} ({}) has revision {}; the meta that counts it, {}", next - 1, entry, er, r));
+            std::string name = entry.substr(0, slash);
+            h.learned(r, name, next);
+            done(name, r);
+          },
+          on_error);
+}
+
+// A read of key: get for a plain key, sread for a state key, with the
+// revision read (0: absent; always 0 for a plain key). The record's value
+// and revision go to `h`; the stream's value is the name of the append that
+// wrote the revision read (read_stream).
 template <class OnError>
 void read_key(caf::scoped_actor& self, const replica_actor& replica, const std::string& key, histories& h,
               caf::timespan timeout, const std::function<void(std::optional<std::string>, std::uint64_t)>& done,
               OnError on_error) {
+  if (is_stream(key)) return read_stream(self, replica, h, timeout, done, on_error);
   if (!is_state(key)) {
     self->request(replica, timeout, get_atom::value, key)
         .receive(
@@ -327,7 +444,7 @@ void read_key(caf::scoped_actor& self, const replica_actor& replica, const std::
           [&](bool found, const std::string& live) {
             if (!found) return done(std::nullopt, 0);
             auto [r, body] = split_live(live);
-            h.revision(r, body);
+            h.revision(key, r, body);
             done(body, r);
           },
           on_error);
@@ -356,7 +473,8 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
   std::mt19937_64 rng(seed);
   std::uint32_t target = 1 + client % c.n;
   std::map<std::string, std::optional<std::string>> last_seen;
-  std::map<std::string, std::uint64_t> last_rev;  // the state key's revision of last_seen
+  std::map<std::string, std::uint64_t> last_rev;  // a state key's revision of last_seen
+  std::uint64_t last_next = 0;                    // the stream's next_seq at last_rev
   const hash128 session{seed, client};            // this client's request ids
   std::uint32_t refusals_in_a_row = 0;
   std::uint64_t count = 0;
@@ -382,6 +500,7 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
               : roll < 14 ? register_op::kind::read
               : roll < 16 ? register_op::kind::del
                           : register_op::kind::cas;
+    if (is_stream(key)) op.what = roll < 12 ? register_op::kind::cas : register_op::kind::read;  // appends
     std::string value = fmt::format("c{}-{}", client, ++count);
     if (op.what == register_op::kind::write) op.arg = value;
     if (op.what == register_op::kind::cas) {
@@ -390,7 +509,7 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
         op.expected = last_seen[key];
       else if (pick == 2)
         op.expected = h.recent(key, rng);
-      if (rng() % 10 != 0) op.arg = value;  // else a CAS that deletes
+      if (rng() % 10 != 0 || is_stream(key)) op.arg = value;  // else a CAS that deletes
     }
     if (op.arg) h.sent(key, *op.arg);
 
@@ -402,7 +521,8 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
     // checks the revision this client last saw (so its expectation is the
     // value it last saw).
     if (is_state(key) && op.what == register_op::kind::cas) op.expected = last_seen[key];
-    auto apply_state = [&](std::vector<state_check> checks, std::vector<batch_op> ops) {
+    // `next`: the stream's next_seq once the batch (an append) is applied.
+    auto apply_state = [&](std::vector<state_check> checks, std::vector<batch_op> ops, std::uint64_t next = 0) {
       request_id rid{session, ++count};
       self->request(*replica, timeout, apply_atom::value, checks, ops, rid)
           .receive(
@@ -411,13 +531,19 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
                 if (applied) {
                   op.swapped = true;
                   last_rev[key] = op.arg ? revision : 0;
-                  if (op.arg) h.revision(revision, op.arg);
+                  if (is_stream(key)) {
+                    h.appended(revision, *op.arg, next);
+                    last_next = next;
+                  } else if (op.arg) {
+                    h.revision(key, revision, op.arg);
+                  }
                   return;
                 }
-                auto seen = h.value_at(found);
+                auto seen = h.value_at(key, found);
                 if (!seen) return (void)(recorded = false);
                 op.result = *seen;
                 last_rev[key] = found;
+                if (is_stream(key)) last_next = h.next_at(found);
               },
               on_error);
     };
@@ -448,10 +574,23 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
               answered = true;
               op.result = std::move(v);
               last_rev[key] = revision;
+              if (is_stream(key)) last_next = h.next_at(revision);
             },
             on_error);
         break;
       case register_op::kind::cas:
+        if (is_stream(key)) {
+          // An append of one or two entries at the next_seq last seen.
+          std::uint64_t n = op.expected ? last_next : 0, k = 1 + rng() % 2;
+          std::vector<batch_op> writes;
+          for (std::uint64_t j = 0; j < k; ++j)
+            writes.push_back(batch_op{state::stream_entry_key(stream_name, n + j), true,
+                                      std::string(1, '\0') + entry_body(*op.arg, j), 0});
+          writes.push_back(batch_op{stream, true, state::encode_stream_meta(n + k), 0});
+          h.sent_append(*op.arg, n, k);
+          apply_state({{key, op.expected ? last_rev[key] : 0}}, std::move(writes), n + k);
+          break;
+        }
         if (is_state(key)) {
           apply_state({{key, op.expected ? last_rev[key] : 0}}, {put_of(op.arg)});
           break;
@@ -524,6 +663,75 @@ void client_loop(caf::actor_system& sys, cluster_run& c, histories& h, std::uint
     else
       next_node();
   }
+}
+
+// The stream as one owner holds it once the cluster is whole: its entries
+// are exactly 0..next_seq - 1; each append it holds is there whole, at the
+// next_seq it was sent for; every acknowledged append is there. Returns
+// what is wrong, and the number of appends held.
+std::vector<std::string> check_stream(caf::scoped_actor& self, const replica_actor& replica, histories& h,
+                                      std::size_t& held) {
+  std::vector<std::string> wrong;
+  const auto timeout = std::chrono::seconds(10);
+  std::optional<std::uint64_t> next;
+  bool failed = false;
+  auto on_error = [&](caf::error& e) { wrong.push_back("a read failed: " + to_status(e).to_string()); };
+  self->request(replica, timeout, sread_atom::value, stream)
+      .receive(
+          [&](bool found, const std::string& live) {
+            if (!found) return (void)(next = 0);
+            auto body = split_live(live).second;
+            if (body.size() == 8) next = decode_fixed64_le(reinterpret_cast<const std::uint8_t*>(body.data()));
+          },
+          on_error);
+  if (!next) {
+    wrong.push_back("no next_seq could be read");
+    return wrong;
+  }
+  std::string prefix = state::stream_entries_prefix(stream_name), from = prefix, end = state::prefix_successor(prefix);
+  std::vector<std::string> bodies;
+  for (bool more = true; more && !failed;) {
+    failed = true;
+    self->request(replica, timeout, srange_atom::value, from, end, std::uint64_t{1000}, false)
+        .receive(
+            [&](const std::vector<std::string>& ks, const std::vector<std::string>& lives, bool m,
+                const std::string& resume) {
+              failed = false;
+              for (std::size_t i = 0; i < ks.size(); ++i) {
+                auto seq = state::stream_seq_of(prefix, ks[i]);
+                if (!seq || *seq != bodies.size())
+                  wrong.push_back(fmt::format("entry {} of the stream has seq {}", bodies.size(), seq.value_or(0)));
+                bodies.push_back(split_live(lives[i]).second);
+              }
+              more = m;
+              from = resume;
+            },
+            on_error);
+  }
+  if (failed) return wrong;
+  if (bodies.size() != *next)
+    wrong.push_back(fmt::format("next_seq is {}, and {} entries are there", *next, bodies.size()));
+  std::lock_guard<std::mutex> lock(h.m);
+  held = 0;
+  for (std::uint64_t seq = 0; seq < bodies.size();) {
+    auto slash = bodies[seq].rfind('/');
+    auto it = slash == std::string::npos ? h.appends.end() : h.appends.find(bodies[seq].substr(0, slash));
+    if (it == h.appends.end() || it->second.seq != seq) {
+      wrong.push_back(fmt::format("entry {} ({}) is no append's first entry", seq, bodies[seq]));
+      ++seq;
+      continue;
+    }
+    ++held;
+    for (std::uint64_t j = 0; j < it->second.count; ++j)
+      if (seq + j >= bodies.size() || bodies[seq + j] != entry_body(it->first, j))
+        wrong.push_back(fmt::format("append {} at {} is there in part: entry {} is {}", it->first, seq, seq + j,
+                                    seq + j < bodies.size() ? bodies[seq + j] : std::string("missing")));
+    seq += it->second.count;
+  }
+  for (auto& [name, a] : h.appends)
+    if (a.acked && (a.seq >= bodies.size() || bodies[a.seq] != entry_body(name, 0)))
+      wrong.push_back(fmt::format("append {}, acknowledged at {}, is lost", name, a.seq));
+  return wrong;
 }
 
 struct fault_counts {
@@ -725,8 +933,164 @@ struct fault_runner {
   }
 };
 
+// Transfers across the cluster's two shards through the public client,
+// beside the register clients and under the same faults: thread t moves 1
+// from ledger a_t (shard 0, the coordinator, whose owner the faults prefer)
+// to ledger b_t (shard 1) in one transaction. Whatever a fault cuts, a_t +
+// b_t stays 0, and b_t counts the commits acknowledged plus at most those
+// answered ambiguous; one applied in part, or applied when it was refused,
+// breaks one of the two.
+struct transfer_run {
+  static constexpr int threads_n = 2;
+  std::unique_ptr<cluster_client> client;
+  std::unique_ptr<state::records> recs;
+  std::vector<std::string> a, b;
+  std::vector<std::uint64_t> committed = std::vector<std::uint64_t>(threads_n),
+                             ambiguous = std::vector<std::uint64_t>(threads_n),
+                             refused = std::vector<std::uint64_t>(threads_n);
+  // Per pair, what each attempt read and how it ended: where a check fails,
+  // the first attempt that read a + b != 0 shows when the pair broke.
+  struct attempt {
+    int a = 0, b = 0;
+    std::string outcome;
+    double at_s = 0;
+  };
+  std::vector<std::vector<attempt>> attempts = std::vector<std::vector<attempt>>(threads_n);
+  clock_type::time_point t0 = clock_type::now();
+  std::vector<std::thread> threads;
+
+  explicit transfer_run(const std::string& cluster_path) {
+    cluster_client_options o;
+    o.cluster_file = cluster_path;
+    o.call_timeout = std::chrono::seconds(10);
+    o.attempt_timeout = std::chrono::milliseconds(1000);
+    o.resolve_after = std::chrono::seconds(1);  // holds of a driver that lost touch are settled soon
+    client = must(cluster_client::connect(o));
+    recs = std::make_unique<state::records>(*client);
+    a.resize(threads_n);
+    b.resize(threads_n);
+    for (int t = 0, i = 0; t < threads_n; ++i) {
+      std::string ns = fmt::format("ledger{}", i);
+      if (recs->shard_of(ns) == 0 && a[t].empty()) a[t] = ns;
+      if (recs->shard_of(ns) == 1 && b[t].empty()) b[t] = ns;
+      if (!a[t].empty() && !b[t].empty()) ++t;
+    }
+  }
+
+  static int number(const std::optional<state::record>& r) {
+    return r ? std::get<state::json>(r->value).get<int>() : 0;
+  }
+  result<std::uint64_t> transfer(int t, int n) {
+    attempt& at = attempts[t].emplace_back();
+    at.at_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    auto out = [&]() -> result<std::uint64_t> {
+      auto tx = recs->begin();
+      auto x = tx.load(a[t], "bal");
+      if (!x) return x.error();
+      at.a = number(*x);
+      auto y = tx.load(b[t], "bal");
+      if (!y) return y.error();
+      at.b = number(*y);
+      MAGNETITE_TRY(tx.put(a[t], "bal", state::json(number(*x) - n)));
+      MAGNETITE_TRY(tx.put(b[t], "bal", state::json(number(*y) + n)));
+      return tx.commit();
+    }();
+    at.outcome = out ? std::string("committed") : out.error().to_string();
+    return out;
+  }
+
+  // A record on shard 1 counted up by one thread in single-shard commits:
+  // what shard 1 keeps without a transaction across shards.
+  std::uint64_t counted = 0, counted_ambiguous = 0;
+  std::vector<int> counter_reads;
+  result<std::uint64_t> count_up() {
+    auto tx = recs->begin();
+    auto x = tx.load(b[0], "counter");
+    if (!x) return x.error();
+    counter_reads.push_back(number(*x));
+    MAGNETITE_TRY(tx.put(b[0], "counter", state::json(number(*x) + 1)));
+    return tx.commit();
+  }
+
+  void start(const std::atomic<bool>& stop) {
+    threads.emplace_back([this, &stop] {
+      while (!stop.load()) {
+        auto out = count_up();
+        if (out)
+          ++counted;
+        else if (out.error().category() == status_category::ambiguous)
+          ++counted_ambiguous;
+      }
+    });
+    for (int t = 0; t < threads_n; ++t)
+      threads.emplace_back([this, t, &stop] {
+        while (!stop.load()) {
+          auto out = transfer(t, 1);
+          if (out)
+            ++committed[t];
+          else if (out.error().category() == status_category::ambiguous)
+            ++ambiguous[t];
+          else if (out.error().code() != status_code::conflict)
+            ++refused[t];  // nothing written, the client says
+        }
+      });
+  }
+  void join() {
+    for (auto& th : threads) th.join();
+  }
+
+  // Once the cluster is whole: settles any hold left behind (a commit that
+  // touches both keys), then checks each pair.
+  std::vector<std::string> check() {
+    std::vector<std::string> wrong;
+    auto c = recs->load(b[0], "counter");
+    if (!c) {
+      wrong.push_back("the counter on shard 1 could not be read");
+    } else if (number(*c) < static_cast<int>(counted) || number(*c) > static_cast<int>(counted + counted_ambiguous)) {
+      std::string reads;
+      for (std::size_t i = 1; i < counter_reads.size(); ++i)
+        if (counter_reads[i] < counter_reads[i - 1])
+          reads += fmt::format(" read {} after {} (attempt {});", counter_reads[i], counter_reads[i - 1], i);
+      wrong.push_back(fmt::format("the counter on shard 1 is {}, with {} commits acknowledged and {} ambiguous;{}",
+                                  number(*c), counted, counted_ambiguous, reads));
+    }
+    for (int t = 0; t < threads_n; ++t) {
+      if (!wait_for([&] { return transfer(t, 0).is_ok(); }, std::chrono::seconds(60))) {
+        wrong.push_back(fmt::format("pair {}: no commit across both shards got through once the cluster was whole", t));
+        continue;
+      }
+      auto x = recs->load(a[t], "bal"), y = recs->load(b[t], "bal");
+      if (!x || !y) {
+        wrong.push_back(fmt::format("pair {}: the balances could not be read", t));
+        continue;
+      }
+      int from = number(*x), to = number(*y);
+      if (from + to != 0 || to < static_cast<int>(committed[t]) || to > static_cast<int>(committed[t] + ambiguous[t])) {
+        std::string story;
+        auto& log = attempts[t];
+        std::size_t broke = log.size();
+        for (std::size_t i = 0; i < log.size(); ++i)
+          if (log[i].a + log[i].b != 0) {
+            broke = i;
+            break;
+          }
+        for (std::size_t i = broke >= 6 ? broke - 6 : 0; i < std::min(log.size(), broke + 3); ++i)
+          story += fmt::format("\n  attempt {} at {:.3f} s: read a = {}, b = {}: {}", i, log[i].at_s, log[i].a,
+                               log[i].b, log[i].outcome);
+        wrong.push_back(fmt::format("pair {}: a = {}, b = {}, with {} commits acknowledged and {} ambiguous; {}{}", t,
+                                    from, to, committed[t], ambiguous[t],
+                                    broke < log.size() ? "the first attempt that read a + b != 0, and those around it:"
+                                                       : "every attempt read a + b = 0",
+                                    story));
+      }
+    }
+    return wrong;
+  }
+};
+
 struct run_result {
   std::uint64_t ops = 0, completed = 0, acked_writes = 0, pending = 0, busy = 0, failed_reads = 0;
+  std::uint64_t appends_held = 0, transfers = 0, transfers_ambiguous = 0, transfers_refused = 0;
   fault_counts faults;
   bool violation = false;
   double seconds = 0;
@@ -763,9 +1127,12 @@ run_result one_run(std::uint64_t seed, std::uint32_t nodes, std::uint16_t base, 
   std::vector<std::thread> threads;
   for (std::uint32_t i = 0; i < clients; ++i)
     threads.emplace_back([&, i] { client_loop(sys, c, h, i, seed * 1000 + i, stop); });
+  transfer_run transfers(c.cluster_path);
+  transfers.start(stop);
   faults.run(clock_type::now() + duration);
   stop = true;
   for (auto& t : threads) t.join();
+  transfers.join();
   faults.note("clients stopped; healing");
 
   bool healed = faults.heal(std::chrono::seconds(60));
@@ -813,6 +1180,24 @@ run_result one_run(std::uint64_t seed, std::uint32_t nodes, std::uint16_t base, 
         std::chrono::seconds(60));
     REQUIRE_MESSAGE(ok, "no owner could read " << key << " once the cluster was whole");
     CHECK(done);
+  }
+
+  for (auto& e : h.errors) FAIL_CHECK(e);
+  std::size_t appends_held = 0;
+  std::optional<replica_actor> last_owner;
+  REQUIRE(wait_for(
+      [&] {
+        faults.poll(std::chrono::milliseconds(1000));
+        return faults.owner != 0 && (last_owner = c.handle(faults.owner));
+      },
+      std::chrono::seconds(60)));
+  for (auto& wrong : check_stream(faults.self, *last_owner, h, appends_held)) FAIL_CHECK("the stream: " << wrong);
+  for (auto& wrong : transfers.check()) FAIL_CHECK("transfers across shards: " << wrong);
+  result.appends_held = appends_held;
+  for (int t = 0; t < transfer_run::threads_n; ++t) {
+    result.transfers += transfers.committed[t];
+    result.transfers_ambiguous += transfers.ambiguous[t];
+    result.transfers_refused += transfers.refused[t];
   }
 
   // Anti-entropy brings every replica to the same tree.
@@ -918,12 +1303,14 @@ TEST_CASE(
     run_result x = one_run(seed + r, nodes, base, static_cast<std::uint32_t>(clients), std::chrono::seconds(seconds));
     MESSAGE(fmt::format(
         "run {} seed {} ({} nodes, {:.1f} s): {} ops ({} completed, {} pending), {} writes "
-        "acknowledged, {} busy refusals, {} failed reads; {} kills ({} of an owner, {} in a "
+        "acknowledged, {} busy refusals, {} failed reads, {} appends in the stream; transfers across shards: {} "
+        "committed, {} ambiguous, {} refused; {} kills ({} of an owner, {} in a "
         "handoff after a candidate was seen, {} a few ms after an owner), {} stops ({} of an "
         "owner), {} competing elections, {} elections pushed on a node just started again{}",
         r, seed + r, nodes, x.seconds, x.ops, x.completed, x.pending, x.acked_writes, x.busy, x.failed_reads,
-        x.faults.kills, x.faults.owner_kills, x.faults.candidate_kills, x.faults.quick_second_kills, x.faults.stops,
-        x.faults.owner_stops, x.faults.competes, x.faults.fresh_elects, x.violation ? "; VIOLATION" : ""));
+        x.appends_held, x.transfers, x.transfers_ambiguous, x.transfers_refused, x.faults.kills, x.faults.owner_kills,
+        x.faults.candidate_kills, x.faults.quick_second_kills, x.faults.stops, x.faults.owner_stops, x.faults.competes,
+        x.faults.fresh_elects, x.violation ? "; VIOLATION" : ""));
     violations += x.violation;
     ops += x.ops;
     completed += x.completed;
@@ -935,6 +1322,8 @@ TEST_CASE(
     total.competes += x.faults.competes;
     total.candidate_kills += x.faults.candidate_kills;
     CHECK(x.acked_writes > 0);  // writes got through, not only faults
+    CHECK(x.appends_held > 0);
+    CHECK(x.transfers > 0);
   }
   MESSAGE(
       fmt::format("summary: {} runs, seed {}, {} ops ({} completed, {} pending), {} writes acknowledged, {} "
