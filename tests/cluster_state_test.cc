@@ -402,6 +402,25 @@ struct two_shards {
                  [&](caf::error& e) { FAIL(to_status(e).to_string()); });
     REQUIRE(prepared);
   }
+  // What a driver does once every part is prepared: the decision `commit`
+  // at a's owner (node 1), then the finish at b's owner (node `owner`);
+  // the finish's revision (0: nothing was held).
+  std::uint64_t decide_and_finish(std::uint32_t owner, const hash128& tx) {
+    caf::scoped_actor self{*c.nodes[0]->sys};
+    bool committed = false;
+    self->request(c.nodes[0]->n->replica(sa), std::chrono::seconds(10), tx_decide_atom::value, tx, true,
+                  std::vector<std::uint32_t>{})
+        .receive([&](bool x) { committed = x; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+    REQUIRE(committed);
+    return finish(owner, tx);
+  }
+  std::uint64_t finish(std::uint32_t owner, const hash128& tx) {
+    caf::scoped_actor self{*c.nodes[0]->sys};
+    std::uint64_t revision = 0;
+    self->request(c.nodes[owner - 1]->n->replica(sb), std::chrono::seconds(10), tx_finish_atom::value, tx, true)
+        .receive([&](std::uint64_t r) { revision = r; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+    return revision;
+  }
 };
 
 }  // namespace
@@ -501,21 +520,11 @@ TEST_CASE("transactions across shards on a cluster: a participant's new owner ke
   CHECK(held.error().code() == status_code::conflict);
   CHECK(t.prepares_on(3, t.sb) == 1);
   // The driver goes on with the new owner: decide, finish there.
-  caf::scoped_actor self{*t.c.nodes[0]->sys};
-  bool committed = false;
-  self->request(t.c.nodes[0]->n->replica(t.sa), std::chrono::seconds(10), tx_decide_atom::value, tx, true,
-                std::vector<std::uint32_t>{})
-      .receive([&](bool c) { committed = c; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
-  REQUIRE(committed);
-  std::uint64_t revision = 0;
-  self->request(t.c.nodes[2]->n->replica(t.sb), std::chrono::seconds(10), tx_finish_atom::value, tx, true)
-      .receive([&](std::uint64_t r) { revision = r; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
-  CHECK(revision > 0);
+  CHECK(t.decide_and_finish(3, tx) > 0);
   CHECK(t.balance(t.b) == 42);
   CHECK(t.prepares_on(3, t.sb) == 0);
   // A finish sent again finds nothing to do.
-  self->request(t.c.nodes[2]->n->replica(t.sb), std::chrono::seconds(10), tx_finish_atom::value, tx, true)
-      .receive([&](std::uint64_t r) { CHECK(r == 0); }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  CHECK(t.finish(3, tx) == 0);
   auto again = recs.begin();
   REQUIRE(again.put(t.b, "bal", doc(2)).is_ok());
   CHECK(again.commit().is_ok());
@@ -541,16 +550,7 @@ TEST_CASE("transactions across shards on a cluster: a node started again keeps t
   REQUIRE(t.c.nodes[1]->n->connect_peers().empty());
   for (auto& p : t.c.nodes) (void)p->n->connect_peers();
   REQUIRE(t.c.elect(2, t.sb));
-  caf::scoped_actor self{*t.c.nodes[0]->sys};
-  bool committed = false;
-  self->request(t.c.nodes[0]->n->replica(t.sa), std::chrono::seconds(10), tx_decide_atom::value, tx, true,
-                std::vector<std::uint32_t>{})
-      .receive([&](bool c) { committed = c; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
-  REQUIRE(committed);
-  std::uint64_t revision = 0;
-  self->request(t.c.nodes[1]->n->replica(t.sb), std::chrono::seconds(10), tx_finish_atom::value, tx, true)
-      .receive([&](std::uint64_t r) { revision = r; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
-  CHECK(revision > 0);
+  CHECK(t.decide_and_finish(2, tx) > 0);
   CHECK(t.prepares_on(2, t.sb) == 0);
   CHECK(t.balance(t.b) == 42);
 }
