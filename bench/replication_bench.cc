@@ -425,28 +425,13 @@ case_result client_case(cluster& c, cluster_client& client, std::uint64_t ops, s
   });
 }
 
-// A record transaction as one write: load, put, commit; retried on conflict.
-status record_commit(state::records& recs, const std::string& key, const std::string& value) {
+// A record transaction as one write: a load and a put of record "r" in each
+// namespace, one commit; retried on conflict. Namespaces routed to two
+// shards make it a transaction across shards.
+status records_commit(state::records& recs, const std::vector<std::string>& namespaces, const std::string& value) {
   for (;;) {
     auto t = recs.begin();
-    auto seen = t.load(key, "r");
-    if (!seen) return seen.error();
-    MAGNETITE_TRY(t.put(key, "r", state::bytes{value}));
-    auto out = t.commit();
-    if (out) return status::ok();
-    if (out.error().code() != status_code::conflict) return out.error();
-  }
-}
-
-// A transaction across two shards as one write: loads of the key's record
-// and of its partner's (a namespace routed to another shard), puts of both.
-status cross_commit(state::records& recs, const std::string& key, const std::string& value) {
-  std::string partner;
-  for (int i = 0; partner.empty(); ++i)
-    if (std::string p = fmt::format("{}/{}", key, i); recs.shard_of(p) != recs.shard_of(key)) partner = p;
-  for (;;) {
-    auto t = recs.begin();
-    for (const auto& ns : {key, partner}) {
+    for (const auto& ns : namespaces) {
       auto seen = t.load(ns, "r");
       if (!seen) return seen.error();
       MAGNETITE_TRY(t.put(ns, "r", state::bytes{value}));
@@ -457,10 +442,16 @@ status cross_commit(state::records& recs, const std::string& key, const std::str
   }
 }
 
+// The key's namespace and its partner: the first "key/i" routed to another shard.
+std::vector<std::string> with_partner(const state::records& recs, const std::string& key) {
+  for (int i = 0;; ++i)
+    if (std::string p = fmt::format("{}/{}", key, i); recs.shard_of(p) != recs.shard_of(key)) return {key, p};
+}
+
 case_result records_single_case(database& db, state::records& recs, std::uint64_t ops, std::uint64_t seed,
                                 failures& failed) {
   return counted_case(log_fsync_counters({&db}), ops, seed, failed, [&] {
-    return [&](const std::string& key, const std::string& value) { return record_commit(recs, key, value); };
+    return [&](const std::string& key, const std::string& value) { return records_commit(recs, {key}, value); };
   });
 }
 
@@ -468,7 +459,7 @@ case_result records_client_case(cluster& c, state::records& recs, std::uint64_t 
                                 failures& failed, bool across = false) {
   return cluster_case(c, ops, seed, failed, [&, across] {
     return [&, across](const std::string& key, const std::string& value) {
-      return across ? cross_commit(recs, key, value) : record_commit(recs, key, value);
+      return records_commit(recs, across ? with_partner(recs, key) : std::vector<std::string>{key}, value);
     };
   });
 }

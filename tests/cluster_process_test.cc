@@ -27,6 +27,7 @@
 #include "magnetite/state/records.h"
 #include "magnetite/state/streams.h"
 #include "replication/node.h"
+#include "tests/support/ledgers.h"
 #include "tests/support/magnetite_process.h"
 #include "tests/support/poll.h"
 #include "tests/support/temp_dir.h"
@@ -487,27 +488,8 @@ TEST_CASE("cluster processes: transfers across shards survive SIGKILL of the coo
   // kill cuts, a_t + b_t stays 0; b_t counts the commits acknowledged, plus
   // at most the ones answered ambiguous.
   constexpr int threads_n = 4, per_thread = 25;
-  std::vector<std::string> a(threads_n), b(threads_n);
-  for (int t = 0, i = 0; t < threads_n; ++i) {
-    std::string ns = fmt::format("ledger{}", i);
-    if (recs.shard_of(ns) == 0 && a[t].empty()) a[t] = ns;
-    if (recs.shard_of(ns) == 1 && b[t].empty()) b[t] = ns;
-    if (!a[t].empty() && !b[t].empty()) ++t;
-  }
-  auto number = [](const std::optional<state::record>& r) {
-    return r ? std::get<state::json>(r->value).get<int>() : 0;
-  };
-  // Moves n from a[t] to b[t] in one transaction across the two shards.
-  auto transfer = [&](int t, int n) -> result<std::uint64_t> {
-    auto tx = recs.begin();
-    auto x = tx.load(a[t], "bal");
-    if (!x) return x.error();
-    auto y = tx.load(b[t], "bal");
-    if (!y) return y.error();
-    MAGNETITE_TRY(tx.put(a[t], "bal", state::json(number(*x) - n)));
-    MAGNETITE_TRY(tx.put(b[t], "bal", state::json(number(*y) + n)));
-    return tx.commit();
-  };
+  auto [a, b] = testing::ledger_pairs(recs, threads_n);
+  auto transfer = [&](int t, int n) { return testing::transfer(recs, a[t], b[t], n); };
   std::vector<int> committed(threads_n, 0), ambiguous(threads_n, 0);
   std::vector<std::string> failed(threads_n);
   std::atomic<int> total{0};
@@ -534,7 +516,8 @@ TEST_CASE("cluster processes: transfers across shards survive SIGKILL of the coo
   for (int t = 0; t < threads_n; ++t) {
     // Settle any hold left behind: a commit that touches both keys.
     REQUIRE(testing::poll_until([&] { return transfer(t, 0).is_ok(); }, std::chrono::seconds(60)));
-    int x = number(recs.load(a[t], "bal").value()), y = number(recs.load(b[t], "bal").value());
+    int x = testing::balance_of(recs.load(a[t], "bal").value()),
+        y = testing::balance_of(recs.load(b[t], "bal").value());
     CHECK(x + y == 0);
     CHECK(y >= committed[t]);
     CHECK(y <= committed[t] + ambiguous[t]);

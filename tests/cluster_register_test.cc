@@ -74,6 +74,7 @@
 #include "magnetite/state/records.h"
 #include "replication/node.h"
 #include "state/layout.h"
+#include "tests/support/ledgers.h"
 #include "tests/support/magnetite_process.h"
 #include "tests/support/register_checker.h"
 #include "tests/support/temp_dir.h"
@@ -967,34 +968,15 @@ struct transfer_run {
     o.resolve_after = std::chrono::seconds(1);  // holds of a driver that lost touch are settled soon
     client = must(cluster_client::connect(o));
     recs = std::make_unique<state::records>(*client);
-    a.resize(threads_n);
-    b.resize(threads_n);
-    for (int t = 0, i = 0; t < threads_n; ++i) {
-      std::string ns = fmt::format("ledger{}", i);
-      if (recs->shard_of(ns) == 0 && a[t].empty()) a[t] = ns;
-      if (recs->shard_of(ns) == 1 && b[t].empty()) b[t] = ns;
-      if (!a[t].empty() && !b[t].empty()) ++t;
-    }
+    std::tie(a, b) = testing::ledger_pairs(*recs, threads_n);
   }
 
-  static int number(const std::optional<state::record>& r) {
-    return r ? std::get<state::json>(r->value).get<int>() : 0;
-  }
   result<std::uint64_t> transfer(int t, int n) {
     attempt& at = attempts[t].emplace_back();
     at.at_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-    auto out = [&]() -> result<std::uint64_t> {
-      auto tx = recs->begin();
-      auto x = tx.load(a[t], "bal");
-      if (!x) return x.error();
-      at.a = number(*x);
-      auto y = tx.load(b[t], "bal");
-      if (!y) return y.error();
-      at.b = number(*y);
-      MAGNETITE_TRY(tx.put(a[t], "bal", state::json(number(*x) - n)));
-      MAGNETITE_TRY(tx.put(b[t], "bal", state::json(number(*y) + n)));
-      return tx.commit();
-    }();
+    std::pair<int, int> read;
+    auto out = testing::transfer(*recs, a[t], b[t], n, &read);
+    std::tie(at.a, at.b) = read;
     at.outcome = out ? std::string("committed") : out.error().to_string();
     return out;
   }
@@ -1007,8 +989,8 @@ struct transfer_run {
     auto tx = recs->begin();
     auto x = tx.load(b[0], "counter");
     if (!x) return x.error();
-    counter_reads.push_back(number(*x));
-    MAGNETITE_TRY(tx.put(b[0], "counter", state::json(number(*x) + 1)));
+    counter_reads.push_back(testing::balance_of(*x));
+    MAGNETITE_TRY(tx.put(b[0], "counter", state::json(testing::balance_of(*x) + 1)));
     return tx.commit();
   }
 
@@ -1046,13 +1028,14 @@ struct transfer_run {
     auto c = recs->load(b[0], "counter");
     if (!c) {
       wrong.push_back("the counter on shard 1 could not be read");
-    } else if (number(*c) < static_cast<int>(counted) || number(*c) > static_cast<int>(counted + counted_ambiguous)) {
+    } else if (testing::balance_of(*c) < static_cast<int>(counted) ||
+               testing::balance_of(*c) > static_cast<int>(counted + counted_ambiguous)) {
       std::string reads;
       for (std::size_t i = 1; i < counter_reads.size(); ++i)
         if (counter_reads[i] < counter_reads[i - 1])
           reads += fmt::format(" read {} after {} (attempt {});", counter_reads[i], counter_reads[i - 1], i);
       wrong.push_back(fmt::format("the counter on shard 1 is {}, with {} commits acknowledged and {} ambiguous;{}",
-                                  number(*c), counted, counted_ambiguous, reads));
+                                  testing::balance_of(*c), counted, counted_ambiguous, reads));
     }
     for (int t = 0; t < threads_n; ++t) {
       if (!wait_for([&] { return transfer(t, 0).is_ok(); }, std::chrono::seconds(60))) {
@@ -1064,7 +1047,7 @@ struct transfer_run {
         wrong.push_back(fmt::format("pair {}: the balances could not be read", t));
         continue;
       }
-      int from = number(*x), to = number(*y);
+      int from = testing::balance_of(*x), to = testing::balance_of(*y);
       if (from + to != 0 || to < static_cast<int>(committed[t]) || to > static_cast<int>(committed[t] + ambiguous[t])) {
         std::string story;
         auto& log = attempts[t];
