@@ -8,6 +8,7 @@
 #include "core/shard_routing.h"
 #include "engine/state_space.h"
 #include "replication/cluster_client_impl.h"
+#include "replication/request_within.h"
 
 namespace magnetite {
 
@@ -75,7 +76,7 @@ status cluster_client::put(std::string_view key, std::string_view value, std::op
   std::string k(key), v(value);
   return impl_->call(shard_of(key), true, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
     status s;
-    self->request(r, t, put_atom::value, k, v, ttl_ns(ttl), rid)
+    request_within(self, r, t, put_atom::value, k, v, ttl_ns(ttl), rid)
         .receive([](ok_atom) {}, [&](caf::error& e) { s = to_status(e); });
     return s;
   });
@@ -87,7 +88,8 @@ status cluster_client::del(std::string_view key) {
   std::string k(key);
   return impl_->call(shard_of(key), true, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
     status s;
-    self->request(r, t, del_atom::value, k, rid).receive([](ok_atom) {}, [&](caf::error& e) { s = to_status(e); });
+    request_within(self, r, t, del_atom::value, k, rid)
+        .receive([](ok_atom) {}, [&](caf::error& e) { s = to_status(e); });
     return s;
   });
 }
@@ -113,7 +115,8 @@ result<cas_outcome> cluster_client::cas(std::string_view key, std::optional<std:
   status s =
       impl_->call(shard_of(key), true, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
         status got;
-        self->request(r, t, cas_atom::value, k, expected.has_value(), e, desired.has_value(), d, ttl_ns(ttl), rid)
+        request_within(self, r, t, cas_atom::value, k, expected.has_value(), e, desired.has_value(), d, ttl_ns(ttl),
+                       rid)
             .receive(
                 [&](bool swapped, bool has_current, std::string& current) {
                   out = swapped ? cas_outcome::applied()

@@ -18,6 +18,7 @@
 #include "core/hash128.h"
 #include "magnetite/cluster_client.h"
 #include "replication/node.h"
+#include "replication/request_within.h"
 
 namespace magnetite {
 
@@ -110,8 +111,8 @@ struct cluster_client::impl {
     if (!node) return node.error();
     caf::scoped_actor self{*sys};
     result<std::vector<replication::replica_actor>> replicas = status::failed("no answer");
-    self->request(*node, timeout, replication::hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
-                  replication::protocol_version)
+    replication::request_within(self, *node, timeout, replication::hello_atom::value, std::uint32_t{0},
+                                cluster.fingerprint(), replication::protocol_version)
         .receive(
             [&](const std::vector<caf::actor>& r) {
               if (r.size() != cluster.shards) {
@@ -157,7 +158,7 @@ struct cluster_client::impl {
         continue;
       }
       bool answered = false;
-      self->request(*r, timeout, replication::info_atom::value)
+      replication::request_within(self, *r, timeout, replication::info_atom::value)
           .receive(
               [&](const replication::replica_info& i) {
                 answered = true;
@@ -184,7 +185,7 @@ struct cluster_client::impl {
     status s =
         call(shard, false, [&](caf::scoped_actor& self, replication::replica_actor& r, std::chrono::milliseconds t) {
           status got;
-          self->request(r, t, atom, key)
+          replication::request_within(self, r, t, atom, key)
               .receive([&](bool found,
                            std::string& v) { out = found ? std::optional<std::string>(std::move(v)) : std::nullopt; },
                        [&](caf::error& e) { got = to_status(e); });

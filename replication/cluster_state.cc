@@ -23,6 +23,7 @@
 #include "core/shard_routing.h"
 #include "engine/state_space.h"
 #include "replication/cluster_client_impl.h"
+#include "replication/request_within.h"
 
 namespace magnetite {
 
@@ -46,7 +47,8 @@ class owner_reads final : public state_view {
     std::string f(from), e(to);
     status s = c_.call(shard_, false, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
       status got;
-      self->request(r, t, replication::srange_atom::value, f, e, static_cast<std::uint64_t>(limit), backward)
+      replication::request_within(self, r, t, replication::srange_atom::value, f, e, static_cast<std::uint64_t>(limit),
+                                  backward)
           .receive(
               [&](std::vector<std::string>& keys, std::vector<std::string>& values, bool more, std::string& resume) {
                 out.entries.clear();
@@ -91,7 +93,7 @@ class cluster_state final : public state_storage {
     cas_outcome out;
     status s = call_or_resolve(shard, d, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
       status got;
-      self->request(r, t, apply_atom::value, checks, ops, rid)
+      replication::request_within(self, r, t, apply_atom::value, checks, ops, rid)
           .receive(
               [&](bool applied, std::uint64_t revision, std::uint32_t failed_check, std::uint64_t found) {
                 out = cas_outcome();
@@ -147,7 +149,7 @@ class cluster_state final : public state_storage {
       std::uint64_t found = 0;
       status s = call_or_resolve(parts[i].shard, d, [&](caf::scoped_actor& self, replica_actor& r, auto t) {
         status got;
-        self->request(r, t, tx_prepare_atom::value, id, coordinator, parts[i].checks, ops[i])
+        replication::request_within(self, r, t, tx_prepare_atom::value, id, coordinator, parts[i].checks, ops[i])
             .receive(
                 [&](bool p, std::uint32_t f, std::uint64_t x) {
                   ok = p;
@@ -172,7 +174,7 @@ class cluster_state final : public state_storage {
     std::uint64_t found = 0, revision = 0;
     status s = call_or_resolve(parts[0].shard, d, [&](caf::scoped_actor& self, replica_actor& r, auto t) {
       status got;
-      self->request(r, t, tx_commit_atom::value, id, parts[0].checks, ops[0], participants)
+      replication::request_within(self, r, t, tx_commit_atom::value, id, parts[0].checks, ops[0], participants)
           .receive(
               [&](bool c, std::uint32_t f, std::uint64_t x, std::uint64_t rev) {
                 committed = c;
@@ -219,7 +221,7 @@ class cluster_state final : public state_storage {
     if (all_finished)
       (void)c_.call(coordinator, true, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
         status got;
-        self->request(r, t, tx_forget_atom::value, id)
+        replication::request_within(self, r, t, tx_forget_atom::value, id)
             .receive([](ok_atom) {}, [&](caf::error& e) { got = to_status(e); });
         return got;
       });
@@ -263,7 +265,7 @@ class cluster_state final : public state_storage {
         std::chrono::duration_cast<std::chrono::nanoseconds>(c_.options.resolve_after).count());
     status s = c_.call(shard, false, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
       status got;
-      self->request(r, t, replication::tx_stale_atom::value, older)
+      replication::request_within(self, r, t, replication::tx_stale_atom::value, older)
           .receive(
               [&](std::vector<hash128>& i, std::vector<std::uint32_t>& c) {
                 ids = std::move(i);
@@ -285,7 +287,7 @@ class cluster_state final : public state_storage {
                 bool& standing) {
     return c_.call(coordinator, true, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
       status got;
-      self->request(r, t, tx_decide_atom::value, id, commit, participants)
+      replication::request_within(self, r, t, tx_decide_atom::value, id, commit, participants)
           .receive([&](bool c) { standing = c; }, [&](caf::error& e) { got = to_status(e); });
       return got;
     });
@@ -295,7 +297,7 @@ class cluster_state final : public state_storage {
     std::uint64_t revision = 0;
     status s = c_.call(shard, true, [&](caf::scoped_actor& self, replica_actor& r, std::chrono::milliseconds t) {
       status got;
-      self->request(r, t, tx_finish_atom::value, id, commit)
+      replication::request_within(self, r, t, tx_finish_atom::value, id, commit)
           .receive([&](std::uint64_t rev) { revision = rev; }, [&](caf::error& e) { got = to_status(e); });
       return got;
     });

@@ -13,10 +13,11 @@
 #include <optional>
 #include <thread>
 
-#include "actors/caf_headers.h"  // before any other CAF header
 #include <fmt/format.h>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include "replication/node.h"
+#include "replication/request_within.h"
 #include "tools/progress_bar.h"
 
 namespace magnetite {
@@ -28,9 +29,7 @@ using steady = std::chrono::steady_clock;
 
 constexpr std::uint32_t nodes = 3;
 
-double ms_since(steady::time_point t0) {
-  return std::chrono::duration<double, std::milli>(steady::now() - t0).count();
-}
+double ms_since(steady::time_point t0) { return std::chrono::duration<double, std::milli>(steady::now() - t0).count(); }
 
 // Polls until ready() or the limit: the nodes are separate processes on real
 // time, so waiting is all a client can do.
@@ -96,9 +95,8 @@ class demo_cluster {
     auto remote = sys_->middleman().remote_actor<node_actor>(line->host, line->port);
     if (!remote) return std::nullopt;
     std::vector<caf::actor> out;
-    (*client_)
-        ->request(*remote, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0}, cluster_.fingerprint(),
-                  protocol_version)
+    request_within(*client_, *remote, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0},
+                   cluster_.fingerprint(), protocol_version)
         .receive([&](const std::vector<caf::actor>& r) { out = r; }, [](caf::error&) {});
     if (out.empty()) return std::nullopt;
     replicas_[id - 1] = caf::actor_cast<replica_actor>(out[0]);
@@ -109,8 +107,7 @@ class demo_cluster {
     auto r = replica(id);
     if (!r) return std::nullopt;
     std::optional<replica_info> out;
-    (*client_)
-        ->request(*r, std::chrono::seconds(5), info_atom::value)
+    request_within(*client_, *r, std::chrono::seconds(5), info_atom::value)
         .receive([&](const replica_info& i) { out = i; }, [&](caf::error&) { replicas_[id - 1] = std::nullopt; });
     return out;
   }
@@ -133,8 +130,7 @@ class demo_cluster {
     auto r = replica(id);
     if (!r) return status::io_error(fmt::format("node {} is not reachable", id));
     status out = status::ok();
-    (*client_)
-        ->request(*r, std::chrono::seconds(5), put_atom::value, k, v, std::int64_t{0})
+    request_within(*client_, *r, std::chrono::seconds(5), put_atom::value, k, v, std::int64_t{0})
         .receive([](ok_atom) {}, [&](caf::error& e) { out = to_status(e); });
     return out;
   }
@@ -156,8 +152,7 @@ class demo_cluster {
     auto r = replica(id);
     if (!r) return status::io_error(fmt::format("node {} is not reachable", id));
     result<std::optional<std::string>> out = status::io_error("no answer");
-    (*client_)
-        ->request(*r, std::chrono::seconds(5), get_atom::value, k)
+    request_within(*client_, *r, std::chrono::seconds(5), get_atom::value, k)
         .receive([&](bool found, const std::string& v) { out = found ? std::optional(v) : std::nullopt; },
                  [&](caf::error& e) { out = to_status(e); });
     return out;
@@ -242,17 +237,16 @@ failover_result write_then_fail_over(demo_cluster& c, const cluster_demo_options
   fmt::print("5. node {} noticed, won an election and took the shard over, unasked ({:.0f} ms after the kill)\n",
              r.next, ms_since(killed_at));
   auto in_flight = c.sent_put_answer();
-  fmt::print("   the write in flight {}\n",
-             !in_flight   ? "got no answer: it may or may not survive, and was not counted"
-             : *in_flight ? std::string("was acknowledged before the kill: counted")
-                          : std::string("was refused: not counted"));
+  fmt::print("   the write in flight {}\n", !in_flight ? "got no answer: it may or may not survive, and was not counted"
+                                            : *in_flight ? std::string("was acknowledged before the kill: counted")
+                                                         : std::string("was refused: not counted"));
   if (in_flight && *in_flight) ++r.acked;
   for (std::uint64_t i = 0; i < r.acked; ++i) {
     auto v = c.get(r.next, key_of(i));
     if (!v || *v != value_of(i)) ++r.lost;
   }
-  fmt::print("6. read back through node {}: {} of {} acknowledged writes present, {} lost\n", r.next,
-             r.acked - r.lost, r.acked, r.lost);
+  fmt::print("6. read back through node {}: {} of {} acknowledged writes present, {} lost\n", r.next, r.acked - r.lost,
+             r.acked, r.lost);
   return r;
 }
 
@@ -282,11 +276,12 @@ bool miss_then_catch_up(demo_cluster& c, const cluster_demo_options& o, std::uin
   }
   std::uint64_t data_bytes = 0;
   for (std::uint64_t i = 0; i < acked + o.missed; ++i) data_bytes += key_of(i).size() + value_of(i).size();
-  fmt::print("8. node {} restarted on its disk, was linked again, and caught up in the background ({:.0f} ms):\n"
-             "   pulled {} tree nodes, {}, merged {} entries; the shard holds {} of keys and values\n"
-             "   every replica's root: {}\n",
-             first, ms_since(t0), with_commas(back->pulled_nodes), human_bytes(back->pulled_bytes),
-             with_commas(back->merged_entries), human_bytes(data_bytes), back->root.to_hex());
+  fmt::print(
+      "8. node {} restarted on its disk, was linked again, and caught up in the background ({:.0f} ms):\n"
+      "   pulled {} tree nodes, {}, merged {} entries; the shard holds {} of keys and values\n"
+      "   every replica's root: {}\n",
+      first, ms_since(t0), with_commas(back->pulled_nodes), human_bytes(back->pulled_bytes),
+      with_commas(back->merged_entries), human_bytes(data_bytes), back->root.to_hex());
   return true;
 }
 
@@ -306,8 +301,8 @@ int run_cluster_demo(const cluster_demo_options& given) {
   std::ofstream(cluster_path) << text;
 
   demo_cluster c(o, *cluster, cluster_path);
-  fmt::print("1. three nodes: `magnetite serve` processes on 127.0.0.1:{}-{}, data and logs under {}\n", base,
-             base + 2, o.dir);
+  fmt::print("1. three nodes: `magnetite serve` processes on 127.0.0.1:{}-{}, data and logs under {}\n", base, base + 2,
+             o.dir);
   for (std::uint32_t id = 1; id <= nodes; ++id) c.start(id);
   auto t0 = steady::now();
   std::optional<std::uint32_t> first;
