@@ -6,7 +6,7 @@
 //   replication_bench [--dir D] [--ops N] [--threads T] [--keys K]
 //                     [--value-bytes B] [--shards S] [--rounds R]
 //                     [--warmup N] [--port P] [--request-timeout-ms MS]
-//                     [--max-errors E] [--node-spin-polls N]
+//                     [--max-errors E] [--node-spin-polls N] [--middleman-workers N]
 //                     [--etcd PATH|none] [--request-ids] [--records]
 //
 // Every case but the raw one takes N writes (20 000 by default) from T client
@@ -95,7 +95,9 @@
 // than E (5) in a case fails the run after the report. --node-spin-polls sets
 // CAF's work-stealing.aggressive-poll-attempts in the nodes' systems (default:
 // CAF's 100, as `magnetite serve`; a database with its own system uses
-// 20 000); --request-ids sends a request id with every write of the 1-node
+// 20 000); --middleman-workers sets CAF's middleman.workers there (the
+// threads that deserialize what arrives from peers; CAF's default when not
+// given, as `magnetite serve`); --request-ids sends a request id with every write of the 1-node
 // and 3-node cases (as cluster_client does), so the owners also write a
 // request record each (what at-most-once costs, without the client's
 // socket); --request-timeout-ms the nodes' request_timeout (2000, as
@@ -133,8 +135,9 @@ std::size_t thread_count = 32, shard_count = 2, value_bytes = 100;
 std::uint64_t key_space = 100'000;
 bool with_records = false;  // --records
 std::chrono::milliseconds request_timeout{2000};
-std::optional<std::size_t> node_spin_polls;  // CAF's default (100), as `magnetite serve`
-bool request_ids = false;                    // replicated cases: a request id on every write
+std::optional<std::size_t> node_spin_polls;    // CAF's default (100), as `magnetite serve`
+std::optional<std::size_t> middleman_workers;  // CAF's default, as `magnetite serve`
+bool request_ids = false;                      // replicated cases: a request id on every write
 
 std::string value_for(std::uint64_t n) {
   std::string v = fmt::format("{:016}", n);
@@ -177,6 +180,7 @@ struct node_process {
     cfg.load<caf::io::middleman>();
     cfg.set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
     if (node_spin_polls) cfg.set("work-stealing.aggressive-poll-attempts", *node_spin_polls);
+    if (middleman_workers) cfg.set("middleman.workers", *middleman_workers);
     replication::add_message_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
     db = must(open_database(replication::core_options_for(cluster, dir, *sys)), "open a node's database");
@@ -509,7 +513,7 @@ double median(std::vector<double> v) {
   fmt::print(stderr,
              "usage: replication_bench [--dir D] [--ops N] [--threads T] [--keys K] [--value-bytes B] [--shards S] "
              "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] [--node-spin-polls N] "
-             "[--etcd PATH|none] [--request-ids] [--records]\n");
+             "[--middleman-workers N] [--etcd PATH|none] [--request-ids] [--records]\n");
   std::exit(2);
 }
 
@@ -550,6 +554,8 @@ int main(int argc, char** argv) {
       max_errors = next();
     else if (a == "--node-spin-polls" && i + 1 < argc)
       node_spin_polls = next();
+    else if (a == "--middleman-workers" && i + 1 < argc)
+      middleman_workers = next();
     else if (a == "--request-ids")
       request_ids = true;
     else if (a == "--records")

@@ -37,13 +37,14 @@ TEST_CASE("request_within: answered calls leave nothing in the caller's mailbox,
   constexpr int calls = 200;
   int right = 0;
   for (int i = 0; i < calls; ++i)
-    request_within(self, target, 20ms, i)
+    request_within(self, target, 500ms, i)
         .receive([&](int doubled) { right += doubled == 2 * i; }, [&](caf::error& e) { FAIL(sys.render(e)); });
   CHECK(right == calls);
-  // A request timeout in CAF's clock would fire 20 ms after its call; the
-  // clock fires in deadline order, so once this later message is here, any
-  // such timeout would be in the mailbox before it.
-  self->delayed_send(self, 100ms, std::string("marker"));
+  // A request timeout in CAF's clock would fire 500 ms after its call (a
+  // bound no answer here comes near, even under a sanitizer on a busy
+  // machine); the clock fires in deadline order, so once this later message
+  // is here, any such timeout would be in the mailbox before it.
+  self->delayed_send(self, 600ms, std::string("marker"));
   bool marked = false;
   self->receive([&](const std::string& m) { marked = m == "marker"; });
   REQUIRE(marked);
