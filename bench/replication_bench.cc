@@ -72,6 +72,12 @@
 //                  namespace on the other shard (loads of both, a commit
 //                  across shards: prepare, commit at the coordinator,
 //                  finish, forget), through the client as well;
+//   TransactionDB: 1 key, TransactionDB: 2 keys   with --records, beside
+//                  them: RocksDB's TransactionDB (pessimistic, on one node,
+//                  its files under D) doing a record transaction's work:
+//                  GetForUpdate and Put of the key (and of a second key for
+//                  the cross-shard case), Commit with WriteOptions::sync; a
+//                  conflict is rolled back and retried within the write;
 //   raw fdatasync  the physical limit of one sync per write: ONE thread
 //                  writing 116-byte records into a preallocated file,
 //                  fdatasync after each (bench_support.h), for 1 s.
@@ -122,6 +128,7 @@
 
 #include "bench/bench_support.h"
 #include "bench/etcd_peer.h"
+#include "bench/rocksdb_transactions.h"
 #include "magnetite/cluster_client.h"
 #include "magnetite/state/records.h"
 #include "replication/node.h"
@@ -468,6 +475,45 @@ case_result records_client_case(cluster& c, state::records& recs, std::uint64_t 
   });
 }
 
+// RocksDB's TransactionDB doing a record transaction's work on one node: lock
+// and read the key (and with `across` its partner, key + "/p"), put the value
+// to each, commit with a sync; a conflict is rolled back and retried, inside
+// the write's time, as records_commit retries.
+case_result rocks_records_case(rocks_transactions& r, std::uint64_t ops, std::uint64_t seed, failures& failed,
+                               bool across) {
+  return run_clients(ops, seed, failed, [&r, across] {
+    return [&r, across, handle = std::unique_ptr<rocksdb::Transaction>()](const std::string& key,
+                                                                          const std::string& value) mutable {
+      rocksdb::WriteOptions wo;
+      wo.sync = true;
+      std::vector<std::string> keys{key};
+      if (across) keys.push_back(key + "/p");
+      auto failed = [](const rocksdb::Status& s) { return status::io_error(fmt::format("rocksdb: {}", s.ToString())); };
+      for (;;) {
+        rocksdb::Transaction* txn = r.begin(wo, handle.get());
+        if (txn != handle.get()) handle.reset(txn);
+        bool lost = false;
+        for (const auto& k : keys) {
+          std::string old;
+          auto s = txn->GetForUpdate(rocksdb::ReadOptions(), k, &old);
+          if (rocks_conflict(s)) {
+            lost = true;
+            break;
+          }
+          if (!s.ok() && !s.IsNotFound()) return failed(s);
+          if (s = txn->Put(k, value); !s.ok()) return failed(s);
+        }
+        if (!lost) {
+          auto s = txn->Commit();
+          if (s.ok()) return status::ok();
+          if (!rocks_conflict(s)) return failed(s);
+        }
+        if (auto s = txn->Rollback(); !s.ok()) return failed(s);
+      }
+    };
+  });
+}
+
 // etcd through its HTTP/JSON gateway: each client thread with its own
 // keep-alive connection to the leader, as it was when the cluster became
 // ready: the fastest way in, since a follower forwards every write to the
@@ -634,6 +680,9 @@ int main(int argc, char** argv) {
     add("etcd, 3 members", [&](std::uint64_t r, failures& f) { return etcd_case(*etcd_members, ops, r + 1, f); });
   state::records single_records(*single), client_records(*client);
   std::size_t records_single_i = cases.size(), records_client_i = cases.size() + 1, records_across_i = cases.size() + 2;
+  // Closed after the cases (their threads' transaction handles are gone by then).
+  rocks_transactions rocks;
+  std::size_t rocks_i = cases.size() + (shard_count > 1 ? 3 : 2), rocks_across_i = rocks_i + 1;
   if (with_records) {
     add("records: single node",
         [&](std::uint64_t r, failures& f) { return records_single_case(*single, single_records, ops, r + 1, f); });
@@ -643,6 +692,12 @@ int main(int argc, char** argv) {
       add("records across 2 shards", [&](std::uint64_t r, failures& f) {
         return records_client_case(*three, client_records, ops, r + 1, f, true);
       });
+    if (auto s = open_rocks_transactions(base + "/rocksdb", false, rocks); !s.ok())
+      fail("open RocksDB's TransactionDB", status::io_error(s.ToString()));
+    add("TransactionDB: 1 key",
+        [&](std::uint64_t r, failures& f) { return rocks_records_case(rocks, ops, r + 1, f, false); });
+    add("TransactionDB: 2 keys",
+        [&](std::uint64_t r, failures& f) { return rocks_records_case(rocks, ops, r + 1, f, true); });
   }
 
   // Warm-up, not reported: files reserved, sockets and mailboxes busy once.
@@ -657,6 +712,8 @@ int main(int argc, char** argv) {
     (void)records_single_case(*single, single_records, warmup, 999, warm);
     (void)records_client_case(*three, client_records, warmup, 999, warm);
     if (shard_count > 1) (void)records_client_case(*three, client_records, warmup, 999, warm, true);
+    (void)rocks_records_case(rocks, warmup, 999, warm, false);
+    (void)rocks_records_case(rocks, warmup, 999, warm, true);
   }
   if (warm.total() > 0) fail("warm-up", status::failed(fmt::format("{} writes failed: {}", warm.total(), warm.first)));
 
@@ -747,6 +804,9 @@ int main(int argc, char** argv) {
     ratio(records_single_i, single_i);
     ratio(records_client_i, client_i);
     if (shard_count > 1) ratio(records_across_i, records_client_i);
+    ratio(records_single_i, rocks_i);
+    ratio(records_client_i, rocks_i);
+    if (shard_count > 1) ratio(records_across_i, rocks_across_i);
   }
   say("against raw fdatasync: single node: put {:.2f}x, 3 nodes {:.2f}x\n",
       med(*cases[single_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s),
@@ -762,6 +822,7 @@ int main(int argc, char** argv) {
       rc = 1;
     }
   etcd_members.reset();
+  rocks.db.reset();
   client.reset();
   three.reset();
   one.reset();

@@ -100,15 +100,13 @@
 
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
-#include <rocksdb/utilities/optimistic_transaction_db.h>
-#include <rocksdb/utilities/transaction.h>
-#include <rocksdb/utilities/transaction_db.h>
 #include <rocksdb/version.h>
 #include <rocksdb/write_batch.h>
 
 #include "actors/database_core.h"
 #include "bench/bench_support.h"
 #include "bench/lmdb_store.h"
+#include "bench/rocksdb_transactions.h"
 #include "magnetite/state/keyed_state.h"
 #include "magnetite/state/records.h"
 
@@ -393,36 +391,9 @@ void rocks_check(const rocksdb::Status& st, const char* what) {
   if (!st.ok()) engine_error("rocksdb", what, st.ToString());
 }
 
-// The base DB (for loading and checking) and a way to begin a transaction
-// that reuses the thread's previous handle, as RocksDB allows.
-struct rocks_store {
-  std::unique_ptr<rocksdb::DB> db;  // the transaction DB, as its base class
-  std::function<rocksdb::Transaction*(const rocksdb::WriteOptions&, rocksdb::Transaction*)> begin;
-};
-
-rocks_store open_rocks(const std::string& dir, engine e) {
-  rocksdb::Options o;
-  o.create_if_missing = true;
-  rocks_store r;
-  if (e == engine::rocksdb_optimistic) {
-    rocksdb::OptimisticTransactionDB* raw = nullptr;
-    rocks_check(rocksdb::OptimisticTransactionDB::Open(o, dir, &raw), "open");
-    r.db.reset(raw);
-    r.begin = [raw](const rocksdb::WriteOptions& wo, rocksdb::Transaction* old) {
-      return raw->BeginTransaction(wo, rocksdb::OptimisticTransactionOptions(), old);
-    };
-  } else {
-    rocksdb::TransactionDB* raw = nullptr;
-    rocks_check(rocksdb::TransactionDB::Open(o, rocksdb::TransactionDBOptions(), dir, &raw), "open");
-    r.db.reset(raw);
-    // Without detection a deadlock (two transactions locking the same two
-    // keys in opposite orders) would wait out the 1 s lock timeout.
-    rocksdb::TransactionOptions to;
-    to.deadlock_detect = true;
-    r.begin = [raw, to](const rocksdb::WriteOptions& wo, rocksdb::Transaction* old) {
-      return raw->BeginTransaction(wo, to, old);
-    };
-  }
+rocks_transactions open_rocks(const std::string& dir, engine e) {
+  rocks_transactions r;
+  rocks_check(open_rocks_transactions(dir, e == engine::rocksdb_optimistic, r), "open");
   return r;
 }
 
@@ -458,17 +429,13 @@ figures run_rocks(const std::string& dir, const workload& w, int threads, double
     f = run_threads(threads, seconds, [&](int t, std::uint64_t, std::mt19937_64& rng, std::uint64_t& conflicts) {
       auto [a, b] = rmw_keys(rng, w, static_cast<std::size_t>(t) % w.namespaces);
       std::string keys[2] = {peer_key(a % w.namespaces, key_of(a)), peer_key(b % w.namespaces, key_of(b))};
-      // Busy: a deadlock (pessimistic) or a write since the read (optimistic);
-      // TimedOut: a lock wait that ran out; TryAgain: the optimistic check
-      // found too little history in the memtables to decide.
-      auto conflict = [](const rocksdb::Status& s) { return s.IsBusy() || s.IsTimedOut() || s.IsTryAgain(); };
       for (;;) {
         auto* txn = begin(t);
         bool lost = false;
         for (const auto& k : keys) {
           std::string v;
           auto s = txn->GetForUpdate(ro, k, &v);
-          if (conflict(s)) {
+          if (rocks_conflict(s)) {
             lost = true;
             break;
           }
@@ -479,7 +446,7 @@ figures run_rocks(const std::string& dir, const workload& w, int threads, double
         if (!lost) {
           auto s = txn->Commit();
           if (s.ok()) return;
-          if (!conflict(s)) rocks_check(s, "commit");
+          if (!rocks_conflict(s)) rocks_check(s, "commit");
         }
         rocks_check(txn->Rollback(), "rollback");  // releases the locks it holds
         ++conflicts;
