@@ -58,7 +58,7 @@ status database::ingest(std::span<const std::pair<std::string_view, std::string_
   return core_->ingest(sorted);
 }
 result<std::vector<std::pair<std::string, std::string>>> database::range(std::string_view from, std::string_view to,
-                                                                          std::size_t limit) {
+                                                                         std::size_t limit) {
   return core_->range(from, to, limit);
 }
 result<range_cursor> database::scan(std::string_view from, std::string_view to, std::size_t chunk) {
@@ -68,6 +68,7 @@ result<commit_result> database::commit() { return core_->commit(); }
 result<database_stats> database::stats() { return core_->stats(); }
 std::vector<checkpoint> database::checkpoints() const { return core_->checkpoints(); }
 result<std::vector<key_change>> database::diff(const hash128& a, const hash128& b) { return core_->diff(a, b); }
+result<snapshot> database::at(const hash128& version) { return core_->at(version); }
 result<database_verify_report> database::verify() { return core_->verify(); }
 result<database_gc_report> database::gc() { return core_->gc(); }
 result<std::vector<std::uint64_t>> database::reclaim() { return core_->reclaim(); }

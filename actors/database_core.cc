@@ -159,9 +159,6 @@ result<std::tuple<R...>> database_core::ask(std::size_t shard, Ts&&... xs) {
   return out;
 }
 
-namespace {
-// A routing key follows the rules of a key (1 to max_user_key_bytes bytes):
-// "no routing key" is nullopt, never an empty one.
 status check_routing(std::optional<std::string_view> routing) {
   if (!routing) return status::ok();
   if (routing->empty()) return status::invalid_argument("routing key is empty");
@@ -170,7 +167,6 @@ status check_routing(std::optional<std::string_view> routing) {
                                                 routing->size(), limits::max_user_key_bytes));
   return status::ok();
 }
-}  // namespace
 
 result<std::optional<std::string>> database_core::get(std::string_view key, std::optional<std::string_view> routing) {
   MAGNETITE_TRY(state_space::check_user_key(key));
@@ -460,9 +456,9 @@ status database_core::ingest(std::span<const std::pair<std::string_view, std::st
   return out;
 }
 
-result<std::vector<std::pair<std::string, std::string>>> database_core::range(std::string_view from,
-                                                                              std::string_view to, std::size_t limit) {
-  auto c = scan(from, to, std::min<std::size_t>(std::max<std::size_t>(limit, 1), 256));
+std::size_t range_chunk(std::size_t limit) { return std::min<std::size_t>(std::max<std::size_t>(limit, 1), 256); }
+
+result<std::vector<std::pair<std::string, std::string>>> first_entries(result<range_cursor> c, std::size_t limit) {
   if (!c) return c.error();
   std::vector<std::pair<std::string, std::string>> out;
   while (out.size() < limit) {
@@ -474,20 +470,28 @@ result<std::vector<std::pair<std::string, std::string>>> database_core::range(st
   return out;
 }
 
-result<range_cursor> database_core::scan(std::string_view from, std::string_view to, std::size_t chunk) {
+range_cursor scan_views(std::vector<std::shared_ptr<const read_view>> views, std::string_view from, std::string_view to,
+                        std::uint64_t now_ns, std::size_t chunk) {
   // Plain scans end where the state space begins (state_space::prefix).
   if (to.empty() || to > state_space::prefix) to = state_space::prefix;
-  if (!to.empty() && to <= from)
-    return range_cursor(std::make_unique<merged_cursor>(std::vector<std::shared_ptr<const read_view>>{},
-                                                        std::string(from), std::string(to), 0, chunk));
+  if (!to.empty() && to <= from) views.clear();
+  return range_cursor(
+      std::make_unique<merged_cursor>(std::move(views), std::string(from), std::string(to), now_ns, chunk));
+}
+
+result<std::vector<std::pair<std::string, std::string>>> database_core::range(std::string_view from,
+                                                                              std::string_view to, std::size_t limit) {
+  return first_entries(scan(from, to, range_chunk(limit)), limit);
+}
+
+result<range_cursor> database_core::scan(std::string_view from, std::string_view to, std::size_t chunk) {
   std::vector<std::shared_ptr<const read_view>> views;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     auto v = serving_view(i);
     if (!v) return v.error();
     views.push_back(std::move(*v));
   }
-  return range_cursor(std::make_unique<merged_cursor>(std::move(views), std::string(from), std::string(to),
-                                                      options_.shard.clock(), chunk));
+  return scan_views(std::move(views), from, to, options_.shard.clock(), chunk);
 }
 
 namespace {
@@ -611,6 +615,29 @@ result<std::vector<key_change>> database_core::diff(const hash128& a, const hash
       fmt::format("no shard holds both {} and {}, and they are not both retained combined "
                   "checkpoints",
                   a, b));
+}
+
+result<snapshot> database_core::at(const hash128& version) {
+  // Held across the pinning, so no commit pushes the checkpoint out of
+  // retention, and no gc drops its nodes, before every shard pinned it.
+  std::lock_guard ops(operations_mu_);
+  std::optional<checkpoint> c;
+  {
+    std::lock_guard lk(checkpoints_mu_);
+    if (auto found = checkpoints_->find(version)) c = *found;
+  }
+  if (!c)
+    return status::not_found(fmt::format(
+        "version {} is not the combined root of a retained checkpoint (database::checkpoints lists them)", version));
+  auto p = std::make_unique<snapshot::impl>();
+  p->version = version;
+  p->clock = options_.shard.clock;
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto v = ask<read_view_ptr>(i, view_at_atom::value, c->roots.at(i));
+    if (!v) return v.error();
+    p->views.push_back(std::move(std::get<0>(*v)));
+  }
+  return snapshot(std::move(p));
 }
 
 result<database_verify_report> database_core::verify() {

@@ -68,6 +68,25 @@ struct core_options : private database_options {
 // system): what database::open does with core_options(options).
 result<std::unique_ptr<database>> open_database(core_options options);
 
+// What database's reads and a snapshot's (<magnetite/snapshot.h>) share.
+// A routing key follows the rules of a key (1 to max_user_key_bytes bytes):
+// "no routing key" is nullopt, never an empty one.
+status check_routing(std::optional<std::string_view> routing);
+// A cursor over one view a shard, as database::scan makes it: plain keys
+// only (it ends where the state space begins), expiry judged at now_ns.
+range_cursor scan_views(std::vector<std::shared_ptr<const read_view>> views, std::string_view from, std::string_view to,
+                        std::uint64_t now_ns, std::size_t chunk);
+// The chunk a range of `limit` entries scans with, and its first entries.
+std::size_t range_chunk(std::size_t limit);
+result<std::vector<std::pair<std::string, std::string>>> first_entries(result<range_cursor> c, std::size_t limit);
+
+// What a snapshot reads: one pinned view a shard, at the checkpoint's roots.
+struct snapshot::impl {
+  hash128 version;
+  std::vector<std::shared_ptr<const read_view>> views;
+  wall_clock_ns clock;
+};
+
 class database_core final : public state_storage {
  public:
   static result<std::unique_ptr<database_core>> open(core_options options);
@@ -107,6 +126,7 @@ class database_core final : public state_storage {
   result<database_stats> stats();
   std::vector<checkpoint> checkpoints() const;
   result<std::vector<key_change>> diff(const hash128& a, const hash128& b);
+  result<snapshot> at(const hash128& version);
   result<database_verify_report> verify();
   result<database_gc_report> gc();
   result<std::vector<std::uint64_t>> reclaim();

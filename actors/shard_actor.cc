@@ -761,6 +761,12 @@ auto operator_handlers(handler_context c) {
         if (!r) return to_error(r.error());
         return std::move(*r);
       },
+      [=](view_at_atom, const hash128& root) -> caf::result<read_view_ptr> {
+        if (auto e = c.down()) return *e;
+        auto v = self->state.engine->view_at(root);
+        if (!v) return to_error(v.error());
+        return std::move(*v);
+      },
       [=](gc_atom, const std::vector<hash128>& roots) -> caf::result<tree::gc_result> {
         if (auto e = c.down()) return *e;
         if (!finish_group(self)) return to_error(self->state.engine->failure());

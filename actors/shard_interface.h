@@ -76,6 +76,7 @@ using ingest_atom = caf::atom_constant<caf::atom("ingest")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("checkpoint")>;
 using verify_atom = caf::atom_constant<caf::atom("verify")>;
 using gc_atom = caf::atom_constant<caf::atom("gc")>;
+using view_at_atom = caf::atom_constant<caf::atom("viewat")>;
 using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
@@ -184,6 +185,9 @@ struct host_request {
   }
 };
 using host_request_ptr = std::shared_ptr<host_request>;
+// A pinned view of a retained checkpoint's root (shard::view_at), handed to
+// the host thread that asked for it. In-process only.
+using read_view_ptr = std::shared_ptr<const read_view>;
 using host_atom = caf::atom_constant<caf::atom("host")>;
 
 // A participant in a transaction across shards (the messages above): a
@@ -211,6 +215,7 @@ using shard_engine_actor = shard_actor::extend_with<transaction_participant>::ex
     caf::replies_to<ingest_atom, std::string, std::vector<std::uint32_t>>::with<hash128>,
     caf::replies_to<verify_atom, std::vector<hash128>>::with<shard_verify_report>,
     caf::replies_to<gc_atom, std::vector<hash128>>::with<tree::gc_result>,
+    caf::replies_to<view_at_atom, hash128>::with<read_view_ptr>,
     caf::replies_to<reclaim_atom, std::vector<hash128>>::with<std::uint64_t>,
     caf::replies_to<shutdown_atom>::with<ok_atom>, caf::reacts_to<group_atom>,
     caf::reacts_to<expire_atom, std::uint64_t>, caf::reacts_to<aged_atom>, caf::reacts_to<durable_atom>,
@@ -219,3 +224,4 @@ using shard_engine_actor = shard_actor::extend_with<transaction_participant>::ex
 }  // namespace magnetite
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(magnetite::host_request_ptr)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(magnetite::read_view_ptr)

@@ -128,14 +128,26 @@ status shard::fail(status s) {
   return s;
 }
 
+std::shared_ptr<const hash128> shard::pin_for(const hash128& root) {
+  for (const auto& w : pinned_roots_)
+    if (auto pin = w.lock(); pin && *pin == root) return pin;
+  auto pin = std::make_shared<const hash128>(root);
+  std::erase_if(pinned_roots_, [](const auto& w) { return w.expired(); });
+  pinned_roots_.push_back(pin);
+  return pin;
+}
+
 void shard::publish(hash128 root, std::vector<std::shared_ptr<const layer>> layers) {
-  if (!root_pin_ || *root_pin_ != root) {
-    root_pin_ = std::make_shared<const hash128>(root);
-    std::erase_if(pinned_roots_, [](const auto& w) { return w.expired(); });
-    pinned_roots_.push_back(root_pin_);
-  }
+  if (!root_pin_ || *root_pin_ != root) root_pin_ = pin_for(root);
   view_ = std::make_shared<const read_view>(store_, options_.chunking, root, std::move(layers),
                                             log_ ? log_->last_sequence() : 0, root_pin_);
+}
+
+result<std::shared_ptr<const read_view>> shard::view_at(const hash128& root) {
+  MAGNETITE_TRY(check_usable());
+  if (!store_->contains(root)) return status::not_found(fmt::format("shard {} holds no root {}", dir_, root));
+  return std::make_shared<const read_view>(store_, options_.chunking, root, std::vector<std::shared_ptr<const layer>>{},
+                                           0, pin_for(root));
 }
 
 result<std::string> shard::envelope_for(std::string_view value, std::optional<std::chrono::nanoseconds> ttl) const {

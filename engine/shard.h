@@ -149,6 +149,12 @@ class shard {
   // ---- reading (the published view: committed writes; see the fsync policy) ----
   std::shared_ptr<const read_view> view() const noexcept { return view_; }
   result<std::optional<std::string>> get(std::string_view key) const;
+  // A read-only view of an older root this store holds (a retained
+  // checkpoint's), with no layers: its tree as it was committed. The view is
+  // pinned like a published one: while it (or any view of that root) lives,
+  // gc and reclamation keep the root's nodes, retained or not. not_found if
+  // the store does not hold `root`.
+  result<std::shared_ptr<const read_view>> view_at(const hash128& root);
 
   // ---- checkpoint and TTL ----
   bool checkpoint_due() const noexcept { return view_->layer_bytes() >= options_.checkpoint_bytes; }
@@ -268,6 +274,8 @@ class shard {
   // the expiry entries and the index in step.
   status stage(std::string_view key, std::optional<std::string> stored);
   void publish(hash128 root, std::vector<std::shared_ptr<const layer>> layers);
+  // The pin every view of `root` shares, made and listed the first time.
+  std::shared_ptr<const hash128> pin_for(const hash128& root);
   // Applies sorted edits to the current root, flushes the node store, records
   // the new root in the log's commit marker and publishes it with no layers
   // (the layers must hold nothing the edits do not).

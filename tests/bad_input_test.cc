@@ -91,7 +91,7 @@ void write_bytes(const std::string& path, const std::string& bytes) {
   REQUIRE(out.good());
 }
 
-tree_state snapshot(const std::string& dir) {
+tree_state files_in(const std::string& dir) {
   tree_state out;
   std::error_code ec;
   if (!fs::exists(dir, ec)) {
@@ -134,7 +134,7 @@ std::string changes(const tree_state& before, const tree_state& after) {
 
 #define CHECK_UNCHANGED(before, dir)                              \
   do {                                                            \
-    std::string what_changed_ = changes((before), snapshot(dir)); \
+    std::string what_changed_ = changes((before), files_in(dir)); \
     CHECK_MESSAGE(what_changed_.empty(), what_changed_);          \
   } while (0)
 
@@ -179,12 +179,12 @@ std::map<std::string, std::string> make_settled_database(const std::string& dir,
     model = fill_every_shard(*db);
   }
   { auto db = must_open(options_for(dir, shards)); }
-  auto settled = snapshot(dir);
+  auto settled = files_in(dir);
   {
     auto db = must_open(options_for(dir, shards));
     CHECK(everything(*db) == as_entries(model));
   }
-  std::string moved = changes(settled, snapshot(dir));
+  std::string moved = changes(settled, files_in(dir));
   REQUIRE_MESSAGE(moved.empty(), fmt::format("a clean open and close changed files: {}", moved));
   return model;
 }
@@ -389,7 +389,7 @@ TEST_CASE(
   REQUIRE(db->commit().is_ok());
   CHECK(everything(*db) == as_entries(model));
 
-  auto before = snapshot(d.path());
+  auto before = files_in(d.path());
   struct bad_key {
     std::string key;
     std::vector<std::string_view> named;
@@ -547,7 +547,7 @@ TEST_CASE(
   model["big"] = biggest;
   REQUIRE(db->commit().is_ok());
 
-  auto before = snapshot(d.path());
+  auto before = files_in(d.path());
   std::string too_big(limits::max_user_value_bytes + 1, 'x');
   auto expect = [](const status& s) {
     check_error(s, status_code::invalid_argument, {"value of 16777201 bytes", "limit of 16777200 bytes"});
@@ -573,7 +573,7 @@ TEST_CASE(
   testing::temp_dir d("bad-batch");
   auto db = must_open(options_for(d.path(), 2));
   auto model = fill_every_shard(*db);
-  auto before = snapshot(d.path());
+  auto before = files_in(d.path());
 
   check_error(db->batch({}), status_code::invalid_argument, {"batch is empty"});
   {
@@ -614,7 +614,7 @@ TEST_CASE(
   o.shard.clock = [&] { return now.load(); };
   auto db = must_open(o);
   auto model = fill_every_shard(*db);
-  auto before = snapshot(d.path());
+  auto before = files_in(d.path());
   for (auto ttl : {0ns, -1ns, std::chrono::nanoseconds(-std::chrono::hours(1)), std::chrono::nanoseconds::min()}) {
     CAPTURE(ttl.count());
     std::string n = fmt::format("ttl of {} ns", ttl.count());
@@ -657,7 +657,7 @@ TEST_CASE(
   std::string fresh = d.path() + "/never-created";
   std::string existing = d.path() + "/existing";
   auto model = make_settled_database(existing);
-  auto before = snapshot(existing);
+  auto before = files_in(existing);
   struct bad_option {
     std::string_view named;
     std::function<void(database_options&)> set;
@@ -745,7 +745,7 @@ TEST_CASE("bad input: a data directory that is a regular file, or inside one, is
   testing::temp_dir d("bad-dir-file");
   std::string file = d.path() + "/plain-file";
   write_bytes(file, "not a database\n");
-  auto before = snapshot(file);
+  auto before = files_in(file);
   for (const auto& dir : {file, file + "/db"}) {
     CAPTURE(dir);
     auto opened = open_database(options_for(dir, 3));
@@ -764,7 +764,7 @@ TEST_CASE("bad input: a data directory that is a regular file, or inside one, is
   std::string shard1 = db_dir + "/shard-001";
   fs::rename(shard1, d.path() + "/shard-001.moved");
   write_bytes(shard1, "in the way\n");
-  auto db_before = snapshot(db_dir);
+  auto db_before = files_in(db_dir);
   auto opened = open_database(options_for(db_dir, 3));
   REQUIRE_FALSE(opened.is_ok());
   check_error(opened.error(), status_code::invalid_argument, {shard1, "not a directory"});
@@ -788,7 +788,7 @@ TEST_CASE(
 
   SUBCASE("newer version") {
     write_bytes(manifest, "magnetite-manifest 2\nshards 3\n");
-    auto before = snapshot(dir);
+    auto before = files_in(dir);
     auto opened = open_database(options_for(dir, 3));
     REQUIRE_FALSE(opened.is_ok());
     check_error(opened.error(), status_code::not_supported, {manifest, "format version 2", "reads version 1"});
@@ -799,13 +799,13 @@ TEST_CASE(
   }
   SUBCASE("garbage") {
     write_bytes(manifest, "magnetite-manifest one\nshards 3\n");
-    auto before = snapshot(dir);
+    auto before = files_in(dir);
     check_error(open_database(options_for(dir, 3)).error(), status_code::corruption,
                 {manifest, "not a magnetite manifest"});
     CHECK_UNCHANGED(before, dir);
   }
   SUBCASE("opened with another shard count") {
-    auto before = snapshot(dir);
+    auto before = files_in(dir);
     for (std::size_t n : {1, 2, 4, 8}) {
       CAPTURE(n);
       check_error(open_database(options_for(dir, n)).error(), status_code::invalid_argument,
@@ -815,14 +815,14 @@ TEST_CASE(
   }
   SUBCASE("a MANIFEST that records fewer shards than the directory holds") {
     write_bytes(manifest, "magnetite-manifest 1\nshards 2\n");
-    auto before = snapshot(dir);
+    auto before = files_in(dir);
     check_error(open_database(options_for(dir, 2)).error(), status_code::corruption,
                 {manifest, "records 2 shards", dir + "/shard-002"});
     CHECK_UNCHANGED(before, dir);
   }
   SUBCASE("shard directories without a MANIFEST") {
     fs::remove(manifest);
-    auto before = snapshot(dir);
+    auto before = files_in(dir);
     check_error(open_database(options_for(dir, 3)).error(), status_code::corruption,
                 {dir + "/shard-000", "no MANIFEST"});
     CHECK(database::recorded_shards(dir).value() == std::nullopt);  // no database: the tool's read commands say so
@@ -881,7 +881,7 @@ TEST_CASE(
     named = {"format version 3"};
   }
   std::string original_bytes = read_bytes(victim);
-  auto before = snapshot(dir);
+  auto before = files_in(dir);
   auto opened = open_database(options_for(dir, 3));
   REQUIRE_FALSE(opened.is_ok());
   const status s = opened.error();
@@ -946,7 +946,7 @@ TEST_CASE("bad input: a read-only data directory is refused with the path and th
   std::string dir = d.path() + "/db";
   auto model = make_settled_database(dir, 3);
   set_writable(dir, false);
-  auto before = snapshot(dir);
+  auto before = files_in(dir);
   MESSAGE(
       fmt::format("read-only directory: chmod 0555/0444{}",
                   ::geteuid() == 0 ? ", opened by a child that dropped to nobody (root ignores permission bits)" : ""));
@@ -995,7 +995,7 @@ TEST_CASE("bad input, tool: keys at and past the limit, empty keys and bad TTLs;
   CHECK(big_value.out.size() == limits::max_user_value_bytes + 1);  // and a newline
   REQUIRE(tool(dir, {"del", "big-1-0"}).exit_code == 0);
   { auto db = must_open(options_for(dir, 3)); }  // settle the log tails the writes left
-  auto before = snapshot(dir);
+  auto before = files_in(dir);
   for (const auto& key : {long_key, std::string()}) {
     std::vector<std::string_view> named;
     if (key.empty())
@@ -1095,7 +1095,7 @@ TEST_CASE(
   // (exit 1, on stdout): an answer, not an error (docs/cli.md).
   auto every_command_refuses = [&](const std::string& data, std::initializer_list<std::string_view> parts,
                                    std::vector<std::string> wrapper = {}, bool verify_says_damage = false) {
-    auto before = snapshot(data);
+    auto before = files_in(data);
     for (const auto& cmd : every_command()) {
       CAPTURE(joined(cmd));
       auto r = tool(data, cmd, wrapper);

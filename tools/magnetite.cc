@@ -106,6 +106,7 @@ struct command_line {
   bool no_sync = false;
   std::string ack_log;
   std::string root_a, root_b;
+  std::string at;  // get, scan: a version (a retained checkpoint's combined root)
   CLI::App* put = nullptr;
   CLI::App* get = nullptr;
   CLI::App* del = nullptr;
@@ -158,6 +159,9 @@ void declare(CLI::App& app, command_line& c) {
   c.scan->add_option("--prefix", c.prefix, "only keys starting with P");
   c.scan->add_option("--limit", c.limit, "at most N entries");
   c.scan->add_flag("--reverse", c.reverse, "descending key order (reads the whole range first)");
+  for (CLI::App* command : {c.get, c.scan})
+    command->add_option("--at", c.at,
+                        "read the version VERSION: a retained checkpoint's combined root, as `commit` prints it");
   c.commit = app.add_subcommand("commit", "checkpoint every shard; print the roots");
   c.commit->add_flag("--json", c.json, "one JSON object");
   c.load = app.add_subcommand("load", "write N distinct keys <prefix><seed>-<i> from concurrent writers");
@@ -231,7 +235,9 @@ void declare(CLI::App& app, command_line& c) {
                              "the nodes listen on this port and the next two (default: from the process id)");
 }
 
-void scan(database& db, const command_line& c) {
+// On the database, or on a snapshot of one of its versions (--at).
+template <class Reader>
+void scan(Reader& db, const command_line& c) {
   auto bounds = must(scan_bounds(c.from, c.to, c.prefix));
   auto cursor = must(db.scan(bounds.first, bounds.second));
   std::vector<std::string> lines;  // --reverse: collected, then printed backwards
@@ -492,6 +498,24 @@ void gc(database& db, const command_line& c) {
     fmt::print("dropped {} damaged lines of CHECKPOINTS\n", report.damaged_checkpoints_dropped);
 }
 
+// get's answer: the value, or "not found" and exit code 1.
+int print_found(const std::optional<std::string>& v) {
+  if (!v) {
+    fmt::print(stderr, "not found\n");
+    return 1;
+  }
+  fmt::print("{}\n", *v);
+  return 0;
+}
+
+// get or scan --at: a snapshot of that version.
+int read_at(database& db, const command_line& c) {
+  auto s = must(db.at(parse_root(c.at)));
+  if (*c.get) return print_found(must(s.get(c.key)));
+  scan(s, c);
+  return 0;
+}
+
 // put, get or del, on a database or through a cluster's owners (their calls
 // are alike).
 template <class Store>
@@ -499,12 +523,7 @@ int key_command(Store& store, const command_line& c, std::optional<std::chrono::
   if (*c.put) {
     if (auto s = store.put(c.key, c.value, ttl); !s) die(s);
   } else if (*c.get) {
-    auto v = must(store.get(c.key));
-    if (!v) {
-      fmt::print(stderr, "not found\n");
-      return 1;
-    }
-    fmt::print("{}\n", *v);
+    return print_found(must(store.get(c.key)));
   } else if (*c.del) {
     if (auto s = store.del(c.key); !s) die(s);
   }
@@ -552,11 +571,14 @@ int execute(const command_line& c) {
     die(
         status::invalid_argument("load --no-sync needs a data directory: a cluster acknowledges a write once a "
                                  "majority made it durable"));
+  if (!c.cluster.empty() && !c.at.empty())
+    die(status::invalid_argument("--at reads a data directory's retained checkpoints; a cluster client has none"));
   if (!c.cluster.empty() && (*c.put || *c.get || *c.del || *c.load)) return cluster_call(c, ttl);
   shard_options so;
   if (*c.load && c.no_sync) so.fsync = wal::fsync_policy::interval;
   bool creates = *c.put || *c.del || *c.load;
   auto db = open_db(c.dir, c.shards, creates, c.cache_mib, so);
+  if (!c.at.empty()) return read_at(*db, c);
   if (*c.put || *c.get || *c.del) return key_command(*db, c, ttl);
   if (*c.scan) {
     scan(*db, c);

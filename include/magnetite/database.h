@@ -7,7 +7,7 @@
 //   MANIFEST      "magnetite-manifest 1\nshards N\n": reopening without a
 //                 count keeps N; with another count is invalid_argument
 //                 (keys would move)
-//   CHECKPOINTS   the combined roots commit() made, the last 16
+//   CHECKPOINTS   the combined roots commit() made, the last retained_checkpoints
 //                 (docs/formats/checkpoints.md)
 //   shard-000/    one shard (wal/, nodes/), and so on
 //
@@ -57,6 +57,7 @@
 #include "magnetite/history.h"
 #include "magnetite/options.h"
 #include "magnetite/range_cursor.h"
+#include "magnetite/snapshot.h"
 #include "magnetite/stats.h"
 #include "magnetite/status.h"
 #include "magnetite/write.h"
@@ -102,7 +103,7 @@ class MAGNETITE_API database {
   // Entries of [from, to) across all shards in key order, at most `limit`
   // (`to` empty: no upper bound). Read from the shards' views like get.
   result<std::vector<std::pair<std::string, std::string>>> range(std::string_view from, std::string_view to,
-                                                                  std::size_t limit);
+                                                                 std::size_t limit);
   // The same as a cursor that pulls `chunk` entries per shard at a time and
   // merges them in key order, on the calling thread, over one pinned view per
   // shard (<magnetite/range_cursor.h>): for ranges of any length.
@@ -118,6 +119,12 @@ class MAGNETITE_API database {
   // combined roots of retained checkpoints, or two roots one shard holds.
   // Reads on the calling thread; cost grows with the difference, not the data.
   result<std::vector<key_change>> diff(const hash128& a, const hash128& b);
+  // The retained checkpoint whose combined root is `version` (one of
+  // checkpoints()), read as its commit() left it: get, range and scan of
+  // every shard at that checkpoint (<magnetite/snapshot.h>). The snapshot
+  // pins what it reads against gc and reclamation until it is destroyed.
+  // not_found for a root that is not a retained checkpoint's.
+  result<snapshot> at(const hash128& version);
   // Reads back every node of every shard's current root and of the retained
   // checkpoints, every log from its last commit marker, the expiry entries;
   // each shard stops writing while it is checked. Damage is in the report.
@@ -140,9 +147,9 @@ class MAGNETITE_API database {
   void put_async(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
                  std::function<void(status)> done, std::optional<std::string_view> routing = {});
   void del_async(std::string_view key, std::function<void(status)> done, std::optional<std::string_view> routing = {});
-  void cas_async(std::string_view key, std::optional<std::string_view> expected, std::optional<std::string_view> desired,
-                 std::optional<std::chrono::nanoseconds> ttl, std::function<void(result<cas_outcome>)> done,
-                 std::optional<std::string_view> routing = {});
+  void cas_async(std::string_view key, std::optional<std::string_view> expected,
+                 std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
+                 std::function<void(result<cas_outcome>)> done, std::optional<std::string_view> routing = {});
   void batch_async(std::span<const batch_write> writes, std::function<void(status)> done,
                    std::optional<std::string_view> routing = {});
 
