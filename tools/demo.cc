@@ -66,8 +66,8 @@ struct tour {
   database& db;
   std::string prefix;  // this run's keys start with it
   std::size_t value_size = 100;
-  load_options load;   // the group-commit act's load, reused by the crash act
-  double rate = 0;     // durable writes a second
+  load_options load;  // the group-commit act's load, reused by the crash act
+  double rate = 0;    // durable writes a second
   double per_fsync = 0;
   std::uint64_t restarts = 0, replayed = 0, lost = 0, expired = 0, nodes = 0, reclaimed = 0;
   std::size_t changes = 0;
@@ -76,7 +76,8 @@ struct tour {
 };
 
 status act_group_commit(tour& t) {
-  heading(1, fmt::format("Group commit: {} durable writes from {} concurrent writers", with_commas(phase_keys), writers));
+  heading(1,
+          fmt::format("Group commit: {} durable writes from {} concurrent writers", with_commas(phase_keys), writers));
   auto before = sum_stats(t.db);
   if (!before) return before.error();
   t.load.keys = phase_keys;
@@ -91,11 +92,12 @@ status act_group_commit(tour& t) {
   t.rate = static_cast<double>(first->written) / first->seconds;
   std::uint64_t fsyncs = after->fsyncs - before->fsyncs;
   t.per_fsync = fsyncs ? static_cast<double>(first->written) / static_cast<double>(fsyncs) : 0;
-  fmt::print("   {} writes acknowledged in {:.2f} s ({} writes/s). Each was acknowledged only after an fsync\n"
-             "   of the log, yet the shards made only {} fsyncs: {:.1f} writes shared each one, because the\n"
-             "   writes waiting in a shard's mailbox are committed together.\n",
-             with_commas(first->written), first->seconds, with_commas(static_cast<std::uint64_t>(t.rate)),
-             with_commas(fsyncs), t.per_fsync);
+  fmt::print(
+      "   {} writes acknowledged in {:.2f} s ({} writes/s). Each was acknowledged only after an fsync\n"
+      "   of the log, yet the shards made only {} fsyncs: {:.1f} writes shared each one, because the\n"
+      "   writes waiting in a shard's mailbox are committed together.\n",
+      with_commas(first->written), first->seconds, with_commas(static_cast<std::uint64_t>(t.rate)), with_commas(fsyncs),
+      t.per_fsync);
   return status::ok();
 }
 
@@ -114,10 +116,11 @@ status act_crash(tour& t) {
   if (!st) return st.error();
   t.restarts = st->restarts[victim];
   t.replayed = st->shards[victim].replayed_records;
-  fmt::print("   shard {} was killed (exit reason `kill`, as a crash) after {} acknowledged writes.\n"
-             "   Its supervisor restarted it {} time(s); the new actor re-opened its log and replayed {} records\n"
-             "   into its tree. {} writes that reached it while it was down got a transient error and were retried.\n",
-             victim, with_commas(phase_keys / 2), t.restarts, with_commas(t.replayed), with_commas(second->retries));
+  fmt::print(
+      "   shard {} was killed (exit reason `kill`, as a crash) after {} acknowledged writes.\n"
+      "   Its supervisor restarted it {} time(s); the new actor re-opened its log and replayed {} records\n"
+      "   into its tree. {} writes that reached it while it was down got a transient error and were retried.\n",
+      victim, with_commas(phase_keys / 2), t.restarts, with_commas(t.replayed), with_commas(second->retries));
   auto lost1 = lost_keys(t.db, t.prefix, 1, phase_keys, t.value_size);
   if (!lost1) return lost1.error();
   auto lost2 = lost_keys(t.db, t.prefix, seed2, phase_keys, t.value_size);
@@ -176,9 +179,10 @@ status act_ttl(tour& t) {
   }
   auto later_readable = readable_ttl_keys(t);
   if (!later_readable) return later_readable.error();
-  fmt::print("   {:.2f} s later: {} readable; the shards' TTL timers (armed through each actor's clock) had\n"
-             "   deleted {} keys through the log, like any delete: no read had to find them first.\n",
-             waited, *later_readable, t.expired);
+  fmt::print(
+      "   {:.2f} s later: {} readable; the shards' TTL timers (armed through each actor's clock) had\n"
+      "   deleted {} keys through the log, like any delete: no read had to find them first.\n",
+      waited, *later_readable, t.expired);
   if (t.expired < ttl_keys || *later_readable != 0) t.all_good = false;
   return status::ok();
 }
@@ -213,6 +217,17 @@ status act_diff(tour& t, const hash128& a, const hash128& b) {
   }
   t.changes = changes->size();
   if (t.changes != 10) t.all_good = false;
+  // Checkpoint A is still a version one can read whole (database::at).
+  auto at_a = t.db.at(a);
+  if (!at_a) return at_a.error();
+  std::string deleted = fmt::format("{}edit-0", t.prefix);
+  auto then = at_a->get(deleted);
+  if (!then) return then.error();
+  auto now = t.db.get(deleted);
+  if (!now) return now.error();
+  fmt::print("   read at checkpoint A (database::at, `magnetite get --at`): {} = {}; now: {}\n", escape_field(deleted),
+             then->value_or("absent"), now->value_or("absent"));
+  if (*then != std::optional<std::string>("original") || now->has_value()) t.all_good = false;
   return status::ok();
 }
 
@@ -268,9 +283,10 @@ result<int> run_demo(const std::string& dir, std::optional<std::size_t> shards) 
   auto opened = database::open(opts);
   if (!opened) return opened.error();
   tour t(**opened, fmt::format("demo/{}/", static_cast<std::uint64_t>(std::time(nullptr))));
-  fmt::print("magnetite demo: a database of {} shards in {}, each shard a supervised CAF actor.\n"
-             "This run's keys start with {}.\n",
-             t.db.shard_count(), dir, t.prefix);
+  fmt::print(
+      "magnetite demo: a database of {} shards in {}, each shard a supervised CAF actor.\n"
+      "This run's keys start with {}.\n",
+      t.db.shard_count(), dir, t.prefix);
   MAGNETITE_TRY(act_group_commit(t));
   MAGNETITE_TRY(act_crash(t));
   MAGNETITE_TRY(act_ttl(t));
