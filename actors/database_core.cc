@@ -456,7 +456,7 @@ status database_core::ingest(std::span<const std::pair<std::string_view, std::st
   return out;
 }
 
-std::size_t range_chunk(std::size_t limit) { return std::min<std::size_t>(std::max<std::size_t>(limit, 1), 256); }
+std::size_t range_chunk_size(std::size_t limit) { return std::min<std::size_t>(std::max<std::size_t>(limit, 1), 256); }
 
 result<std::vector<std::pair<std::string, std::string>>> first_entries(result<range_cursor> c, std::size_t limit) {
   if (!c) return c.error();
@@ -481,12 +481,14 @@ range_cursor scan_views(std::vector<std::shared_ptr<const read_view>> views, std
 
 result<std::vector<std::pair<std::string, std::string>>> database_core::range(std::string_view from,
                                                                               std::string_view to, std::size_t limit) {
-  return first_entries(scan(from, to, range_chunk(limit)), limit);
+  return first_entries(scan(from, to, range_chunk_size(limit)), limit);
 }
 
 result<range_cursor> database_core::scan(std::string_view from, std::string_view to, std::size_t chunk) {
   std::vector<std::shared_ptr<const read_view>> views;
-  for (std::size_t i = 0; i < slots_.size(); ++i) {
+  // An empty range reads no shard, so a shard that is down does not fail it.
+  bool empty = !to.empty() && to <= from;
+  for (std::size_t i = 0; i < slots_.size() && !empty; ++i) {
     auto v = serving_view(i);
     if (!v) return v.error();
     views.push_back(std::move(*v));

@@ -77,7 +77,7 @@ status check_routing(std::optional<std::string_view> routing);
 range_cursor scan_views(std::vector<std::shared_ptr<const read_view>> views, std::string_view from, std::string_view to,
                         std::uint64_t now_ns, std::size_t chunk);
 // The chunk a range of `limit` entries scans with, and its first entries.
-std::size_t range_chunk(std::size_t limit);
+std::size_t range_chunk_size(std::size_t limit);
 result<std::vector<std::pair<std::string, std::string>>> first_entries(result<range_cursor> c, std::size_t limit);
 
 // What a snapshot reads: one pinned view a shard, at the checkpoint's roots.

@@ -26,7 +26,7 @@ result<std::optional<std::string>> snapshot::get(std::string_view key, std::opti
 
 result<std::vector<std::pair<std::string, std::string>>> snapshot::range(std::string_view from, std::string_view to,
                                                                          std::size_t limit) const {
-  return first_entries(scan(from, to, range_chunk(limit)), limit);
+  return first_entries(scan(from, to, range_chunk_size(limit)), limit);
 }
 
 result<range_cursor> snapshot::scan(std::string_view from, std::string_view to, std::size_t chunk) const {

@@ -136,6 +136,10 @@ TEST_CASE("snapshot: a root that is no retained checkpoint's is refused by name,
   testing::temp_dir d("snapshot-refused");
   auto db = must_open(options_for(d.path(), 2));
   REQUIRE(db->put("a", "1").is_ok());
+  // A key whose own shard is not a's, written to a's shard by routing.
+  std::string routed = "routed";
+  while (db->shard_of(routed) == db->shard_of("a")) routed += "+";
+  REQUIRE(db->put(routed, "2", std::nullopt, std::string_view("a")).is_ok());
   auto c = db->commit().value();
   auto unknown = db->at(hash128::of(std::string_view("no such version")));
   REQUIRE_FALSE(unknown.is_ok());
@@ -145,4 +149,5 @@ TEST_CASE("snapshot: a root that is no retained checkpoint's is refused by name,
   CHECK(db->at(c.roots[0]).error().code() == status_code::not_found);
   CHECK(db->get("a").value() == std::optional<std::string>("1"));
   CHECK(db->at(c.combined).value().get("a").value() == std::optional<std::string>("1"));
+  CHECK(db->at(c.combined).value().get(routed, std::string_view("a")).value() == std::optional<std::string>("2"));
 }

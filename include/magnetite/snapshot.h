@@ -1,17 +1,23 @@
 // snapshot: a retained checkpoint read as its commit() left it
 // (database::at), whatever was written since.
 //
-// Contract: get, range and scan answer as the database's own reads would
-// have answered right after that commit() (plain keys only: keys that begin
-// with FF FF are refused, and scans end before them), except that TTLs are
-// judged by the database's clock at the time of the read, as every read is:
-// a value that has expired since is not shown. Each shard is read at the
-// checkpoint's root for that shard, so a snapshot IS one version of the whole
-// database, unlike the per-shard views of ordinary reads.
+// Contract: get, range and scan read each shard as it stood at its
+// checkpoint in that commit() (commit() checkpoints the shards one after
+// another while writes go on, so a write made during it may be in one
+// shard's checkpoint and not another's). Plain keys only: keys that begin
+// with FF FF are refused, and scans end before them. TTLs are judged by the
+// database's clock at the time of the read, as every read is: a value that
+// has expired since is not shown. The shards' roots never move under a
+// snapshot, unlike the per-shard views of ordinary reads.
 //
 // Pinning: while a snapshot lives, gc() and space reclamation (the automatic
 // one too) keep every node it can read, even after newer commits push its
 // checkpoint out of the retained ones. Destroy it to give that space back.
+// Known gap: a shard that restarts (after a crash of its actor) forgets the
+// pins. The snapshot still reads through the node store it holds, whose pack
+// files stay open, but the restarted shard's gc or reclamation may remove
+// those files from the directory; their space comes back only when the
+// snapshot is destroyed. Not tested yet.
 // A snapshot only reads immutable trees: any thread may use it, several at
 // once. Destroy it before its database.
 #pragma once
