@@ -6,8 +6,11 @@
 // WriteOptions::sync = true to begin().
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 
 #include <rocksdb/db.h>
@@ -57,5 +60,38 @@ inline rocksdb::Status open_rocks_transactions(const std::string& dir, bool opti
 // since the read (optimistic); TimedOut: a lock wait that ran out; TryAgain:
 // the optimistic check found too little history in the memtables to decide.
 inline bool rocks_conflict(const rocksdb::Status& s) { return s.IsBusy() || s.IsTimedOut() || s.IsTryAgain(); }
+
+// One read-modify-write transaction over `keys`, run until it commits: for
+// each key in order GetForUpdate, then Put update(key, its value or nullopt
+// when absent); then Commit. A conflict is rolled back (which releases the
+// locks it holds), counted in `conflicts` and retried; any other error is
+// returned. `handle` is the calling thread's transaction, reused across calls.
+template <class Update>
+rocksdb::Status locked_update(const rocks_transactions& r, const rocksdb::WriteOptions& wo,
+                              std::unique_ptr<rocksdb::Transaction>& handle, std::span<const std::string> keys,
+                              Update update, std::uint64_t& conflicts) {
+  for (;;) {
+    rocksdb::Transaction* txn = r.begin(wo, handle.get());
+    if (txn != handle.get()) handle.reset(txn);
+    bool lost = false;
+    for (const auto& k : keys) {
+      std::string old;
+      auto s = txn->GetForUpdate(rocksdb::ReadOptions(), k, &old);
+      if (rocks_conflict(s)) {
+        lost = true;
+        break;
+      }
+      if (!s.ok() && !s.IsNotFound()) return s;
+      if (s = txn->Put(k, update(k, s.ok() ? std::optional<std::string>(std::move(old)) : std::nullopt)); !s.ok())
+        return s;
+    }
+    if (!lost) {
+      auto s = txn->Commit();
+      if (s.ok() || !rocks_conflict(s)) return s;
+    }
+    if (auto s = txn->Rollback(); !s.ok()) return s;
+    ++conflicts;
+  }
+}
 
 }  // namespace magnetite::bench

@@ -425,32 +425,14 @@ figures run_rocks(const std::string& dir, const workload& w, int threads, double
       rocks_check(txn->Commit(), "commit");
     });
   } else {
-    rocksdb::ReadOptions ro;
     f = run_threads(threads, seconds, [&](int t, std::uint64_t, std::mt19937_64& rng, std::uint64_t& conflicts) {
       auto [a, b] = rmw_keys(rng, w, static_cast<std::size_t>(t) % w.namespaces);
       std::string keys[2] = {peer_key(a % w.namespaces, key_of(a)), peer_key(b % w.namespaces, key_of(b))};
-      for (;;) {
-        auto* txn = begin(t);
-        bool lost = false;
-        for (const auto& k : keys) {
-          std::string v;
-          auto s = txn->GetForUpdate(ro, k, &v);
-          if (rocks_conflict(s)) {
-            lost = true;
-            break;
-          }
-          if (s.IsNotFound()) verification_failed(fmt::format("{}: preloaded key {} is missing", who, k));
-          rocks_check(s, "get for update");
-          rocks_check(txn->Put(k, bumped(v, who)), "put");
-        }
-        if (!lost) {
-          auto s = txn->Commit();
-          if (s.ok()) return;
-          if (!rocks_conflict(s)) rocks_check(s, "commit");
-        }
-        rocks_check(txn->Rollback(), "rollback");  // releases the locks it holds
-        ++conflicts;
-      }
+      auto bump = [who](const std::string& k, const std::optional<std::string>& v) {
+        if (!v) verification_failed(fmt::format("{}: preloaded key {} is missing", who, k));
+        return bumped(*v, who);
+      };
+      rocks_check(locked_update(r, wo, handles[static_cast<std::size_t>(t)], keys, bump, conflicts), "transaction");
     });
   }
   handles.clear();  // before the DB they belong to
