@@ -43,7 +43,12 @@ status shard_options::validate() const {
 shard::shard(env& e, std::string dir, shard_options options)
     : env_(e), dir_(std::move(dir)), options_(std::move(options)) {}
 
-shard::~shard() = default;
+// Views this shard published may outlive it (a host's scan cursor, a
+// snapshot): the store they read must not keep its directory locked against
+// the shard that reopens it.
+shard::~shard() {
+  if (store_) store_->retire();
+}
 
 result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_options options) {
   MAGNETITE_TRY(options.validate());

@@ -371,11 +371,10 @@ TEST_CASE("node_store: a flush finding a full pack with unsynced bytes still doe
   std::uint64_t pack = position_pack(must(s->flush()));
   // Spills until the pack holds target_pack_bytes past its header: full, unsynced.
   auto before = fe.stats();
-  for (std::uint64_t full = s->stats().pack_bytes_written + o.target_pack_bytes;
-       s->stats().pack_bytes_written < full;)
+  for (std::uint64_t full = s->stats().pack_bytes_written + o.target_pack_bytes; s->stats().pack_bytes_written < full;)
     write_one();
   REQUIRE(fe.stats().file_syncs == before.file_syncs);  // no seal yet
-  write_one();  // pending at the flush
+  write_one();                                          // pending at the flush
   before = fe.stats();
   std::uint64_t p = must(s->flush());
   CHECK(fe.stats().file_syncs == before.file_syncs + 1);
@@ -448,7 +447,7 @@ TEST_CASE("node_store: every flipped byte of a pack is caught, naming the hash a
     std::vector<entry> es;
     for (int j = 0; j < 3; ++j) {
       std::string v = i % 2 ? std::string(200, static_cast<char>('a' + i))  // compressible
-                            : value_of(rng);                                 // not
+                            : value_of(rng);                                // not
       es.push_back({fmt::format("n{}k{}", i, j), v});
     }
     nodes.push_back(leaf_of(es));
@@ -794,7 +793,8 @@ TEST_CASE("node_store: index entries for bytes cut at open never come back to hi
   o.target_pack_bytes = 1 << 20;  // one pack throughout
   auto leaves = [](std::string_view tag, int n, std::size_t value_bytes) {
     std::vector<node> out;
-    for (int i = 0; i < n; ++i) out.push_back(leaf_of({{fmt::format("{}{:04}", tag, i), std::string(value_bytes, 'v')}}));
+    for (int i = 0; i < n; ++i)
+      out.push_back(leaf_of({{fmt::format("{}{:04}", tag, i), std::string(value_bytes, 'v')}}));
     return out;
   };
   auto a = leaves("a", 20, 40), b = leaves("b", 20, 40), c = leaves("c", 30, 40);
@@ -855,8 +855,10 @@ TEST_CASE("node_store: the cache stays within its byte bound and counts hits and
     // A second pass over the same keys: only the big cache holds the whole tree.
     std::uint64_t read_before = st.pack_bytes_read;
     for (const auto& [k, v] : m) CHECK(must(t.get(root, k)) == v);
-    if (bound >= (4u << 20)) CHECK(s->stats().pack_bytes_read == read_before);
-    else CHECK(s->stats().pack_bytes_read > read_before);
+    if (bound >= (4u << 20))
+      CHECK(s->stats().pack_bytes_read == read_before);
+    else
+      CHECK(s->stats().pack_bytes_read > read_before);
     CHECK(held() <= bound);
   }
 }
@@ -943,7 +945,7 @@ TEST_CASE("node_store: a leaf that compresses well is kept as its record until i
     CHECK(second.pack_bytes_read == first.pack_bytes_read);
     CHECK(second.record_cache_hits == (as_record ? 1u : 0u));
     CHECK(second.cache_entries == first.cache_entries);  // hit once: searched where it lies
-    auto third = get();  // hit again since the clock passed it: now decoded
+    auto third = get();                                  // hit again since the clock passed it: now decoded
     CHECK(third.pack_bytes_read == first.pack_bytes_read);
     CHECK(third.record_cache_hits == (as_record ? 2u : 0u));
     CHECK(third.cache_entries == depth);
@@ -1089,9 +1091,9 @@ TEST_CASE("node_store: gc keeps what the kept roots reach, drops the rest, and r
   }
   // Reopened with gc's position, or with the position before gc (the owner
   // crashed before recording gc's): the manifest's floor keeps gc's output.
-  for (std::optional<std::uint64_t> committed : {std::optional<std::uint64_t>(g.position),
-                                                 std::optional<std::uint64_t>(before_gc),
-                                                 std::optional<std::uint64_t>()}) {
+  for (std::optional<std::uint64_t> committed :
+       {std::optional<std::uint64_t>(g.position), std::optional<std::uint64_t>(before_gc),
+        std::optional<std::uint64_t>()}) {
     auto s = must_open(fe, o, committed);
     CHECK(s->recovery().gc_floor_used == (committed != g.position));
     CHECK(s->recovery().position == g.position);
@@ -1289,7 +1291,7 @@ TEST_CASE("node_store: a crash during open's own repairs loses nothing committed
     must(s->flush());
     a = must(t.build(entries_of(ma)));
     std::vector<hash128> roots{a};
-    committed = must(s->gc(roots)).position;  // packs older than gc's are left over
+    committed = must(s->gc(roots)).position;   // packs older than gc's are left over
     random_batch(t, a, mb, rng, 50'000, 400);  // uncommitted: newer packs
     must(s->flush());
     random_batch(t, a, mb, rng, 50'000, 50);  // and an unflushed tail
@@ -1540,6 +1542,52 @@ TEST_CASE("node_store: on the POSIX env, flush, reopen, gc and reopen again") {
   check_tree(*s, b, mb);
   CHECK(s->recovery().bytes_scanned == 0);
   CHECK(s->recovery().packs_removed == 0);
+}
+
+TEST_CASE("node_store: a retired store frees its directory and keeps reading what it held, never wrong bytes") {
+  // The views of a crashed shard may outlive it: the store they read must
+  // let the restarted shard open the directory, cut it, write and gc it.
+  testing::temp_dir dir("noderetire");
+  std::string path = dir / "nodes";
+  node_store_options o = small_options();
+  o.target_pack_bytes = 64 << 20;  // one pack: the new store cuts and rewrites the bytes the old one read
+  std::mt19937_64 rng(57);
+  model ma = random_model(rng, 3000, 100'000), mx = ma, mc = ma;
+  auto old = must_open(env::posix(), o, std::nullopt, path);
+  prolly_tree t(*old, small_nodes);
+  hash128 a = must(t.build(entries_of(ma)));
+  std::uint64_t p1 = must(old->flush());
+  hash128 x = random_batch(t, a, mx, rng, 100'000, 800);
+  must(old->flush());  // flushed, never committed: the next open cuts it
+  std::set<hash128> only_x;
+  auto in_a = reachable(*old, a);
+  for (auto h : reachable(*old, x))
+    if (!in_a.count(h)) only_x.insert(h);
+  REQUIRE_FALSE(only_x.empty());
+
+  CHECK(node_store::open(env::posix(), path, o, p1).error().code() == status_code::busy);
+  old->retire();
+  auto fresh = must_open(env::posix(), o, p1, path);
+  CHECK(fresh->recovery().bytes_cut > 0);
+  prolly_tree tf(*fresh, small_nodes);
+  hash128 c = random_batch(tf, a, mc, rng, 100'000, 800);
+  must(fresh->flush());
+  std::vector<hash128> keep{c};
+  CHECK(must(fresh->gc(keep)).packs_removed > 0);  // the pack the old store has open is gone
+
+  check_tree(*old, a, ma);
+  std::size_t refused = 0;
+  for (auto h : only_x) {
+    auto r = old->read(h);
+    if (r.is_ok())
+      CHECK(hash128::of(r.value()->encode()) == h);
+    else
+      ++refused;
+  }
+  CHECK(refused > 0);  // the cut bytes were written again with other records
+  CHECK(old->write(leaf_of({{"k", "v"}})).error().code() == status_code::failed);
+  CHECK(old->flush().error().code() == status_code::failed);
+  check_tree(*fresh, c, mc);
 }
 
 TEST_CASE("node_store: on the POSIX env, writes after open cut an uncommitted tail land where the index says") {

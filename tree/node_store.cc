@@ -70,6 +70,16 @@ status node_store::fail(status s) {
   return s.with_category(status_category::ambiguous);
 }
 
+void node_store::retire() {
+  std::lock_guard wl(write_mu_);
+  {
+    std::lock_guard lk(failure_mu_);
+    if (failure_.is_ok())
+      failure_ = status::failed(fmt::format("node store in {} was retired: its owner closed it", dir_));
+  }
+  lock_.reset();
+}
+
 status node_store::failure() const {
   std::lock_guard lk(failure_mu_);
   return failure_;

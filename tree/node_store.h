@@ -276,6 +276,15 @@ class node_store final : public node_sink {
   node_store_stats stats() const;
   // ok, or the error that stopped the store.
   status failure() const;
+  // Ends this store as a writer and releases its directory's LOCK, so that a
+  // new store may open the directory while readers still hold this one (the
+  // views a crashed shard published). Afterwards every write, flush, gc and
+  // reclamation step fails; reads go on from the pack files this store has
+  // open, even once the new store has removed them, and never return bytes
+  // that do not hash to what was asked (a pack the new store cut and wrote
+  // again reads as corruption). Its pending writes are dropped: nothing
+  // committed is pending.
+  void retire();
   const std::string& dir() const noexcept { return dir_; }
   std::string pack_path(std::uint32_t number) const;
 

@@ -13,11 +13,10 @@
 // Pinning: while a snapshot lives, gc() and space reclamation (the automatic
 // one too) keep every node it can read, even after newer commits push its
 // checkpoint out of the retained ones. Destroy it to give that space back.
-// Known gap: a shard that restarts (after a crash of its actor) forgets the
-// pins. The snapshot still reads through the node store it holds, whose pack
-// files stay open, but the restarted shard's gc or reclamation may remove
-// those files from the directory; their space comes back only when the
-// snapshot is destroyed. Not tested yet.
+// A shard that restarts under a snapshot (after a crash of its actor) does
+// not know its pins; the snapshot reads on through the node files it holds
+// open, which the restarted shard's gc or reclamation may remove from the
+// directory: their space then comes back when the snapshot is destroyed.
 // A snapshot only reads immutable trees: any thread may use it, several at
 // once. Destroy it before its database.
 #pragma once
