@@ -69,6 +69,13 @@ result<database_stats> database::stats() { return core_->stats(); }
 std::vector<checkpoint> database::checkpoints() const { return core_->checkpoints(); }
 result<std::vector<key_change>> database::diff(const hash128& a, const hash128& b) { return core_->diff(a, b); }
 result<snapshot> database::at(const hash128& version) { return core_->at(version); }
+result<snapshot> database::at(std::string_view version) { return core_->at(version); }
+result<hash128> database::resolve(std::string_view version) const { return core_->resolve(version); }
+result<checkpoint> database::tag(std::string_view name, std::optional<hash128> version) {
+  return core_->tag(name, version);
+}
+status database::untag(std::string_view name) { return core_->untag(name); }
+std::vector<version_tag> database::tags() const { return core_->tags(); }
 result<database_verify_report> database::verify() { return core_->verify(); }
 result<database_gc_report> database::gc() { return core_->gc(); }
 result<std::vector<std::uint64_t>> database::reclaim() { return core_->reclaim(); }

@@ -45,6 +45,9 @@ status database_core::start() {
   auto checkpoints = checkpoint_log::open(*fs_, options_.dir, *options_.shards, options_.retained_checkpoints);
   if (!checkpoints) return checkpoints.error();
   checkpoints_.emplace(std::move(*checkpoints));
+  auto tags = version_tags::open(*fs_, options_.dir, *options_.shards);
+  if (!tags) return tags.error();
+  tags_.emplace(std::move(*tags));
 
   if (options_.system) {
     system_ = options_.system;
@@ -507,6 +510,10 @@ std::vector<hash128> roots_of_shard(const std::vector<checkpoint>& kept, std::si
 
 result<database_core::commit_result> database_core::commit() {
   std::lock_guard ops(operations_mu_);
+  return commit_holding_operations();
+}
+
+result<database_core::commit_result> database_core::commit_holding_operations() {
   // No reclamation cycle starts from a shard's checkpoint here until the line
   // naming its root is written and the root is in the shard's retained list.
   for (auto& slot : slots_) ++slot->held;
@@ -536,8 +543,8 @@ result<database_core::commit_result> database_core::commit() {
 
 void database_core::publish_retained() {
   for (std::size_t i = 0; i < slots_.size(); ++i) {
-    auto roots = std::make_shared<std::vector<hash128>>();
-    for (const auto& c : checkpoints_->entries()) roots->push_back(c.roots.at(i));
+    auto roots = std::make_shared<std::vector<hash128>>(checkpoints_->roots_of(i));
+    for (const auto& r : tags_->roots_of(i)) roots->push_back(r);
     slots_[i]->retained.store(std::move(roots));
   }
 }
@@ -545,6 +552,66 @@ void database_core::publish_retained() {
 std::vector<checkpoint> database_core::checkpoints() const {
   std::lock_guard lk(checkpoints_mu_);
   return {checkpoints_->entries().begin(), checkpoints_->entries().end()};
+}
+
+std::vector<checkpoint> database_core::kept_versions() const {
+  std::lock_guard lk(checkpoints_mu_);
+  std::vector<checkpoint> out(checkpoints_->entries().begin(), checkpoints_->entries().end());
+  for (const auto& [name, c] : tags_->entries()) out.push_back(c);
+  return out;
+}
+
+std::optional<checkpoint> database_core::find_version(const hash128& combined) const {
+  if (const checkpoint* c = checkpoints_->find(combined)) return *c;
+  if (const checkpoint* c = tags_->find(combined)) return *c;
+  return std::nullopt;
+}
+
+std::vector<version_tag> database_core::tags() const {
+  std::lock_guard lk(checkpoints_mu_);
+  std::vector<version_tag> out;
+  for (const auto& [name, c] : tags_->entries()) out.push_back({name, c});
+  return out;
+}
+
+result<hash128> database_core::resolve(std::string_view version) const {
+  if (auto h = hash128::parse_hex(version)) return *h;
+  MAGNETITE_TRY(version_tags::check_name(version));
+  std::lock_guard lk(checkpoints_mu_);
+  if (const checkpoint* c = tags_->find(version)) return c->combined;
+  return status::not_found(fmt::format(
+      "{:?} is neither a combined root (32 hex digits, as commit prints it) nor a tag's name (tags lists them)",
+      version));
+}
+
+result<checkpoint> database_core::tag(std::string_view name, std::optional<hash128> version) {
+  MAGNETITE_TRY(version_tags::check_name(name));
+  // Held from finding the version to publishing its roots as retained: no
+  // commit pushes it out of retention and no gc drops it in between.
+  std::lock_guard ops(operations_mu_);
+  if (!version) {
+    auto made = commit_holding_operations();
+    if (!made) return made.error();
+    version = made->combined;
+  }
+  std::lock_guard lk(checkpoints_mu_);
+  std::optional<checkpoint> c = find_version(*version);
+  if (!c)
+    return status::not_found(
+        fmt::format("version {} is not the combined root of a retained checkpoint or a named version", *version));
+  MAGNETITE_TRY(tags_->set(name, *c));
+  publish_retained();
+  return *c;
+}
+
+status database_core::untag(std::string_view name) {
+  MAGNETITE_TRY(version_tags::check_name(name));
+  std::lock_guard ops(operations_mu_);
+  std::lock_guard lk(checkpoints_mu_);
+  auto removed = tags_->remove(name);
+  if (!removed) return removed.error();
+  publish_retained();
+  return status::ok();
 }
 
 namespace {
@@ -587,8 +654,8 @@ result<std::vector<key_change>> database_core::diff(const hash128& a, const hash
   std::optional<checkpoint> ca, cb;
   {
     std::lock_guard lk(checkpoints_mu_);
-    if (auto c = checkpoints_->find(a)) ca = *c;
-    if (auto c = checkpoints_->find(b)) cb = *c;
+    ca = find_version(a);
+    cb = find_version(b);
   }
   if (ca && cb) {
     for (std::size_t i = 0; i < slots_.size(); ++i) {
@@ -626,11 +693,13 @@ result<snapshot> database_core::at(const hash128& version) {
   std::optional<checkpoint> c;
   {
     std::lock_guard lk(checkpoints_mu_);
-    if (auto found = checkpoints_->find(version)) c = *found;
+    c = find_version(version);
   }
   if (!c)
-    return status::not_found(fmt::format(
-        "version {} is not the combined root of a retained checkpoint (database::checkpoints lists them)", version));
+    return status::not_found(
+        fmt::format("version {} is not the combined root of a retained checkpoint or a named version "
+                    "(database::checkpoints and database::tags list them)",
+                    version));
   auto p = std::make_unique<snapshot::impl>();
   p->version = version;
   p->clock = options_.shard.clock;
@@ -642,14 +711,22 @@ result<snapshot> database_core::at(const hash128& version) {
   return snapshot(std::move(p));
 }
 
+result<snapshot> database_core::at(std::string_view version) {
+  auto combined = resolve(version);
+  if (!combined) return combined.error();
+  return at(*combined);
+}
+
 result<database_verify_report> database_core::verify() {
   std::lock_guard ops(operations_mu_);
   database_verify_report out;
-  std::vector<checkpoint> kept = checkpoints();
-  out.checkpoints = kept.size();
+  std::vector<checkpoint> kept = kept_versions();
   {
     std::lock_guard lk(checkpoints_mu_);
+    out.checkpoints = checkpoints_->entries().size();
+    out.tags = tags_->entries().size();
     out.problems = checkpoints_->check_file();
+    for (auto& p : tags_->check_file()) out.problems.push_back(std::move(p));
   }
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     std::vector<hash128> retained = roots_of_shard(kept, i);
@@ -664,7 +741,7 @@ result<database_verify_report> database_core::verify() {
     for (const auto& c : kept)
       if (!(*v)->store()->contains(c.roots[i]))
         out.problems.push_back(
-            fmt::format("shard {}: root {} of checkpoint {} is not in its node store", i, c.roots[i], c.combined));
+            fmt::format("shard {}: root {} of version {} is not in its node store", i, c.roots[i], c.combined));
   }
   return out;
 }
@@ -672,7 +749,7 @@ result<database_verify_report> database_core::verify() {
 result<database_gc_report> database_core::gc() {
   std::lock_guard ops(operations_mu_);
   database_gc_report out;
-  std::vector<checkpoint> kept = checkpoints();
+  std::vector<checkpoint> kept = kept_versions();
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     std::vector<hash128> retained = roots_of_shard(kept, i);
     auto r = ask<tree::gc_result>(i, gc_atom::value, std::move(retained));
@@ -690,7 +767,7 @@ result<database_gc_report> database_core::gc() {
 
 result<std::vector<std::uint64_t>> database_core::reclaim() {
   std::lock_guard ops(operations_mu_);
-  std::vector<checkpoint> kept = checkpoints();
+  std::vector<checkpoint> kept = kept_versions();
   std::vector<std::uint64_t> out;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     std::vector<hash128> retained = roots_of_shard(kept, i);
@@ -711,6 +788,7 @@ result<database_stats> database_core::stats() {
     if (!u) return u.error();
     out.usage.push_back(std::get<0>(*u));
   }
+  out.tags = tags();
   std::lock_guard lk(supervision_->mu);
   out.restarts = supervision_->restarts;
   return out;

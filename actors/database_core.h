@@ -26,6 +26,7 @@
 #include "actors/transaction_coordinator.h"
 #include "engine/checkpoint_log.h"
 #include "engine/merged_cursor.h"
+#include "engine/version_tags.h"
 #include "magnetite/database.h"
 #include "tree/diff.h"
 
@@ -127,6 +128,11 @@ class database_core final : public state_storage {
   std::vector<checkpoint> checkpoints() const;
   result<std::vector<key_change>> diff(const hash128& a, const hash128& b);
   result<snapshot> at(const hash128& version);
+  result<snapshot> at(std::string_view version);
+  result<hash128> resolve(std::string_view version) const;
+  result<checkpoint> tag(std::string_view name, std::optional<hash128> version = {});
+  status untag(std::string_view name);
+  std::vector<version_tag> tags() const;
   result<database_verify_report> verify();
   result<database_gc_report> gc();
   result<std::vector<std::uint64_t>> reclaim();
@@ -186,9 +192,17 @@ class database_core final : public state_storage {
                                  std::span<const batch_write> writes) const;
   // Hands a write to the shard and waits for its answer (no actor on this thread).
   result<cas_outcome> submit(prepared p);
-  // Hands each shard's roots in the retained checkpoints to its slot, where
-  // space reclamation reads them (checkpoints_mu_ held).
+  // Hands each shard's roots in the retained checkpoints and the named
+  // versions to its slot, where space reclamation reads them
+  // (checkpoints_mu_ held).
   void publish_retained();
+  // The versions gc, reclamation and verify keep: the retained checkpoints,
+  // then the named ones.
+  std::vector<checkpoint> kept_versions() const;
+  // A retained checkpoint or a named version, by its combined root
+  // (checkpoints_mu_ held).
+  std::optional<checkpoint> find_version(const hash128& combined) const;
+  result<commit_result> commit_holding_operations();
   void submit_async(result<prepared> p, std::function<void(const status&, const cas_outcome&)> done);
 
   core_options options_;
@@ -202,8 +216,9 @@ class database_core final : public state_storage {
   // commit, verify and gc run one at a time: a gc between a commit's shard
   // checkpoints and its CHECKPOINTS line could drop a root the line then names.
   std::mutex operations_mu_;
-  mutable std::mutex checkpoints_mu_;  // guards checkpoints_ (checkpoints() and diff read it)
+  mutable std::mutex checkpoints_mu_;  // guards checkpoints_ and tags_ (checkpoints(), tags() and diff read them)
   std::optional<checkpoint_log> checkpoints_;
+  std::optional<version_tags> tags_;
   caf::actor supervisor_;
   std::unique_ptr<transaction_coordinator> transactions_;
 };

@@ -55,10 +55,10 @@ class file_lock {
 };
 
 enum class open_mode {
-  create_new,      // fail if it exists
-  open_existing,   // fail with not_found if it does not
+  create_new,     // fail if it exists
+  open_existing,  // fail with not_found if it does not
   open_or_create,
-  create_truncate, // create, or empty an existing file
+  create_truncate,  // create, or empty an existing file
 };
 
 class env {
@@ -94,6 +94,12 @@ inline std::string path_join(std::string_view dir, std::string_view name) {
 
 // Reads a whole file: a convenience over open + read_at.
 result<std::string> read_whole_file(env& e, const std::string& path);
+// Gives the small file `dir`/`name` new contents whole or not at all: they go
+// to `name`.tmp, which is synced and renamed over the file, and then `dir` is
+// synced. Durable when it returns ok; a crash or an error at any step leaves
+// the old file or the new one (and perhaps a stray .tmp, which the next call
+// empties first).
+status replace_file(env& e, const std::string& dir, std::string_view name, std::string_view contents);
 // The sizes of the files directly in `dir` added up (subdirectories skipped).
 result<std::uint64_t> directory_bytes(env& e, const std::string& dir);
 

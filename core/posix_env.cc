@@ -18,11 +18,15 @@ namespace {
 status from_errno(std::string_view op, const std::string& path, int err) {
   std::string msg = fmt::format("{} {}: {}", op, path, std::strerror(err));
   switch (err) {
-    case ENOENT: return status::not_found(std::move(msg));
+    case ENOENT:
+      return status::not_found(std::move(msg));
     case ENOSPC:
-    case EDQUOT: return status::make(status_code::no_space, status_category::permanent, std::move(msg));
-    case EWOULDBLOCK: return status::busy(std::move(msg));
-    default: return status::io_error(std::move(msg));
+    case EDQUOT:
+      return status::make(status_code::no_space, status_category::permanent, std::move(msg));
+    case EWOULDBLOCK:
+      return status::busy(std::move(msg));
+    default:
+      return status::io_error(std::move(msg));
   }
 }
 
@@ -122,10 +126,17 @@ class posix_env final : public env {
   result<std::unique_ptr<file>> open(const std::string& path, open_mode mode) override {
     int flags = O_RDWR | O_CLOEXEC;
     switch (mode) {
-      case open_mode::create_new: flags |= O_CREAT | O_EXCL; break;
-      case open_mode::open_existing: break;
-      case open_mode::open_or_create: flags |= O_CREAT; break;
-      case open_mode::create_truncate: flags |= O_CREAT | O_TRUNC; break;
+      case open_mode::create_new:
+        flags |= O_CREAT | O_EXCL;
+        break;
+      case open_mode::open_existing:
+        break;
+      case open_mode::open_or_create:
+        flags |= O_CREAT;
+        break;
+      case open_mode::create_truncate:
+        flags |= O_CREAT | O_TRUNC;
+        break;
     }
     int fd;
     do fd = ::open(path.c_str(), flags, 0644);
@@ -203,9 +214,10 @@ class posix_env final : public env {
       int err = errno;
       ::close(fd);
       if (err == EWOULDBLOCK)
-        return status::busy(fmt::format("{} is locked: the data directory is in use by another "
-                                        "process or another open database",
-                                        path));
+        return status::busy(
+            fmt::format("{} is locked: the data directory is in use by another "
+                        "process or another open database",
+                        path));
       return from_errno("flock", path, err);
     }
     return std::unique_ptr<file_lock>(new posix_lock(fd));
@@ -229,6 +241,18 @@ result<std::string> read_whole_file(env& e, const std::string& path) {
   if (!n) return n.error();
   out.resize(*n);
   return out;
+}
+
+status replace_file(env& e, const std::string& dir, std::string_view name, std::string_view contents) {
+  std::string path = path_join(dir, name);
+  std::string tmp = path + ".tmp";
+  auto f = e.open(tmp, open_mode::create_truncate);
+  if (!f) return f.error();
+  MAGNETITE_TRY((*f)->append(contents));
+  MAGNETITE_TRY((*f)->sync());
+  f->reset();
+  MAGNETITE_TRY(e.rename(tmp, path));
+  return e.sync_dir(dir);
 }
 
 result<std::uint64_t> directory_bytes(env& e, const std::string& dir) {

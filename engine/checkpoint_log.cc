@@ -8,15 +8,17 @@ namespace magnetite {
 
 namespace {
 
-std::string line_of(const checkpoint& c) {
+std::string line_of(const checkpoint& c) { return checkpoint_log::format(c) + '\n'; }
+
+}  // namespace
+
+std::string checkpoint_log::format(const checkpoint& c) {
   std::string out = c.combined.to_hex();
   for (const auto& r : c.roots) out += ' ' + r.to_hex();
-  out += '\n';
   return out;
 }
 
-// The checkpoint a complete line (without its newline) holds, or why not.
-result<checkpoint> parse_line(std::string_view line, std::size_t shards) {
+result<checkpoint> checkpoint_log::parse(std::string_view line, std::size_t shards) {
   std::vector<hash128> hashes;
   while (!line.empty()) {
     std::size_t sp = line.find(' ');
@@ -29,12 +31,9 @@ result<checkpoint> parse_line(std::string_view line, std::size_t shards) {
   if (hashes.size() != shards + 1)
     return status::corruption(fmt::format("{} roots for {} shards", hashes.size() - (hashes.empty() ? 0 : 1), shards));
   checkpoint c{hashes[0], {hashes.begin() + 1, hashes.end()}};
-  if (checkpoint_log::combine(c.roots) != c.combined)
-    return status::corruption("the combined root does not match the shard roots");
+  if (combine(c.roots) != c.combined) return status::corruption("the combined root does not match the shard roots");
   return c;
 }
-
-}  // namespace
 
 hash128 checkpoint_log::combine(std::span<const hash128> roots) {
   std::string concat;
@@ -61,9 +60,11 @@ parsed_file parse_file(std::string_view text, std::size_t shards, std::size_t re
   while (out.end < text.size()) {
     std::size_t nl = text.find('\n', out.end);
     if (nl == std::string_view::npos) break;  // torn last line
-    auto c = parse_line(text.substr(out.end, nl - out.end), shards);
-    if (c) out.entries.push_back(std::move(*c));
-    else out.damage.push_back(fmt::format("{}, offset {}: {}", path, out.end, c.error().message()));
+    auto c = checkpoint_log::parse(text.substr(out.end, nl - out.end), shards);
+    if (c)
+      out.entries.push_back(std::move(*c));
+    else
+      out.damage.push_back(fmt::format("{}, offset {}: {}", path, out.end, c.error().message()));
     ++out.lines;
     out.end = nl + 1;
   }
@@ -113,8 +114,8 @@ std::vector<std::string> checkpoint_log::check_file() const {
     out.push_back(fmt::format("{}, offset {}: a line without its newline", path(), parsed.end));
   auto same = [](const checkpoint& a, const checkpoint& b) { return a.combined == b.combined && a.roots == b.roots; };
   if (!std::equal(parsed.entries.begin(), parsed.entries.end(), entries_.begin(), entries_.end(), same))
-    out.push_back(fmt::format("{}: holds {} intact checkpoints where the database retains {} (or other ones)",
-                              path(), parsed.entries.size(), entries_.size()));
+    out.push_back(fmt::format("{}: holds {} intact checkpoints where the database retains {} (or other ones)", path(),
+                              parsed.entries.size(), entries_.size()));
   return out;
 }
 
@@ -168,16 +169,7 @@ status checkpoint_log::repair() { return rewrite(entries_); }
 status checkpoint_log::rewrite(std::deque<checkpoint> next) {
   std::string text;
   for (const auto& c : next) text += line_of(c);
-  std::string tmp = path() + ".tmp";
-  auto written = [&]() -> status {
-    auto f = fs_->open(tmp, open_mode::create_truncate);
-    if (!f) return f.error();
-    MAGNETITE_TRY((*f)->append(text));
-    MAGNETITE_TRY((*f)->sync());
-    f->reset();
-    MAGNETITE_TRY(fs_->rename(tmp, path()));
-    return fs_->sync_dir(dir_);
-  }();
+  status written = replace_file(*fs_, dir_, file_name, text);
   if (!written) {
     needs_rewrite_ = true;
     return written;

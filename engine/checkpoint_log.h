@@ -26,6 +26,7 @@
 #include <deque>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/env.h"
@@ -33,7 +34,6 @@
 #include "magnetite/history.h"
 
 namespace magnetite {
-
 
 class checkpoint_log {
  public:
@@ -47,6 +47,11 @@ class checkpoint_log {
   std::size_t retained() const noexcept { return retained_; }
 
   static hash128 combine(std::span<const hash128> roots);
+  // A line's fields, "<combined> <root 0> ... <root N-1>" without its
+  // newline; and back, or corruption saying why (a field that is not 32 hex
+  // digits, another root count, a combined root that does not match).
+  static std::string format(const checkpoint& c);
+  static result<checkpoint> parse(std::string_view fields, std::size_t shards);
 
   // Oldest first.
   const std::deque<checkpoint>& entries() const noexcept { return entries_; }

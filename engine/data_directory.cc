@@ -116,14 +116,7 @@ status check_manifest(env& fs, const std::string& dir, std::size_t shards) {
     return fs.sync_dir(dir);
   }
   // A new database: the manifest appears whole (temp + rename) and durably.
-  std::string tmp = path + ".tmp";
-  auto f = fs.open(tmp, open_mode::create_truncate);
-  if (!f) return f.error();
-  MAGNETITE_TRY((*f)->append(manifest_text(shards)));
-  MAGNETITE_TRY((*f)->sync());
-  f->reset();
-  MAGNETITE_TRY(fs.rename(tmp, path));
-  return fs.sync_dir(dir);
+  return replace_file(fs, dir, "MANIFEST", manifest_text(shards));
 }
 
 }  // namespace magnetite

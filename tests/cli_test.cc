@@ -226,7 +226,7 @@ TEST_CASE("cli: load, commit, diff, stats, gc and verify, with damage found and 
   CHECK(seen_in_a_shard);
   auto bad_root = run(data + " diff nothex " + roots_b[3]);
   CHECK(bad_root.exit_code == 2);
-  CHECK(bad_root.err.find("not a root") != std::string::npos);
+  CHECK(bad_root.err.find("neither a combined root") != std::string::npos);
   auto unknown = run(data + " diff " + std::string(32, '0') + " " + std::string(32, '1'));
   CHECK(unknown.exit_code == 2);
   CHECK(unknown.err.find("no shard holds") != std::string::npos);
@@ -255,7 +255,7 @@ TEST_CASE("cli: load, commit, diff, stats, gc and verify, with damage found and 
 
   auto ok = run(data + " verify");
   CHECK(ok.exit_code == 0);
-  CHECK(lines_of(ok.out).back().starts_with("ok: 3 shards and 2 retained checkpoints"));
+  CHECK(lines_of(ok.out).back().starts_with("ok: 3 shards, 2 retained checkpoints and 0 named versions"));
 
   // One flipped bit in a node's record: verify names the shard, the pack and the offset.
   std::string pack = largest_pack(d.path() + "/db/shard-001");
@@ -370,11 +370,60 @@ TEST_CASE("cli: get and scan --at read a retained version; one that is not retai
   CHECK(shard_root.exit_code == 2);
   auto bad = run(data + " scan --at nothex");
   CHECK(bad.exit_code == 2);
-  CHECK(bad.err.find("not a root") != std::string::npos);
+  CHECK(bad.err.find("neither a combined root") != std::string::npos);
   auto cluster = run(data + " get a --at " + v1 + " --cluster " + d.path() + "/no-such-file");
   CHECK(cluster.exit_code == 2);
   CHECK(cluster.err.find("--at reads a data directory") != std::string::npos);
   CHECK(run(data + " get a").out == "3\n");  // nothing changed
+}
+
+TEST_CASE("cli: tag names a version that outlives retention and gc; tags, stats and verify show it; untag") {
+  testing::temp_dir d("cli-tag");
+  std::string data = "--data " + d.path() + "/db --shards 2";
+  REQUIRE(run(data + " put a 1").exit_code == 0);
+  REQUIRE(run(data + " put b 1").exit_code == 0);
+  auto tagged = run(data + " tag release-1");  // commits, then names that checkpoint
+  REQUIRE(tagged.exit_code == 0);
+  REQUIRE(tagged.out.starts_with("tagged release-1 = "));
+  const std::string v1 = tagged.out.substr(std::string("tagged release-1 = ").size(), 32);
+  CHECK(tagged.out == "tagged release-1 = " + v1 + "\n");
+  for (int round = 2; round <= 4; ++round) {  // more commits than are retained
+    REQUIRE(run(data + " put a " + std::to_string(round)).exit_code == 0);
+    REQUIRE(run(data + " commit").exit_code == 0);
+  }
+  REQUIRE(run(data + " gc").exit_code == 0);
+  CHECK(run(data + " get a --at release-1").out == "1\n");
+  CHECK(run(data + " get a --at " + v1).out == "1\n");
+  CHECK(run(data + " scan --at release-1").out == "a\t1\nb\t1\n");
+  CHECK(run(data + " get a").out == "4\n");
+  auto last = roots_of(run(data + " commit --json").out).back();
+  CHECK(run(data + " diff release-1 " + last).out == "~ a\t1\t4\n0 added, 0 removed, 1 changed\n");
+  CHECK(run(data + " tag also-1 --at release-1").out == "tagged also-1 = " + v1 + "\n");
+  CHECK(run(data + " tags").out == "also-1\t" + v1 + "\nrelease-1\t" + v1 + "\n");
+  CHECK(run(data + " tags --json").out == "{\"tags\":[{\"name\":\"also-1\",\"version\":\"" + v1 +
+                                              "\"},{\"name\":\"release-1\",\"version\":\"" + v1 + "\"}]}\n");
+  CHECK(run(data + " stats --json").out.find("\"tags\":[{\"name\":\"also-1\"") != std::string::npos);
+  CHECK(run(data + " stats").out.find("  release-1  " + v1 + "\n") != std::string::npos);
+  auto verified = run(data + " verify");
+  CHECK(verified.exit_code == 0);
+  CHECK(verified.out.find("and 2 named versions, no damage") != std::string::npos);
+
+  auto taken = run(data + " tag release-1 --at " + last);
+  CHECK(taken.exit_code == 2);
+  CHECK(taken.err.find("already names version " + v1) != std::string::npos);
+  auto bad = run(data + " tag a/b");
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("only letters, digits") != std::string::npos);
+  CHECK(run(data + " untag release-1").out == "untagged release-1\n");
+  CHECK(run(data + " get a --at " + v1).out == "1\n");  // also-1 still keeps it
+  auto again = run(data + " untag release-1");
+  CHECK(again.exit_code == 2);
+  CHECK(again.err.find("no tag is named") != std::string::npos);
+  REQUIRE(run(data + " untag also-1").exit_code == 0);
+  CHECK(run(data + " tags").out.empty());
+  auto gone = run(data + " get a --at " + v1);
+  CHECK(gone.exit_code == 2);
+  CHECK(gone.err.find("not the combined root of a retained checkpoint") != std::string::npos);
 }
 
 TEST_CASE("cli: the demo runs its whole tour, and its own checks pass") {

@@ -10,7 +10,10 @@
 //                  [--prefix P] [--durable | --no-sync] [--ack-log FILE] [--json]
 //   magnetite stats [--json]
 //   magnetite verify
-//   magnetite diff ROOT_A ROOT_B
+//   magnetite diff VERSION_A VERSION_B
+//   magnetite tag NAME [--at VERSION]             name a version (default: commit, then name that)
+//   magnetite tags [--json]
+//   magnetite untag NAME
 //   magnetite gc [--json]
 //   magnetite demo
 //   magnetite bench [--workload writes|gets|restart|load|overwrite|reclaim|all] [--seconds S]
@@ -81,12 +84,6 @@ std::unique_ptr<database> open_db(const std::string& dir, std::optional<std::siz
   return must(try_open_db(dir, shards, create, cache_mib, std::move(so)));
 }
 
-hash128 parse_root(const std::string& text) {
-  auto h = hash128::parse_hex(text);
-  if (!h) die(status::invalid_argument(fmt::format("not a root (32 hex digits, as `commit` prints): {}", text)));
-  return *h;
-}
-
 // What the command line asked for, filled in by CLI11.
 struct command_line {
   std::string dir = "./magnetite-data";
@@ -106,7 +103,8 @@ struct command_line {
   bool no_sync = false;
   std::string ack_log;
   std::string root_a, root_b;
-  std::string at;  // get, scan: a version (a retained checkpoint's combined root)
+  std::string at;  // get, scan, tag: a version (a combined root or a tag's name)
+  std::string tag_name;
   CLI::App* put = nullptr;
   CLI::App* get = nullptr;
   CLI::App* del = nullptr;
@@ -117,6 +115,9 @@ struct command_line {
   CLI::App* verify = nullptr;
   CLI::App* diff = nullptr;
   CLI::App* gc = nullptr;
+  CLI::App* tag = nullptr;
+  CLI::App* tags = nullptr;
+  CLI::App* untag = nullptr;
   CLI::App* demo = nullptr;
   CLI::App* bench = nullptr;
   bench_command_options bench_options;  // bench: all but data_dir
@@ -161,7 +162,8 @@ void declare(CLI::App& app, command_line& c) {
   c.scan->add_flag("--reverse", c.reverse, "descending key order (reads the whole range first)");
   for (CLI::App* command : {c.get, c.scan})
     command->add_option("--at", c.at,
-                        "read the version VERSION: a retained checkpoint's combined root, as `commit` prints it");
+                        "read the version VERSION: a retained checkpoint's combined root, as `commit` prints it, "
+                        "or a tag's name");
   c.commit = app.add_subcommand("commit", "checkpoint every shard; print the roots");
   c.commit->add_flag("--json", c.json, "one JSON object");
   c.load = app.add_subcommand("load", "write N distinct keys <prefix><seed>-<i> from concurrent writers");
@@ -198,9 +200,16 @@ void declare(CLI::App& app, command_line& c) {
   c.stats = app.add_subcommand("stats", "per shard and in total: keys, bytes, cache, fsyncs, groups, roots");
   c.stats->add_flag("--json", c.json, "one JSON object");
   c.verify = app.add_subcommand("verify", "check every node, log frame and expiry entry; exit 1 on damage");
-  c.diff = app.add_subcommand("diff", "keys added, removed and changed from ROOT_A to ROOT_B");
-  c.diff->add_option("ROOT_A", c.root_a, "a root as `commit` prints it")->required();
-  c.diff->add_option("ROOT_B", c.root_b)->required();
+  c.diff = app.add_subcommand("diff", "keys added, removed and changed from VERSION_A to VERSION_B");
+  c.diff->add_option("VERSION_A", c.root_a, "a root as `commit` prints it, or a tag's name")->required();
+  c.diff->add_option("VERSION_B", c.root_b)->required();
+  c.tag = app.add_subcommand("tag", "keep a version under NAME until untagged (default: commit, then name that)");
+  c.tag->add_option("NAME", c.tag_name)->required();
+  c.tag->add_option("--at", c.at, "name this version instead: a retained checkpoint's combined root, or a tag's name");
+  c.tags = app.add_subcommand("tags", "the named versions: NAME<TAB>combined root, by name");
+  c.tags->add_flag("--json", c.json, "one JSON object");
+  c.untag = app.add_subcommand("untag", "remove the name NAME; gc may then drop its version");
+  c.untag->add_option("NAME", c.tag_name)->required();
   c.gc = app.add_subcommand("gc", "drop tree nodes no current root or retained checkpoint reaches");
   c.gc->add_flag("--json", c.json, "one JSON object");
   c.demo = app.add_subcommand("demo", "a guided tour of what magnetite does, on --data");
@@ -360,6 +369,31 @@ std::string amplification_text(const shard_usage& u) {
   return fmt::format("{:.2f}x", static_cast<double>(u.node_bytes) / static_cast<double>(u.live_node_bytes));
 }
 
+void tag(database& db, const command_line& c) {
+  std::optional<hash128> version;
+  if (!c.at.empty()) version = must(db.resolve(c.at));
+  auto named = must(db.tag(c.tag_name, version));
+  fmt::print("tagged {} = {}\n", c.tag_name, named.combined.to_hex());
+}
+
+// Tag names are letters, digits, '.', '_' and '-': nothing to escape.
+std::string tags_json(const std::vector<version_tag>& tags) {
+  std::string out;
+  for (const auto& t : tags)
+    out += fmt::format("{}{{\"name\":\"{}\",\"version\":\"{}\"}}", out.empty() ? "" : ",", t.name,
+                       t.version.combined.to_hex());
+  return "[" + out + "]";
+}
+
+void tags(database& db, const command_line& c) {
+  auto all = db.tags();
+  if (c.json) {
+    fmt::print("{{\"tags\":{}}}\n", tags_json(all));
+    return;
+  }
+  for (const auto& t : all) fmt::print("{}\t{}\n", t.name, t.version.combined.to_hex());
+}
+
 void stats(database& db, const command_line& c) {
   auto st = must(db.stats());
   shard_stats sum;
@@ -404,8 +438,9 @@ void stats(database& db, const command_line& c) {
     for (std::size_t i = 0; i < st.shards.size(); ++i)
       shards += fmt::format("{}{{\"shard\":{},{},\"root\":\"{}\"}}", i ? "," : "", i,
                             one(st.shards[i], st.usage[i], st.restarts[i]), st.usage[i].root);
-    fmt::print("{{\"shards\":[{}],\"total\":{{{}}},\"last_commit\":{}}}\n", shards, one(sum, total, restarts),
-               combined.empty() ? "null" : fmt::format("\"{}\"", combined.back().combined));
+    fmt::print("{{\"shards\":[{}],\"total\":{{{}}},\"last_commit\":{},\"tags\":{}}}\n", shards,
+               one(sum, total, restarts), combined.empty() ? "null" : fmt::format("\"{}\"", combined.back().combined),
+               tags_json(st.tags));
     return;
   }
   fmt::print("counters are since this process opened the database (a restart of a shard starts its own again)\n");
@@ -426,6 +461,8 @@ void stats(database& db, const command_line& c) {
   for (std::size_t b = 0; b < group_size_buckets; ++b)
     if (sum.group_sizes[b]) fmt::print("  {}: {}", bucket_name(b), with_commas(sum.group_sizes[b]));
   fmt::print("{}\n", sum.groups ? "" : "  none yet");
+  fmt::print("named versions:{}\n", st.tags.empty() ? " none" : "");
+  for (const auto& t : st.tags) fmt::print("  {}  {}\n", t.name, t.version.combined.to_hex());
 }
 
 int verify(const command_line& c) {
@@ -447,13 +484,14 @@ int verify(const command_line& c) {
     fmt::print("{} problems found\n", r.problems.size());
     return 1;
   }
-  fmt::print("ok: {} shards and {} retained checkpoints, no damage\n", r.shards.size(), r.checkpoints);
+  fmt::print("ok: {} shards, {} retained checkpoints and {} named versions, no damage\n", r.shards.size(),
+             r.checkpoints, r.tags);
   return 0;
 }
 
 void diff(database& db, const command_line& c) {
-  hash128 a = parse_root(c.root_a);
-  hash128 b = parse_root(c.root_b);
+  hash128 a = must(db.resolve(c.root_a));
+  hash128 b = must(db.resolve(c.root_b));
   auto changes = must(db.diff(a, b));
   std::size_t added = 0, removed = 0, changed = 0;
   for (const auto& ch : changes) {
@@ -510,7 +548,7 @@ int print_found(const std::optional<std::string>& v) {
 
 // get or scan --at: a snapshot of that version.
 int read_at(database& db, const command_line& c) {
-  auto s = must(db.at(parse_root(c.at)));
+  auto s = must(db.at(c.at));
   if (*c.get) return print_found(must(s.get(c.key)));
   scan(s, c);
   return 0;
@@ -578,7 +616,7 @@ int execute(const command_line& c) {
   if (*c.load && c.no_sync) so.fsync = wal::fsync_policy::interval;
   bool creates = *c.put || *c.del || *c.load;
   auto db = open_db(c.dir, c.shards, creates, c.cache_mib, so);
-  if (!c.at.empty()) return read_at(*db, c);
+  if (!c.at.empty() && (*c.get || *c.scan)) return read_at(*db, c);
   if (*c.put || *c.get || *c.del) return key_command(*db, c, ttl);
   if (*c.scan) {
     scan(*db, c);
@@ -592,6 +630,13 @@ int execute(const command_line& c) {
     diff(*db, c);
   } else if (*c.gc) {
     gc(*db, c);
+  } else if (*c.tag) {
+    tag(*db, c);
+  } else if (*c.tags) {
+    tags(*db, c);
+  } else if (*c.untag) {
+    if (auto s = db->untag(c.tag_name); !s) die(s);
+    fmt::print("untagged {}\n", c.tag_name);
   }
   return 0;
 }

@@ -9,6 +9,7 @@
 //                 (keys would move)
 //   CHECKPOINTS   the combined roots commit() made, the last retained_checkpoints
 //                 (docs/formats/checkpoints.md)
+//   TAGS          the named versions, once tag() named one (docs/formats/tags.md)
 //   shard-000/    one shard (wal/, nodes/), and so on
 //
 // Routing: shard = XXH3-64(routing key) mod shards; the routing key is the key
@@ -123,8 +124,31 @@ class MAGNETITE_API database {
   // checkpoints()), read as its commit() left it: get, range and scan of
   // every shard at that checkpoint (<magnetite/snapshot.h>). The snapshot
   // pins what it reads against gc and reclamation until it is destroyed.
-  // not_found for a root that is not a retained checkpoint's.
+  // not_found for a root that is not a retained checkpoint's. A named
+  // version (tag()) reads the same way, by its combined root or its name.
   result<snapshot> at(const hash128& version);
+  // `version`: a tag's name, or a combined root as 32 hex digits.
+  result<snapshot> at(std::string_view version);
+  // The combined root a tag's name (or 32 hex digits) stands for: what diff()
+  // and at() take. not_found for a name no tag has.
+  result<hash128> resolve(std::string_view version) const;
+
+  // Named versions. tag() keeps a version under `name` until untag(name):
+  // its nodes stay out of gc and reclamation however many commits follow,
+  // at() and diff() take it, stats() and tags() list it, and the name is
+  // durable (TAGS) when it returns. Without `version` it commits first and
+  // names that checkpoint, which holds every write acknowledged before the
+  // call; with one it names a retained checkpoint or a named version. Names
+  // are 1 to 64 bytes of letters, digits, '.', '_' and '-', not beginning
+  // with '-' or '.', and not 32 hex digits; at most 1000. Naming a version
+  // again under its own name is ok; a name in use for another version,
+  // or a bad name, is invalid_argument and changes nothing.
+  result<checkpoint> tag(std::string_view name, std::optional<hash128> version = {});
+  // not_found if no tag has the name. The version's nodes go with the next
+  // gc or reclamation unless something else keeps them.
+  status untag(std::string_view name);
+  // By name.
+  std::vector<version_tag> tags() const;
   // Reads back every node of every shard's current root and of the retained
   // checkpoints, every log from its last commit marker, the expiry entries;
   // each shard stops writing while it is checked. Damage is in the report.

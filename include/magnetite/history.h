@@ -17,6 +17,13 @@ struct checkpoint {
   std::vector<hash128> roots;  // one a shard, in shard order
 };
 
+// A version kept under a name (database::tag) until it is untagged, however
+// many commits follow.
+struct version_tag {
+  std::string name;
+  checkpoint version;
+};
+
 // A key that differs between two roots: the user's key and values (the TTL
 // envelope removed; a change of deadline alone shows as `changed` with equal
 // values).

@@ -1,4 +1,4 @@
-// snapshot: a retained checkpoint read as its commit() left it
+// snapshot: a retained checkpoint (or a named version) read as its commit() left it
 // (database::at), whatever was written since.
 //
 // Contract: get, range and scan read each shard as it stood at its

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "magnetite/config.h"
+#include "magnetite/history.h"
 
 namespace magnetite {
 
@@ -17,15 +18,15 @@ inline constexpr std::size_t group_size_buckets = 12;
 
 // Counters since the shard was opened (a restart starts them again).
 struct shard_stats {
-  std::uint64_t writes = 0;             // staged (put, del, cas that swapped, batch)
-  std::uint64_t acknowledged = 0;       // writes of the groups committed (answered ok); not TTL deletions
+  std::uint64_t writes = 0;        // staged (put, del, cas that swapped, batch)
+  std::uint64_t acknowledged = 0;  // writes of the groups committed (answered ok); not TTL deletions
   // Groups that held acknowledged writes, by how many (buckets above).
   std::vector<std::uint64_t> group_sizes = std::vector<std::uint64_t>(group_size_buckets);
-  std::uint64_t groups = 0;             // commit_group calls that made writes durable
-  std::uint64_t checkpoints = 0;         // ingests' commit markers included
-  std::uint64_t ingested = 0;            // writes made by ingest()
-  std::uint64_t replayed_records = 0;   // at open
-  std::uint64_t expired = 0;            // keys deleted by stage_expired
+  std::uint64_t groups = 0;            // commit_group calls that made writes durable
+  std::uint64_t checkpoints = 0;       // ingests' commit markers included
+  std::uint64_t ingested = 0;          // writes made by ingest()
+  std::uint64_t replayed_records = 0;  // at open
+  std::uint64_t expired = 0;           // keys deleted by stage_expired
   std::uint64_t log_fsyncs = 0;
 };
 
@@ -35,15 +36,15 @@ struct shard_usage {
   // walk) corrected by the layers. A key past its deadline counts until the
   // TTL timer deletes it, normally within milliseconds of the deadline.
   std::uint64_t keys = 0;
-  std::uint64_t wal_bytes = 0;    // log segment files, reserved space included
-  std::uint64_t node_bytes = 0;   // live pack files
-  std::uint64_t cache_hits = 0;   // node cache, since open
+  std::uint64_t wal_bytes = 0;   // log segment files, reserved space included
+  std::uint64_t node_bytes = 0;  // live pack files
+  std::uint64_t cache_hits = 0;  // node cache, since open
   std::uint64_t cache_misses = 0;
   // Of those misses, the ones the record cache answered (leaves kept as
   // stored, compressed: tree/node_store.h, "Caching"); the rest read a pack.
   std::uint64_t record_cache_hits = 0;
-  std::uint64_t node_syncs = 0;   // pack fdatasyncs since open
-  std::string root;               // the last checkpoint's root, 32 hex digits
+  std::uint64_t node_syncs = 0;  // pack fdatasyncs since open
+  std::string root;              // the last checkpoint's root, 32 hex digits
   // Space reclamation: the live bytes of the node store (the records the
   // current root, the retained roots and held views reach, measured by a walk
   // of the internal nodes), and since open the bytes reclamation gave back
@@ -57,17 +58,17 @@ struct shard_usage {
 // file and offset (a log segment, a pack) where the damage is, when it is in a
 // file; a missing node names its parent.
 struct shard_verify_report {
-  std::uint64_t roots = 0;         // trees walked: the current root and the retained ones given
-  std::uint64_t nodes = 0;         // distinct nodes read back from disk and checked against their hash
+  std::uint64_t roots = 0;  // trees walked: the current root and the retained ones given
+  std::uint64_t nodes = 0;  // distinct nodes read back from disk and checked against their hash
   std::uint64_t node_bytes = 0;
-  std::uint64_t log_frames = 0;    // frames of the log checked against their checksums
-  std::uint64_t expiring_keys = 0; // keys with a deadline matched to their expiry entry and the index
+  std::uint64_t log_frames = 0;     // frames of the log checked against their checksums
+  std::uint64_t expiring_keys = 0;  // keys with a deadline matched to their expiry entry and the index
   std::vector<std::string> problems;
 };
 
 // What gc() did in one shard's node store.
 struct gc_result {
-  std::uint64_t position = 0;         // the node store position the next commit marker records
+  std::uint64_t position = 0;  // the node store position the next commit marker records
   std::uint64_t nodes_kept = 0;
   std::uint64_t bytes_kept = 0;       // size of the new packs
   std::uint64_t bytes_removed = 0;    // size of the old packs removed
@@ -76,9 +77,10 @@ struct gc_result {
 };
 
 struct database_stats {
-  std::vector<shard_stats> shards;   // counters since each shard's (re)start
-  std::vector<shard_usage> usage;    // what each shard holds now
+  std::vector<shard_stats> shards;  // counters since each shard's (re)start
+  std::vector<shard_usage> usage;   // what each shard holds now
   std::vector<std::uint64_t> restarts;
+  std::vector<version_tag> tags;  // the named versions (database::tags)
 };
 
 struct database_gc_report {
@@ -89,6 +91,7 @@ struct database_gc_report {
 struct database_verify_report {
   std::vector<shard_verify_report> shards;
   std::size_t checkpoints = 0;        // retained checkpoints whose roots were walked
+  std::size_t tags = 0;               // named versions whose roots were walked
   std::vector<std::string> problems;  // every shard's, prefixed "shard i: ", and the checkpoint log's
 };
 
