@@ -12,7 +12,7 @@
 
 #include "engine/shard.h"
 #include "bench/bench_support.h"
-#include "replication/tree_puller.h"
+#include "tree/tree_puller.h"
 
 using namespace magnetite;
 using namespace magnetite::bench;
@@ -22,13 +22,13 @@ namespace {
 std::string user_key(std::uint64_t i) { return fmt::format("user:{:012}", i); }
 
 struct pulled {
-  replication::pull_stats stats;
+  tree::pull_stats stats;
   double seconds = 0;
 };
 
 pulled pull(shard& from, shard& to, const hash128& root) {
   auto t0 = clock_type::now();
-  replication::tree_puller p(root, [&](const hash128& h) { return to.holds_node(h); });
+  tree::tree_puller p(root, [&](const hash128& h) { return to.holds_node(h); });
   auto import = [&](const hash128& h, std::string_view bytes) { return to.import_node(h, bytes); };
   while (!p.done()) {
     auto want = p.next_request(256);

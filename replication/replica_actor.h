@@ -1,7 +1,7 @@
 // replica_actor: one shard's replica on one node (interface in
 // replica_interface.h): the acceptor of every election, and the owner when it
 // wins one. It drives its node's shard actor for storage; the rules are
-// replication/promise_state.h, the transfer replication/tree_puller.h.
+// replication/promise_state.h, the transfer tree/tree_puller.h.
 //
 // Behaviour, as a table of message -> effect:
 //   prepare(b)         on_prepare; a promise is made durable (the shard's

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "replication/replica_internal.h"
-#include "replication/tree_puller.h"
+#include "tree/tree_puller.h"
 
 namespace magnetite::replication::replica_internal {
 
@@ -54,7 +54,7 @@ void pull_and_merge(self_ptr self, hash128 root, std::uint32_t from,
     return done(status::invalid_argument(fmt::format("sync from node {}: not a peer of node {}", from, st.config.node)),
                 {});
   auto slot = st.config.slot;
-  auto puller = std::make_shared<tree_puller>(root, [slot](const hash128& h) {
+  auto puller = std::make_shared<tree::tree_puller>(root, [slot](const hash128& h) {
     auto v = slot->view.load();
     return v && v->store()->contains(h);
   });

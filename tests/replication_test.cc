@@ -13,7 +13,7 @@
 #include "core/fault_env.h"
 #include "replication/cluster_file.h"
 #include "replication/promise_state.h"
-#include "replication/tree_puller.h"
+#include "tree/tree_puller.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/stored_entries.h"
 #include "tests/support/tree_model.h"
@@ -21,6 +21,8 @@
 
 using namespace magnetite;
 using namespace magnetite::replication;
+using magnetite::tree::pull_stats;
+using magnetite::tree::tree_puller;
 using magnetite::testing::manual_clock;
 using magnetite::testing::must;
 

@@ -33,7 +33,7 @@
 #include "core/hash128.h"
 #include "core/status.h"
 
-namespace magnetite::replication {
+namespace magnetite::tree {
 
 struct pull_stats {
   std::uint64_t requests = 0;
@@ -73,4 +73,4 @@ class tree_puller {
   status broken_;
 };
 
-}  // namespace magnetite::replication
+}  // namespace magnetite::tree

@@ -1,10 +1,10 @@
-#include "replication/tree_puller.h"
+#include "tree/tree_puller.h"
 
 #include <fmt/format.h>
 
 #include "tree/node.h"
 
-namespace magnetite::replication {
+namespace magnetite::tree {
 
 tree_puller::tree_puller(const hash128& root, holds_fn holds) : holds_(std::move(holds)) {
   if (!holds_(root)) {
@@ -77,4 +77,4 @@ status tree_puller::finish(const import_fn& import) {
   return status::ok();
 }
 
-}  // namespace magnetite::replication
+}  // namespace magnetite::tree
