@@ -76,6 +76,9 @@ result<checkpoint> database::tag(std::string_view name, std::optional<hash128> v
 }
 status database::untag(std::string_view name) { return core_->untag(name); }
 std::vector<version_tag> database::tags() const { return core_->tags(); }
+result<backup_report> database::backup(const std::string& dest, std::optional<std::string_view> version) {
+  return core_->backup(dest, version);
+}
 result<database_verify_report> database::verify() { return core_->verify(); }
 result<database_gc_report> database::gc() { return core_->gc(); }
 result<std::vector<std::uint64_t>> database::reclaim() { return core_->reclaim(); }

@@ -690,6 +690,12 @@ result<snapshot> database_core::at(const hash128& version) {
   // Held across the pinning, so no commit pushes the checkpoint out of
   // retention, and no gc drops its nodes, before every shard pinned it.
   std::lock_guard ops(operations_mu_);
+  auto p = pin_holding_operations(version);
+  if (!p) return p.error();
+  return snapshot(std::make_unique<snapshot::impl>(std::move(*p)));
+}
+
+result<snapshot::impl> database_core::pin_holding_operations(const hash128& version) {
   std::optional<checkpoint> c;
   {
     std::lock_guard lk(checkpoints_mu_);
@@ -700,15 +706,64 @@ result<snapshot> database_core::at(const hash128& version) {
         fmt::format("version {} is not the combined root of a retained checkpoint or a named version "
                     "(database::checkpoints and database::tags list them)",
                     version));
-  auto p = std::make_unique<snapshot::impl>();
-  p->version = version;
-  p->clock = options_.shard.clock;
+  snapshot::impl p;
+  p.version = version;
+  p.roots = c->roots;
+  p.clock = options_.shard.clock;
   for (std::size_t i = 0; i < slots_.size(); ++i) {
     auto v = ask<read_view_ptr>(i, view_at_atom::value, c->roots.at(i));
     if (!v) return v.error();
-    p->views.push_back(std::move(std::get<0>(*v)));
+    p.views.push_back(std::move(std::get<0>(*v)));
   }
-  return snapshot(std::move(p));
+  return p;
+}
+
+result<backup_report> database_core::backup(const std::string& dest, std::optional<std::string_view> version) {
+  backup_report out;
+  snapshot::impl pinned;
+  {
+    // Held from choosing the version until every shard pinned it; the
+    // nodes are then copied with nothing held but the pins.
+    std::lock_guard ops(operations_mu_);
+    hash128 combined;
+    if (!version) {
+      auto made = commit_holding_operations();
+      if (!made) return made.error();
+      combined = made->combined;
+    } else {
+      auto r = resolve(*version);
+      if (!r) return r.error();
+      combined = *r;
+      if (!hash128::parse_hex(*version)) out.label = std::string(*version);
+    }
+    auto p = pin_holding_operations(combined);
+    if (!p) return p.error();
+    pinned = std::move(*p);
+  }
+  out.version = pinned.version;
+  backed_up_version v;
+  v.label = out.label;
+  v.made_ns = options_.shard.clock();
+  v.version = {pinned.version, pinned.roots};
+  // Every write the version holds was logged at or before the shards'
+  // latest views: a restored shard numbers its writes after these.
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto view = serving_view(i);
+    if (!view) return view.error();
+    v.sequences.push_back((*view)->sequence());
+  }
+  auto store = backup_store::open(*fs_, dest, slots_.size());
+  if (!store) return store.error();
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto shipped = (*store)->ship(i, pinned.roots[i], *pinned.views[i]->store());
+    if (!shipped) return shipped.error();
+    out.nodes_shipped += shipped->nodes;
+    out.bytes_shipped += shipped->bytes;
+    if (shipped->nodes) out.depth = std::max<std::uint64_t>(out.depth, shipped->levels + 1);
+  }
+  MAGNETITE_TRY((*store)->record(std::move(v)));
+  out.versions_held = (*store)->manifest().versions.size();
+  return out;
 }
 
 result<snapshot> database_core::at(std::string_view version) {

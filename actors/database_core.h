@@ -24,6 +24,7 @@
 #include "actors/shard_supervisor.h"
 #include "actors/state_storage.h"
 #include "actors/transaction_coordinator.h"
+#include "engine/backup_store.h"
 #include "engine/checkpoint_log.h"
 #include "engine/merged_cursor.h"
 #include "engine/version_tags.h"
@@ -84,6 +85,7 @@ result<std::vector<std::pair<std::string, std::string>>> first_entries(result<ra
 // What a snapshot reads: one pinned view a shard, at the checkpoint's roots.
 struct snapshot::impl {
   hash128 version;
+  std::vector<hash128> roots;  // one a shard
   std::vector<std::shared_ptr<const read_view>> views;
   wall_clock_ns clock;
 };
@@ -131,6 +133,7 @@ class database_core final : public state_storage {
   result<snapshot> at(std::string_view version);
   result<hash128> resolve(std::string_view version) const;
   result<checkpoint> tag(std::string_view name, std::optional<hash128> version = {});
+  result<backup_report> backup(const std::string& dest, std::optional<std::string_view> version = {});
   status untag(std::string_view name);
   std::vector<version_tag> tags() const;
   result<database_verify_report> verify();
@@ -203,6 +206,8 @@ class database_core final : public state_storage {
   // (checkpoints_mu_ held).
   std::optional<checkpoint> find_version(const hash128& combined) const;
   result<commit_result> commit_holding_operations();
+  // Every shard's view of a retained or named version, each pinned.
+  result<snapshot::impl> pin_holding_operations(const hash128& version);
   void submit_async(result<prepared> p, std::function<void(const status&, const cas_outcome&)> done);
 
   core_options options_;

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <random>
 
-#include "engine/shard.h"
 #include "bench/bench_support.h"
+#include "engine/shard.h"
 #include "tree/tree_puller.h"
 
 using namespace magnetite;
@@ -53,12 +53,18 @@ int main(int argc, char** argv) {
   std::uint64_t keys = 1'000'000, missed = 1'000, value_bytes = 100, seed = 1;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--dir" && i + 1 < argc) base = argv[++i];
-    else if (a == "--keys" && i + 1 < argc) keys = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--missed" && i + 1 < argc) missed = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--value-bytes" && i + 1 < argc) value_bytes = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--seed" && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
-    else usage();
+    if (a == "--dir" && i + 1 < argc)
+      base = argv[++i];
+    else if (a == "--keys" && i + 1 < argc)
+      keys = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--missed" && i + 1 < argc)
+      missed = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--value-bytes" && i + 1 < argc)
+      value_bytes = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--seed" && i + 1 < argc)
+      seed = std::strtoull(argv[++i], nullptr, 10);
+    else
+      usage();
   }
   if (keys == 0 || missed == 0 || value_bytes == 0) usage();
   std::filesystem::remove_all(base);
@@ -122,11 +128,12 @@ int main(int argc, char** argv) {
   fmt::print("{:<34} {:>8} {:>14} {:>9} {:>8} {:>9.2f}\n", "delta (missing nodes only)", delta.stats.nodes,
              delta.stats.bytes, delta.stats.requests, delta.stats.levels, delta.seconds);
   fmt::print("merge of the delta: {} entries differ, {} taken, {:.2f} s\n", merged.differing, merged.taken, merge_s);
-  fmt::print("delta / (missed x depth x 4 KiB) = {:.3f}   delta / full = {:.5f}   delta / payload of the missed "
-             "writes = {:.1f}\n",
-             static_cast<double>(delta.stats.bytes) / static_cast<double>(bound),
-             static_cast<double>(delta.stats.bytes) / static_cast<double>(full.stats.bytes),
-             static_cast<double>(delta.stats.bytes) / static_cast<double>(payload));
+  fmt::print(
+      "delta / (missed x depth x 4 KiB) = {:.3f}   delta / full = {:.5f}   delta / payload of the missed "
+      "writes = {:.1f}\n",
+      static_cast<double>(delta.stats.bytes) / static_cast<double>(bound),
+      static_cast<double>(delta.stats.bytes) / static_cast<double>(full.stats.bytes),
+      static_cast<double>(delta.stats.bytes) / static_cast<double>(payload));
   a.reset();
   b.reset();
   std::filesystem::remove_all(base);

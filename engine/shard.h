@@ -214,7 +214,7 @@ class shard {
   // Bytes reclamation gave back since open.
   std::uint64_t reclaimed_bytes() const { return store_->reclamation().bytes_reclaimed; }
 
-  // ---- delta transfer between replicas (replication/tree_puller.h) ----
+  // ---- delta transfer between replicas (tree/tree_puller.h) ----
   // A peer pulls the nodes of our root that it lacks; we pull theirs. The node
   // store only ever holds complete subtrees, so holding a node means holding
   // everything below it.

@@ -8,23 +8,23 @@
 #include <map>
 #include <random>
 
+#include "core/fault_env.h"
 #include "engine/keyspace.h"
 #include "engine/shard.h"
-#include "core/fault_env.h"
 #include "replication/cluster_file.h"
 #include "replication/promise_state.h"
-#include "tree/tree_puller.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/stored_entries.h"
 #include "tests/support/tree_model.h"
+#include "tree/tree_puller.h"
 #include "ttl/envelope.h"
 
 using namespace magnetite;
 using namespace magnetite::replication;
-using magnetite::tree::pull_stats;
-using magnetite::tree::tree_puller;
 using magnetite::testing::manual_clock;
 using magnetite::testing::must;
+using magnetite::tree::pull_stats;
+using magnetite::tree::tree_puller;
 
 namespace {
 
@@ -200,8 +200,10 @@ TEST_CASE("delta transfer: a replica that missed k writes pulls about k x depth 
   for (std::uint64_t i = 0; i < k; ++i) {
     stamp st{{2, 2}, i + 1};
     std::uint64_t key = rng() % (n + n / 10);
-    if (i % 5 == 0) missed.push_back({key_of(key), st, std::nullopt, *clock.now + 1'000'000'000'000ull});
-    else missed.push_back({key_of(key), st, fmt::format("updated-{}", i), std::nullopt});
+    if (i % 5 == 0)
+      missed.push_back({key_of(key), st, std::nullopt, *clock.now + 1'000'000'000'000ull});
+    else
+      missed.push_back({key_of(key), st, fmt::format("updated-{}", i), std::nullopt});
   }
   (void)must(a->apply_stamped(missed));
   REQUIRE(a->commit_group().is_ok());
@@ -217,8 +219,8 @@ TEST_CASE("delta transfer: a replica that missed k writes pulls about k x depth 
   // chunker's target (4 KiB).
   std::uint64_t depth = stats.levels;
   std::uint64_t bound = 2 * k * depth * 4096;
-  MESSAGE("pulled " << stats.nodes << " nodes, " << stats.bytes << " bytes in " << stats.requests
-                    << " requests over " << depth << " levels; 2 x k x depth x 4 KiB = " << bound);
+  MESSAGE("pulled " << stats.nodes << " nodes, " << stats.bytes << " bytes in " << stats.requests << " requests over "
+                    << depth << " levels; 2 x k x depth x 4 KiB = " << bound);
   CHECK(stats.bytes <= bound);
   CHECK(stats.nodes <= k * depth + 1);
   CHECK(b->holds_node(root_a));
@@ -266,7 +268,8 @@ TEST_CASE("delta transfer: a peer's wrong bytes are refused and never stored; no
     auto s = p.take(want, got, import);
     CHECK(s.code() == status_code::corruption);
     CHECK(s.message().find(root.to_hex()) != std::string::npos);
-    CHECK(p.take(want, std::vector<std::string>{root_bytes}, import).code() == status_code::corruption);  // broken stays broken
+    CHECK(p.take(want, std::vector<std::string>{root_bytes}, import).code() ==
+          status_code::corruption);  // broken stays broken
     CHECK_FALSE(b->holds_node(root));
   }
   // An answer of the wrong length.
@@ -325,8 +328,9 @@ TEST_CASE("delta transfer: imported nodes survive a power cut only as complete s
   CHECK(must(b->checkpoint()) == root);
 }
 
-TEST_CASE("delta transfer: adopting a tree drops what only we hold, keeps our newer writes and unreplicated "
-          "values, and survives a power cut") {
+TEST_CASE(
+    "delta transfer: adopting a tree drops what only we hold, keeps our newer writes and unreplicated "
+    "values, and survives a power cut") {
   fault_env fa, fb;
   manual_clock clock;
   auto a = must(shard::open(fa, "/db/a", replica_options(clock)));
@@ -384,12 +388,13 @@ TEST_CASE("cluster file: parses the facts; comments, spacing and node order do n
   CHECK(b.fingerprint() == a.fingerprint());
   CHECK(b.canonical() == a.canonical());
   // Any fact that differs changes it.
-  for (std::string_view other : {"cluster orders\nshards 8\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\nnode 3 127.0.0.1 7403",
-                                 "cluster billing\nshards 4\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\nnode 3 127.0.0.1 7403",
-                                 "cluster orders\nshards 4\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\nnode 3 127.0.0.1 7404",
-                                 "cluster orders\nshards 4\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402",
-                                 "cluster orders\nshards 4\ntombstone_retention_s 60\nnode 1 127.0.0.1 7401\nnode 2 "
-                                 "127.0.0.1 7402\nnode 3 127.0.0.1 7403"})
+  for (std::string_view other :
+       {"cluster orders\nshards 8\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\nnode 3 127.0.0.1 7403",
+        "cluster billing\nshards 4\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\nnode 3 127.0.0.1 7403",
+        "cluster orders\nshards 4\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\nnode 3 127.0.0.1 7404",
+        "cluster orders\nshards 4\nnode 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402",
+        "cluster orders\nshards 4\ntombstone_retention_s 60\nnode 1 127.0.0.1 7401\nnode 2 "
+        "127.0.0.1 7402\nnode 3 127.0.0.1 7403"})
     CHECK(must(cluster_file::parse(other)).fingerprint() != a.fingerprint());
 }
 

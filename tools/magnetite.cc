@@ -14,6 +14,10 @@
 //   magnetite tag NAME [--at VERSION]             name a version (default: commit, then name that)
 //   magnetite tags [--json]
 //   magnetite untag NAME
+//   magnetite backup DEST [--at VERSION]          ships only the nodes DEST lacks
+//   magnetite backups DEST                        the versions a backup holds
+//   magnetite restore SRC DIR [--at VERSION]      a new database at DIR
+//   magnetite verify                              on --data: a database or a backup
 //   magnetite gc [--json]
 //   magnetite demo
 //   magnetite bench [--workload writes|gets|restart|load|overwrite|reclaim|all] [--seconds S]
@@ -30,6 +34,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -105,6 +110,7 @@ struct command_line {
   std::string root_a, root_b;
   std::string at;  // get, scan, tag: a version (a combined root or a tag's name)
   std::string tag_name;
+  std::string backup_dir, restore_dir;
   CLI::App* put = nullptr;
   CLI::App* get = nullptr;
   CLI::App* del = nullptr;
@@ -118,6 +124,9 @@ struct command_line {
   CLI::App* tag = nullptr;
   CLI::App* tags = nullptr;
   CLI::App* untag = nullptr;
+  CLI::App* backup = nullptr;
+  CLI::App* backups = nullptr;
+  CLI::App* restore = nullptr;
   CLI::App* demo = nullptr;
   CLI::App* bench = nullptr;
   bench_command_options bench_options;  // bench: all but data_dir
@@ -210,6 +219,16 @@ void declare(CLI::App& app, command_line& c) {
   c.tags->add_flag("--json", c.json, "one JSON object");
   c.untag = app.add_subcommand("untag", "remove the name NAME; gc may then drop its version");
   c.untag->add_option("NAME", c.tag_name)->required();
+  c.backup = app.add_subcommand(
+      "backup", "copy a version into the backup directory DEST: only the nodes it lacks (default: commit, then that)");
+  c.backup->add_option("DEST", c.backup_dir)->required();
+  c.backup->add_option("--at", c.at, "back up this version: a retained checkpoint's combined root, or a tag's name");
+  c.backups = app.add_subcommand("backups", "the versions the backup directory DIR holds, oldest first");
+  c.backups->add_option("DIR", c.backup_dir)->required();
+  c.restore = app.add_subcommand("restore", "make a new database at DIR from the backup SRC (not --data)");
+  c.restore->add_option("SRC", c.backup_dir)->required();
+  c.restore->add_option("DIR", c.restore_dir)->required();
+  c.restore->add_option("--at", c.at, "this backed-up version (combined root or label); default: the newest");
   c.gc = app.add_subcommand("gc", "drop tree nodes no current root or retained checkpoint reaches");
   c.gc->add_flag("--json", c.json, "one JSON object");
   c.demo = app.add_subcommand("demo", "a guided tour of what magnetite does, on --data");
@@ -465,7 +484,21 @@ void stats(database& db, const command_line& c) {
   for (const auto& t : st.tags) fmt::print("  {}  {}\n", t.name, t.version.combined.to_hex());
 }
 
+// verify on a backup directory (it holds a BACKUP file).
+int verify_backup_dir(const command_line& c) {
+  auto r = must(verify_backup(c.dir));
+  for (const auto& p : r.problems) fmt::print("damage: {}\n", p);
+  if (!r.problems.empty()) {
+    fmt::print("{} problems found\n", r.problems.size());
+    return 1;
+  }
+  fmt::print("ok: a backup of {} versions, {} nodes and {} of packs read back, no damage\n", r.versions,
+             with_commas(r.nodes), human_bytes(r.bytes));
+  return 0;
+}
+
 int verify(const command_line& c) {
+  if (std::filesystem::exists(std::filesystem::path(c.dir) / "BACKUP")) return verify_backup_dir(c);
   auto db = try_open_db(c.dir, c.shards, false, c.cache_mib);
   if (!db && db.error().code() == status_code::corruption) {
     fmt::print("damage: {}\n1 problem found (the database does not open)\n", db.error().message());
@@ -587,6 +620,19 @@ int cluster_call(const command_line& c, std::optional<std::chrono::nanoseconds> 
 // The command's exit code; failures are thrown.
 int execute(const command_line& c) {
   if (*c.verify) return verify(c);
+  if (*c.restore) {
+    if (auto s = restore_backup(c.backup_dir, c.restore_dir,
+                                c.at.empty() ? std::nullopt : std::optional<std::string_view>(c.at));
+        !s)
+      die(s);
+    fmt::print("restored {} into {}\n", c.backup_dir, c.restore_dir);
+    return 0;
+  }
+  if (*c.backups) {
+    for (const auto& v : must(list_backup(c.backup_dir)))
+      fmt::print("{}\t{}\t{}\n", v.version.to_hex(), v.label.empty() ? "-" : v.label, v.made_ns);
+    return 0;
+  }
   if (*c.demo) return must(run_demo(c.dir, c.shards));
   if (*c.serve) return run_serve(c.node_id, c.cluster, c.dir, c.tls);
   if (*c.cluster_demo) return run_cluster_demo(c.demo_cluster);
@@ -634,6 +680,11 @@ int execute(const command_line& c) {
     tag(*db, c);
   } else if (*c.tags) {
     tags(*db, c);
+  } else if (*c.backup) {
+    auto r = must(db->backup(c.backup_dir, c.at.empty() ? std::nullopt : std::optional<std::string_view>(c.at)));
+    fmt::print("backed up {}{} into {}: {} nodes ({}) shipped; it holds {} versions\n", r.version.to_hex(),
+               r.label.empty() ? "" : " (" + r.label + ")", c.backup_dir, with_commas(r.nodes_shipped),
+               human_bytes(r.bytes_shipped), r.versions_held);
   } else if (*c.untag) {
     if (auto s = db->untag(c.tag_name); !s) die(s);
     fmt::print("untagged {}\n", c.tag_name);

@@ -34,8 +34,8 @@ status tree_puller::take(std::span<const hash128> asked, std::span<const std::st
     return s;
   };
   if (asked.size() != encodings.size() || asked.size() > outstanding_)
-    return broken(status::corruption(
-        fmt::format("peer answered {} nodes for {} asked ({} outstanding)", encodings.size(), asked.size(), outstanding_)));
+    return broken(status::corruption(fmt::format("peer answered {} nodes for {} asked ({} outstanding)",
+                                                 encodings.size(), asked.size(), outstanding_)));
   for (std::size_t i = 0; i < asked.size(); ++i) {
     const std::string& bytes = encodings[i];
     if (hash128::of(bytes) != asked[i])
@@ -68,13 +68,37 @@ status tree_puller::take(std::span<const hash128> asked, std::span<const std::st
 
 status tree_puller::finish(const import_fn& import) {
   MAGNETITE_TRY(broken_);
-  if (!done() || outstanding_ != 0)
-    return status::invalid_argument("tree_puller::finish before the walk is done");
+  if (!done() || outstanding_ != 0) return status::invalid_argument("tree_puller::finish before the walk is done");
   // Walk order is top down, level by level: reversed, every node comes after
   // all of its children.
   for (auto it = internal_.rbegin(); it != internal_.rend(); ++it) MAGNETITE_TRY(import(it->first, it->second));
   internal_.clear();
   return status::ok();
+}
+
+result<pull_stats> pull_local(const hash128& root, node_source& from, node_store& to) {
+  tree_puller p(root, [&](const hash128& h) { return to.contains(h); });
+  auto import = [&](const hash128& h, std::string_view encoding) -> status {
+    auto n = node::decode(encoding);
+    if (!n) return n.error();
+    auto written = to.write(*n);
+    if (!written) return written.error();
+    if (*written != h) return status::corruption(fmt::format("node {} was stored as {}", h, *written));
+    return status::ok();
+  };
+  std::vector<std::string> encodings;
+  while (!p.done()) {
+    auto want = p.next_request(256);
+    encodings.clear();
+    for (const auto& h : want) {
+      auto n = from.read(h);
+      if (!n) return n.error();
+      encodings.emplace_back((*n)->encode());
+    }
+    MAGNETITE_TRY(p.take(want, encodings, import));
+  }
+  MAGNETITE_TRY(p.finish(import));
+  return p.stats();
 }
 
 }  // namespace magnetite::tree

@@ -32,6 +32,8 @@
 
 #include "core/hash128.h"
 #include "core/status.h"
+#include "tree/node_source.h"
+#include "tree/node_store.h"
 
 namespace magnetite::tree {
 
@@ -64,13 +66,18 @@ class tree_puller {
 
  private:
   holds_fn holds_;
-  std::deque<hash128> frontier_;      // the current level, still to request
-  std::vector<hash128> next_level_;   // children found so far for the level below
+  std::deque<hash128> frontier_;     // the current level, still to request
+  std::vector<hash128> next_level_;  // children found so far for the level below
   std::unordered_set<hash128, hash128_hasher> seen_;
-  std::size_t outstanding_ = 0;       // requested from the current level, not yet taken
+  std::size_t outstanding_ = 0;                            // requested from the current level, not yet taken
   std::vector<std::pair<hash128, std::string>> internal_;  // in walk order (top down)
   pull_stats stats_;
   status broken_;
 };
+
+// The whole walk at once between two stores of this process: copies into
+// `to` every node of `root` that `to` lacks, read from `from` (backup and
+// restore). The nodes are written, not flushed.
+result<pull_stats> pull_local(const hash128& root, node_source& from, node_store& to);
 
 }  // namespace magnetite::tree

@@ -53,6 +53,7 @@
 #include <utility>
 #include <vector>
 
+#include "magnetite/backup.h"
 #include "magnetite/config.h"
 #include "magnetite/hash128.h"
 #include "magnetite/history.h"
@@ -149,6 +150,15 @@ class MAGNETITE_API database {
   status untag(std::string_view name);
   // By name.
   std::vector<version_tag> tags() const;
+
+  // Backs up one version into the backup directory `dest` (made if missing;
+  // <magnetite/backup.h>): without `version` it commits first and backs up
+  // that checkpoint; with one, a retained checkpoint or a named version (a
+  // tag's name becomes the version's label in the backup). Ships only the
+  // nodes `dest` lacks; reads and writes go on meanwhile (the version is
+  // pinned, the copy runs on the calling thread). Complete when it returns
+  // ok; before that `dest` holds its previous complete backup.
+  result<backup_report> backup(const std::string& dest, std::optional<std::string_view> version = {});
   // Reads back every node of every shard's current root and of the retained
   // checkpoints, every log from its last commit marker, the expiry entries;
   // each shard stops writing while it is checked. Damage is in the report.
