@@ -9,9 +9,10 @@
 //                    target); RocksDB copies the new SST files
 //   restore          ours restore_backup (the newest version); RocksDB
 //                    RestoreDBFromLatestBackup
-//   writes during    durable writes/s from --writers threads while a full
-//                    backup runs, over the same threads without one (the
-//                    issue's target: at least 0.8x)
+//   writes during    durable writes/s from --writers threads while full
+//                    backups run back to back (each into a new directory)
+//                    for at least 3 s, over the same threads for 3 s without
+//                    (the target: at least 0.8x)
 //
 // Both engines get the same keys ("%016d") and values (--value-size
 // pseudo-random letters), loaded in sorted runs (ours database::ingest,
@@ -102,7 +103,7 @@ double writes_while(Put put, const std::function<void()>& meanwhile) {
 
 struct figures {
   double load_s = 0, full_s = 0, full_bytes = 0, incremental_s = 0, incremental_bytes = 0, incremental_nodes = 0,
-         incremental_encoded = 0, depth = 0, restore_s = 0, writes_without = 0, writes_during = 0, backup_during_s = 0,
+         incremental_encoded = 0, depth = 0, restore_s = 0, writes_without = 0, writes_during = 0, backups_during = 0,
          rss_mib = 0;
 };
 
@@ -166,9 +167,14 @@ figures ours() {
   f.restore_s = since(t0);
   auto put = [&](const std::string& k, const std::string& v) { must(db->put(k, v), "put"); };
   f.writes_without = writes_while(put, [] { std::this_thread::sleep_for(std::chrono::seconds(3)); });
-  auto tb = clock_type::now();
-  f.writes_during = writes_while(put, [&] { must(db->backup(again), "backup during writes"); });
-  f.backup_during_s = since(tb);
+  // Full backups back to back into new directories for at least 3 s, so
+  // that the rate is not one short burst's.
+  int backups = 0;
+  f.writes_during = writes_while(put, [&] {
+    for (auto tb = clock_type::now(); since(tb) < 3.0; ++backups)
+      must(db->backup(fmt::format("{}-{}", again, backups)), "backup during writes");
+  });
+  f.backups_during = backups;
   return f;
 }
 
@@ -231,13 +237,20 @@ figures rocks() {
   f.restore_s = since(t0);
   auto put = [&](const std::string& k, const std::string& v) { rocks_must(db->Put(sync, k, v), "put"); };
   f.writes_without = writes_while(put, [] { std::this_thread::sleep_for(std::chrono::seconds(3)); });
-  rocksdb::BackupEngine* second_raw = nullptr;
-  rocks_must(rocksdb::BackupEngine::Open(rocksdb::Env::Default(), rocksdb::BackupEngineOptions(again), &second_raw),
-             "backup engine");
-  std::unique_ptr<rocksdb::BackupEngine> second(second_raw);
-  auto tb = clock_type::now();
-  f.writes_during = writes_while(put, [&] { rocks_must(second->CreateNewBackup(db.get(), true), "backup"); });
-  f.backup_during_s = since(tb);
+  int backups = 0;
+  f.writes_during = writes_while(put, [&] {
+    for (auto tb = clock_type::now(); since(tb) < 3.0; ++backups) {
+      // A new backup directory each time, as ours: every backup a full one.
+      rocksdb::BackupEngine* fresh = nullptr;
+      rocks_must(
+          rocksdb::BackupEngine::Open(rocksdb::Env::Default(),
+                                      rocksdb::BackupEngineOptions(fmt::format("{}-{}", again, backups)), &fresh),
+          "backup engine");
+      std::unique_ptr<rocksdb::BackupEngine> e(fresh);
+      rocks_must(e->CreateNewBackup(db.get(), true), "backup");
+    }
+  });
+  f.backups_during = backups;
   return f;
 }
 
@@ -288,8 +301,8 @@ int main(int argc, char** argv) {
       o.incremental_encoded <= bound ? "met" : "NOT met");
   row("restore (the newest version)", o.restore_s, r.restore_s, "s");
   row("durable writes/s, no backup", o.writes_without, r.writes_without, "/s");
-  row("durable writes/s, during a full backup", o.writes_during, r.writes_during, "/s",
-      fmt::format("backup took {:.2f} s / {:.2f} s", o.backup_during_s, r.backup_during_s));
+  row("durable writes/s, during full backups", o.writes_during, r.writes_during, "/s",
+      fmt::format("{:.0f} / {:.0f} backups back to back", o.backups_during, r.backups_during));
   const double ours_ratio = o.writes_during / o.writes_without, peer_ratio = r.writes_during / r.writes_without;
   fmt::print("writes during / without a backup: ours {:.2f}x (target >= 0.8x: {}), RocksDB {:.2f}x\n", ours_ratio,
              ours_ratio >= 0.8 ? "met" : "NOT met", peer_ratio);

@@ -88,7 +88,7 @@ result<std::unique_ptr<backup_store>> backup_store::open(env& fs, std::string di
   return b;
 }
 
-result<tree::pull_stats> backup_store::ship(std::size_t shard, const hash128& root, tree::node_source& source) {
+result<tree::pull_stats> backup_store::ship(std::size_t shard, const hash128& root, tree::node_store& source) {
   if (shard >= stores_.size()) return status::invalid_argument(fmt::format("no shard {} in this backup", shard));
   return tree::pull_local(root, source, *stores_[shard]);
 }

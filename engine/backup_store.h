@@ -58,7 +58,7 @@ class backup_store {
   const backup_manifest& manifest() const noexcept { return manifest_; }
   const std::string& dir() const noexcept { return dir_; }
 
-  result<tree::pull_stats> ship(std::size_t shard, const hash128& root, tree::node_source& source);
+  result<tree::pull_stats> ship(std::size_t shard, const hash128& root, tree::node_store& source);
   // `v` names roots every store holds now (shipped); invalid_argument if not.
   // A version the backup holds already is not added twice.
   status record(backed_up_version v);

@@ -1590,6 +1590,42 @@ TEST_CASE("node_store: a retired store frees its directory and keeps reading wha
   check_tree(*fresh, c, mc);
 }
 
+TEST_CASE("node_store: copy_out and copy_in move records between stores as stored; a copy that lies is refused") {
+  fault_env fe;
+  node_store_options o = small_options();
+  std::mt19937_64 rng(31);
+  model m = random_model(rng, 2000, 100'000);
+  auto from = must_open(fe, o, std::nullopt, "/from");
+  prolly_tree t(*from, small_nodes);
+  hash128 root = must(t.build(entries_of(m)));
+  must(from->flush());
+  auto to = must_open(fe, o, std::nullopt, "/to");
+  // Every node, children first: the copies read back as the tree.
+  std::vector<hash128> order;
+  for (auto h : reachable(*from, root)) order.push_back(h);
+  const auto written_before = to->stats().pack_bytes_written;
+  for (auto h : order) {
+    auto r = from->copy_out(h);
+    REQUIRE(r.is_ok());
+    CHECK(hash128::of(r->raw) == h);
+    must_ok(to->copy_in(*r));
+    must_ok(to->copy_in(*r));  // again: deduplicated
+  }
+  must(to->flush());
+  check_tree(*to, root, m);
+  CHECK(to->stats().nodes_written == order.size());
+  // As stored: the same record bytes.
+  for (auto h : order) CHECK(must(to->copy_out(h)).payload == must(from->copy_out(h)).payload);
+  CHECK(to->stats().pack_bytes_written > written_before);
+
+  auto liar = must(from->copy_out(root));
+  liar.raw[liar.raw.size() / 2] ^= 1;
+  CHECK(to->copy_in(liar).code() == status_code::corruption);
+  liar.raw.pop_back();
+  CHECK(to->copy_in(liar).code() == status_code::invalid_argument);
+  CHECK(from->copy_out(hash128::of(std::string_view("not stored"))).error().code() == status_code::not_found);
+}
+
 TEST_CASE("node_store: on the POSIX env, writes after open cut an uncommitted tail land where the index says") {
   // open() truncates the active pack; the next records must go to the new end
   // (a descriptor offset left at the old end once wrote them past a zero hole).

@@ -134,15 +134,45 @@ result<hash128> node_store::write(const node& n) {
     }
   }
   if (rec.flags == 0) rec.payload = bytes;
+  MAGNETITE_TRY(add_pending(std::move(rec)));
+  return h;
+}
+
+status node_store::add_pending(pending_record rec) {
   pending_bytes_ += record_header_size + rec.payload.size();
   {
     std::unique_lock sl(state_mu_);
-    pending_at_.emplace(h, pending_.size());
+    pending_at_.emplace(rec.hash, pending_.size());
     pending_.push_back(std::move(rec));
   }
   ++nodes_written_;
   if (pending_bytes_ >= options_.write_buffer_bytes) MAGNETITE_TRY(spill(/*flushing=*/false));
-  return h;
+  return status::ok();
+}
+
+status node_store::copy_in(const record_copy& r) {
+  if (r.raw.size() > max_node_bytes || r.raw.size() != r.raw_length)
+    return status::invalid_argument(
+        fmt::format("a record copy of node {} of {} bytes (length {})", r.hash, r.raw.size(), r.raw_length));
+  if (hash128::of(r.raw) != r.hash)
+    return status::corruption(fmt::format("a record copy of node {} hashes to {}", r.hash, hash128::of(r.raw)));
+  std::lock_guard wl(write_mu_);
+  MAGNETITE_TRY(check_usable());
+  if (cycle_) {
+    auto n = node::decode(r.raw);
+    if (!n) return n.error();
+    reclaim_note_write(*n, r.hash);
+  }
+  if (index_.count(r.hash) || pending_at_.count(r.hash)) {
+    ++writes_deduplicated_;
+    return status::ok();
+  }
+  pending_record rec;
+  rec.hash = r.hash;
+  rec.flags = r.flags;
+  rec.raw_length = r.raw_length;
+  rec.payload = r.payload;
+  return add_pending(std::move(rec));
 }
 
 // Makes the active pack durable up to what was written: one fdatasync, one

@@ -274,6 +274,22 @@ class node_store final : public node_sink {
   std::optional<std::uint64_t> durable_position() const;
   const open_report& recovery() const noexcept { return report_; }
   node_store_stats stats() const;
+  // A node's record as stored, to put into another store without decoding
+  // or compressing it again (backup, restore): copy_out() reads it (from the
+  // write buffer or a pack, checked as read() checks it: `raw` is the
+  // encoding and hashes to `hash`); copy_in() stores it as write() would
+  // have, deduplicated, after checking that `raw` hashes to `hash` (the
+  // payload is trusted to be `raw` as stored with `flags`).
+  struct record_copy {
+    hash128 hash;
+    std::uint8_t flags = 0;
+    std::uint32_t raw_length = 0;
+    std::string payload;
+    std::string raw;
+  };
+  result<record_copy> copy_out(const hash128& h);
+  status copy_in(const record_copy& r);
+
   // ok, or the error that stopped the store.
   status failure() const;
   // Ends this store as a writer and releases its directory's LOCK, so that a
@@ -373,6 +389,8 @@ class node_store final : public node_sink {
   // gc's parts (node_store_gc.cc).
   class gc_output;  // the packs gc writes
   result<stored_record> load_for_gc(const hash128& h);
+  // Queues a new record (write_mu_ held, not yet stored or pending).
+  status add_pending(pending_record rec);
   status gc_copy_reachable(std::span<const hash128> roots, gc_output& copies);
   std::map<std::uint32_t, std::shared_ptr<pack>> gc_adopt(gc_output& copies, std::uint64_t position);
   void write_index_entries();

@@ -174,6 +174,14 @@ node_store::record_buffers& node_store::thread_buffers() {
 // must not keep a pack that gc or reclamation removed (its space).
 node_store::buffers_lease::~buffers_lease() { b.from.reset(); }
 
+result<node_store::record_copy> node_store::copy_out(const hash128& h) {
+  buffers_lease lease;
+  record_buffers& b = lease.b;
+  auto f = fetch(h, b);
+  if (!f) return f.error();
+  return record_copy{h, b.flags, b.raw_length, std::string(b.payload), std::string(b.raw)};
+}
+
 result<node_ptr> node_store::read_uncached(const hash128& h) {
   buffers_lease lease;
   record_buffers& b = lease.b;

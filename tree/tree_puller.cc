@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "tree/node.h"
 
 namespace magnetite::tree {
@@ -76,29 +78,37 @@ status tree_puller::finish(const import_fn& import) {
   return status::ok();
 }
 
-result<pull_stats> pull_local(const hash128& root, node_source& from, node_store& to) {
-  tree_puller p(root, [&](const hash128& h) { return to.contains(h); });
-  auto import = [&](const hash128& h, std::string_view encoding) -> status {
-    auto n = node::decode(encoding);
+namespace {
+
+// Depth first, children before their parent: a node `to` holds is a
+// subtree it holds, whenever the copy stops.
+status copy_subtree(const hash128& h, std::uint64_t level, node_store& from, node_store& to,
+                    std::unordered_set<hash128, hash128_hasher>& seen, pull_stats& stats) {
+  if (to.contains(h) || !seen.insert(h).second) return status::ok();
+  auto rec = from.copy_out(h);
+  if (!rec) return rec.error();
+  ++stats.nodes;
+  stats.bytes += rec->raw.size();
+  stats.levels = std::max(stats.levels, level);
+  if (!rec->raw.empty() && rec->raw[0] != 0) {  // an internal node: its children first
+    auto n = node::decode(rec->raw);
     if (!n) return n.error();
-    auto written = to.write(*n);
-    if (!written) return written.error();
-    if (*written != h) return status::corruption(fmt::format("node {} was stored as {}", h, *written));
-    return status::ok();
-  };
-  std::vector<std::string> encodings;
-  while (!p.done()) {
-    auto want = p.next_request(256);
-    encodings.clear();
-    for (const auto& h : want) {
-      auto n = from.read(h);
-      if (!n) return n.error();
-      encodings.emplace_back((*n)->encode());
+    for (const auto& e : n->entries()) {
+      auto ref = child_ref::decode(e.value);
+      if (!ref) return ref.error();
+      MAGNETITE_TRY(copy_subtree(ref->hash, level + 1, from, to, seen, stats));
     }
-    MAGNETITE_TRY(p.take(want, encodings, import));
   }
-  MAGNETITE_TRY(p.finish(import));
-  return p.stats();
+  return to.copy_in(*rec);
+}
+
+}  // namespace
+
+result<pull_stats> pull_local(const hash128& root, node_store& from, node_store& to) {
+  pull_stats stats;
+  std::unordered_set<hash128, hash128_hasher> seen;
+  MAGNETITE_TRY(copy_subtree(root, 0, from, to, seen, stats));
+  return stats;
 }
 
 }  // namespace magnetite::tree

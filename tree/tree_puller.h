@@ -75,9 +75,11 @@ class tree_puller {
   status broken_;
 };
 
-// The whole walk at once between two stores of this process: copies into
-// `to` every node of `root` that `to` lacks, read from `from` (backup and
-// restore). The nodes are written, not flushed.
-result<pull_stats> pull_local(const hash128& root, node_source& from, node_store& to);
+// The same walk between two stores of this process (backup and restore):
+// copies into `to` every node of `root` that `to` lacks, from `from`, each
+// node after its children, as records (node_store::copy_out / copy_in: no
+// node is compressed again). The nodes are written, not flushed. `bytes`
+// counts the encodings copied; `levels` the levels below the root reached.
+result<pull_stats> pull_local(const hash128& root, node_store& from, node_store& to);
 
 }  // namespace magnetite::tree
