@@ -48,6 +48,12 @@ result<std::unique_ptr<backup_store>> backup_store::open(env& fs, std::string di
   } else if (!*is_dir) {
     return status::invalid_argument(fmt::format("{} is not a directory", b->dir_));
   }
+  // A database's directory holds a MANIFEST: its shard directories are no
+  // backup's, and must not become one.
+  auto database_here = fs.exists(path_join(b->dir_, "MANIFEST"));
+  if (!database_here) return database_here.error();
+  if (*database_here)
+    return status::invalid_argument(fmt::format("{} is a database's directory, not a backup directory", b->dir_));
   auto lock = fs.lock(path_join(b->dir_, "LOCK"));
   if (!lock) {
     if (lock.error().code() == status_code::busy)

@@ -145,6 +145,14 @@ TEST_CASE("backup: incremental within changed x depth x node size; every version
   CHECK_FALSE(std::filesystem::exists(d.path() + "/r-x"));
   CHECK(restore_backup(d.path() + "/nothing", d.path() + "/r-y").code() == status_code::not_found);
   CHECK_FALSE(std::filesystem::exists(d.path() + "/r-y"));
+  // A database's directory is no backup directory, as source or destination.
+  CHECK(restore_backup(d.path() + "/r-first", d.path() + "/r-z").code() == status_code::invalid_argument);
+  CHECK(verify_backup(d.path() + "/r-first").error().code() == status_code::invalid_argument);
+  {
+    auto r = must_open(options_for(d.path() + "/r-first", 2));
+    CHECK(r->backup(d.path() + "/r-first").error().code() == status_code::invalid_argument);
+    CHECK(r->verify().value().problems.empty());
+  }
 }
 
 TEST_CASE("backup: durable writes go on while a backup runs; the backup holds exactly its version") {
