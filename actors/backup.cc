@@ -23,11 +23,13 @@ status restore_backup(const std::string& backup_dir, const std::string& dir, std
   if (!v)
     return status::not_found(version ? fmt::format("{} holds no version {}", backup_dir, *version)
                                      : fmt::format("{} holds no version yet", backup_dir));
+  // What an interrupted restore left is removed first; what this one leaves
+  // on an error, after. `dir` itself is never touched: restore refuses it
+  // if it exists.
   std::error_code ec;
-  if (std::filesystem::exists(dir + ".restoring", ec) && std::filesystem::exists(dir, ec) == false)
-    std::filesystem::remove_all(dir + ".restoring", ec);  // what an interrupted restore left
+  if (!std::filesystem::exists(dir, ec)) std::filesystem::remove_all(dir + ".restoring", ec);
   status s = (*b)->restore(*v, dir);
-  if (!s) std::filesystem::remove_all(dir + ".restoring", ec);
+  if (!s && !std::filesystem::exists(dir, ec)) std::filesystem::remove_all(dir + ".restoring", ec);
   return s;
 }
 

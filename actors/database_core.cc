@@ -567,6 +567,13 @@ std::optional<checkpoint> database_core::find_version(const hash128& combined) c
   return std::nullopt;
 }
 
+status database_core::unknown_version(const hash128& version) {
+  return status::not_found(
+      fmt::format("version {} is not the combined root of a retained checkpoint or a named version "
+                  "(database::checkpoints and database::tags list them)",
+                  version));
+}
+
 std::vector<version_tag> database_core::tags() const {
   std::lock_guard lk(checkpoints_mu_);
   std::vector<version_tag> out;
@@ -596,9 +603,7 @@ result<checkpoint> database_core::tag(std::string_view name, std::optional<hash1
   }
   std::lock_guard lk(checkpoints_mu_);
   std::optional<checkpoint> c = find_version(*version);
-  if (!c)
-    return status::not_found(
-        fmt::format("version {} is not the combined root of a retained checkpoint or a named version", *version));
+  if (!c) return unknown_version(*version);
   MAGNETITE_TRY(tags_->set(name, *c));
   publish_retained();
   return *c;
@@ -701,11 +706,7 @@ result<snapshot::impl> database_core::pin_holding_operations(const hash128& vers
     std::lock_guard lk(checkpoints_mu_);
     c = find_version(version);
   }
-  if (!c)
-    return status::not_found(
-        fmt::format("version {} is not the combined root of a retained checkpoint or a named version "
-                    "(database::checkpoints and database::tags list them)",
-                    version));
+  if (!c) return unknown_version(version);
   snapshot::impl p;
   p.version = version;
   p.roots = c->roots;

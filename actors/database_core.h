@@ -205,6 +205,8 @@ class database_core final : public state_storage {
   // A retained checkpoint or a named version, by its combined root
   // (checkpoints_mu_ held).
   std::optional<checkpoint> find_version(const hash128& combined) const;
+  // not_found, naming `version`: what find_version's callers answer when it finds none.
+  static status unknown_version(const hash128& version);
   result<commit_result> commit_holding_operations();
   // Every shard's view of a retained or named version, each pinned.
   result<snapshot::impl> pin_holding_operations(const hash128& version);

@@ -6,7 +6,7 @@
 //   store <shard> <position>\n                      one a shard: its node store's committed position
 //   pack <shard> <number> <bytes> <XXH3-128>\n       every pack file of those stores, up to the position
 //   version <label|-> <made ns> <combined> <root 0> ... <root N-1> <sequence 0> ... <sequence N-1>\n
-//   end <lines before this one> <XXH3-128 of every byte before this line>\n
+//   end <lines between the header and this one> <XXH3-128 of every byte before this line>\n
 //
 // Invariants:
 // - A version's roots are complete subtrees in the stores up to their
@@ -15,6 +15,7 @@
 // - `sequence i` is the last log sequence shard i had written when its
 //   version was backed up: a restored shard numbers its writes after it, so
 //   revisions (docs/formats/state.md) keep growing across a restore.
+// - The header and the end line are engine/sealed_text.h's frame.
 // - parse() refuses any text that fails a check, saying where and why; a
 //   newer format version is not_supported.
 #pragma once

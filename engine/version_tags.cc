@@ -3,25 +3,22 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 
 #include "engine/checkpoint_log.h"
+#include "engine/sealed_text.h"
 
 namespace magnetite {
 
 namespace {
 
-constexpr std::string_view header = "magnetite-tags 1\n";
-constexpr std::string_view header_word = "magnetite-tags ";
-constexpr std::string_view trailer_word = "end ";
+constexpr std::string_view kind = "magnetite-tags";
 
 using tag_map = std::map<std::string, checkpoint, std::less<>>;
 
 std::string text_of(const tag_map& tags) {
-  std::string out(header);
-  for (const auto& [name, c] : tags) out += fmt::format("{} {}\n", name, checkpoint_log::format(c));
-  out += fmt::format("end {} {}\n", tags.size(), hash128::of(out).to_hex());
-  return out;
+  std::string body;
+  for (const auto& [name, c] : tags) body += fmt::format("{} {}\n", name, checkpoint_log::format(c));
+  return seal(kind, body);
 }
 
 bool is_hex_version(std::string_view name) {
@@ -32,49 +29,23 @@ bool is_hex_version(std::string_view name) {
 // The names a file's bytes hold, or what is wrong with them (the offset and
 // the reason; the caller names the file).
 result<tag_map> parse(std::string_view text, std::size_t shards) {
-  auto bad = [](std::size_t offset, std::string_view why) {
-    return status::corruption(fmt::format("offset {}: {}", offset, why));
-  };
-  if (!text.starts_with(header)) {
-    if (text.starts_with(header_word)) {
-      std::string_view rest = text.substr(header_word.size());
-      unsigned format = 0;
-      auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), format);
-      if (ec == std::errc() && format > 1 && end < rest.data() + rest.size() && *end == '\n')
-        return status::make(status_code::not_supported, status_category::permanent,
-                            fmt::format("format version {}; this build reads version 1", format));
-    }
-    return bad(0, "no \"magnetite-tags 1\" header");
-  }
-  if (!text.ends_with('\n')) return bad(text.size(), "the file does not end with a line's end");
-  std::size_t last = text.rfind('\n', text.size() - 2) + 1;  // the header's newline at least
-  if (last < header.size() || !text.substr(last).starts_with(trailer_word))
-    return bad(last, "the last line is not the \"end\" line");
-  std::string_view trailer = text.substr(last + trailer_word.size());
-  trailer.remove_suffix(1);
-  std::string expected_sum = hash128::of(text.substr(0, last)).to_hex();
-  std::size_t sp = trailer.find(' ');
-  if (sp == std::string_view::npos || trailer.substr(sp + 1) != expected_sum)
-    return bad(last, "the checksum of the \"end\" line does not match the bytes before it");
-  std::size_t count = 0;
-  auto [end, ec] = std::from_chars(trailer.data(), trailer.data() + sp, count);
-  if (ec != std::errc() || end != trailer.data() + sp) return bad(last, "the \"end\" line's count is not a number");
+  auto body = unseal(text, kind);
+  if (!body) return body.error();
   tag_map out;
-  for (std::size_t at = header.size(); at < last;) {
-    std::size_t nl = text.find('\n', at);
-    std::string_view line = text.substr(at, nl - at);
-    std::size_t name_end = line.find(' ');
-    if (name_end == std::string_view::npos) return bad(at, "a line without a version");
-    std::string_view name = line.substr(0, name_end);
-    if (auto s = version_tags::check_name(name); !s) return bad(at, s.message());
-    auto c = checkpoint_log::parse(line.substr(name_end + 1), shards);
-    if (!c) return bad(at, c.error().message());
-    if (!out.empty() && out.rbegin()->first >= name) return bad(at, "names out of order or twice");
-    out.emplace(std::string(name), std::move(*c));
+  for (std::size_t at = 0; at < body->text.size();) {
+    const std::size_t nl = body->text.find('\n', at);
+    const std::size_t offset = body->offset + at;
+    std::string_view line = body->text.substr(at, nl - at);
     at = nl + 1;
+    std::size_t name_end = line.find(' ');
+    if (name_end == std::string_view::npos) return damaged_at(offset, "a line without a version");
+    std::string_view name = line.substr(0, name_end);
+    if (auto s = version_tags::check_name(name); !s) return damaged_at(offset, s.message());
+    auto c = checkpoint_log::parse(line.substr(name_end + 1), shards);
+    if (!c) return damaged_at(offset, c.error().message());
+    if (!out.empty() && out.rbegin()->first >= name) return damaged_at(offset, "names out of order or twice");
+    out.emplace(std::string(name), std::move(*c));
   }
-  if (out.size() != count)
-    return bad(last, fmt::format("the \"end\" line counts {} names, the file holds {}", count, out.size()));
   return out;
 }
 

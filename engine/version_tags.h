@@ -5,7 +5,7 @@
 //   <name> <combined> <root of shard 0> ... <root of shard N-1>\n   (one a tag, by name)
 //   end <tags> <XXH3-128 of every byte before this line>\n
 //
-// Invariants:
+// The header and the end line are engine/sealed_text.h's frame. Invariants:
 // - The file is only ever replaced whole (replace_file): a crash leaves the
 //   names before the call or the names after it, never a mix.
 // - A tag's checkpoint was retained (or tagged) when it was named, so its

@@ -3,8 +3,9 @@
 
 #include <algorithm>
 
-#include "engine/checkpoint_log.h"
 #include "core/fault_env.h"
+#include "engine/checkpoint_log.h"
+#include "tests/support/made_checkpoint.h"
 
 using namespace magnetite;
 
@@ -13,12 +14,7 @@ namespace {
 const std::string dir = "/db";
 const std::string path = "/db/CHECKPOINTS";
 
-checkpoint make(int i, std::size_t shards = 3) {
-  checkpoint c;
-  for (std::size_t s = 0; s < shards; ++s) c.roots.push_back(hash128::of(fmt::format("root {} of shard {}", i, s)));
-  c.combined = checkpoint_log::combine(c.roots);
-  return c;
-}
+checkpoint make(int i, std::size_t shards = 3) { return testing::made_checkpoint(i, shards); }
 
 checkpoint_log must_open(env& e, std::size_t shards = 3) {
   auto l = checkpoint_log::open(e, dir, shards);
@@ -108,7 +104,7 @@ TEST_CASE("checkpoint_log: a failed append retains nothing and leaves no fragmen
     auto log = must_open(fe);
     for (int i = 0; i < 3; ++i) REQUIRE(log.append(make(i)).is_ok());
     if (mode == 0) fe.fail_write(1, status_code::no_space, 20);  // a torn line, the disk full
-    if (mode == 1) fe.fail_sync(1);                               // the line may never reach the disk
+    if (mode == 1) fe.fail_sync(1);                              // the line may never reach the disk
     if (mode == 2) fe.fail_write(1, status_code::io_error, 0);
     CHECK_FALSE(log.append(make(3)).is_ok());
     CHECK_FALSE(log.find(make(3).combined));

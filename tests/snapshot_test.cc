@@ -187,12 +187,7 @@ TEST_CASE("snapshot: automatic reclamation keeps what a snapshot reads while it 
   }
   auto version = db->commit().value().combined;
   auto s = db->at(version).value();
-  auto reclaimed = [&] {
-    std::uint64_t n = 0;
-    auto st = db->stats().value();  // kept: a range-for would not keep the temporary
-    for (const auto& u : st.usage) n += u.reclaimed_bytes;
-    return n;
-  };
+  auto reclaimed = [&] { return testing::usage_total(*db, &shard_usage::reclaimed_bytes); };
   const std::uint64_t reclaimed_before = reclaimed();
   // Every key rewritten, round after round, until the snapshot's checkpoint
   // has left the retained ones and the shards have reclaimed by themselves.

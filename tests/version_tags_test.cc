@@ -15,6 +15,7 @@
 #include "engine/checkpoint_log.h"
 #include "engine/version_tags.h"
 #include "tests/support/database_fixture.h"
+#include "tests/support/made_checkpoint.h"
 #include "tests/support/temp_dir.h"
 
 using namespace magnetite;
@@ -24,12 +25,7 @@ namespace {
 const std::string dir = "/db";
 const std::string path = "/db/TAGS";
 
-checkpoint make(int i, std::size_t shards = 3) {
-  checkpoint c;
-  for (std::size_t s = 0; s < shards; ++s) c.roots.push_back(hash128::of(fmt::format("root {} of shard {}", i, s)));
-  c.combined = checkpoint_log::combine(c.roots);
-  return c;
-}
+checkpoint make(int i, std::size_t shards = 3) { return testing::made_checkpoint(i, shards); }
 
 version_tags must_open(env& e, std::size_t shards = 3) {
   auto t = version_tags::open(e, dir, shards);
@@ -253,12 +249,7 @@ TEST_CASE("database: a tagged version outlives retention, gc, reclamation and a 
   CHECK(db->resolve(tagged.to_hex()).value() == tagged);
   CHECK(read_all(db->at(tagged).value()) == v1);
 
-  auto live = [&] {
-    std::uint64_t n = 0;
-    auto st = db->stats().value();  // kept: a range-for would not keep the temporary
-    for (const auto& u : st.usage) n += u.live_node_bytes;
-    return n;
-  };
+  auto live = [&] { return testing::usage_total(*db, &shard_usage::live_node_bytes); };
   const std::uint64_t live_tagged = live();
   // One name gone: the other still keeps the version.
   REQUIRE(db->untag("release-1").is_ok());

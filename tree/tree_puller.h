@@ -32,7 +32,6 @@
 
 #include "core/hash128.h"
 #include "core/status.h"
-#include "tree/node_source.h"
 #include "tree/node_store.h"
 
 namespace magnetite::tree {

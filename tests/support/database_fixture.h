@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,16 @@ inline std::unique_ptr<database> must_open(core_options o) {
   auto db = open_database(std::move(o));
   REQUIRE_MESSAGE(db.is_ok(), db.error().to_string());
   return std::move(*db);
+}
+
+// One field of stats().usage summed over the shards, e.g.
+// usage_total(db, &shard_usage::live_node_bytes).
+inline std::uint64_t usage_total(database& db, std::uint64_t shard_usage::*field) {
+  auto st = db.stats();
+  REQUIRE_MESSAGE(st.is_ok(), st.error().to_string());
+  std::uint64_t n = 0;
+  for (const auto& u : st->usage) n += u.*field;
+  return n;
 }
 
 // A database on a fault_env whose power a test cuts between calls, then opens
