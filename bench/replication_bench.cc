@@ -6,7 +6,8 @@
 //   replication_bench [--dir D] [--ops N] [--threads T] [--keys K]
 //                     [--value-bytes B] [--shards S] [--rounds R]
 //                     [--warmup N] [--port P] [--request-timeout-ms MS]
-//                     [--max-errors E] [--node-spin-polls N] [--middleman-workers N]
+//                     [--max-errors E] [--node-scheduler sharing|stealing]
+//                     [--middleman-workers N]
 //                     [--etcd PATH|none] [--request-ids] [--records]
 //
 // Every case but the raw one takes N writes (20 000 by default) from T client
@@ -98,10 +99,12 @@
 // After the rounds the three nodes must hold the same roots (every write
 // reached every node), or the run fails. A write that fails is counted by
 // kind (busy: not the owner; ambiguous: the owner stepped down; other); more
-// than E (5) in a case fails the run after the report. --node-spin-polls sets
-// CAF's work-stealing.aggressive-poll-attempts in the nodes' systems (default:
-// CAF's 100, as `magnetite serve`; a database with its own system uses
-// 20 000); --middleman-workers sets CAF's middleman.workers there (the
+// than E (5) in a case fails the run after the report. --node-scheduler
+// stealing gives the nodes' systems CAF's work stealing scheduler with its
+// default polling instead of the work sharing one that
+// replication::configure_system chooses (the cluster client's own system
+// keeps it): what that choice is worth;
+// --middleman-workers sets CAF's middleman.workers there (the
 // threads that deserialize what arrives from peers; CAF's default when not
 // given, as `magnetite serve`); --request-ids sends a request id with every write of the 1-node
 // and 3-node cases (as cluster_client does), so the owners also write a
@@ -142,7 +145,7 @@ std::size_t thread_count = 32, shard_count = 2, value_bytes = 100;
 std::uint64_t key_space = 100'000;
 bool with_records = false;  // --records
 std::chrono::milliseconds request_timeout{2000};
-std::optional<std::size_t> node_spin_polls;    // CAF's default (100), as `magnetite serve`
+bool node_stealing = false;                    // --node-scheduler stealing
 std::optional<std::size_t> middleman_workers;  // CAF's default, as `magnetite serve`
 bool request_ids = false;                      // replicated cases: a request id on every write
 
@@ -184,11 +187,9 @@ struct node_process {
 
   // Configured as tools/serve.cc configures a node.
   node_process(const std::string& dir, const replication::cluster_file& cluster, std::uint32_t id) {
-    cfg.load<caf::io::middleman>();
-    cfg.set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
-    if (node_spin_polls) cfg.set("work-stealing.aggressive-poll-attempts", *node_spin_polls);
+    replication::configure_system(cfg);
+    if (node_stealing) cfg.set("scheduler.policy", caf::atom("stealing"));
     if (middleman_workers) cfg.set("middleman.workers", *middleman_workers);
-    replication::add_message_types(cfg);
     sys = std::make_unique<caf::actor_system>(cfg);
     db = must(open_database(replication::core_options_for(cluster, dir, *sys)), "open a node's database");
     replication::node_options no;
@@ -540,7 +541,8 @@ double median(std::vector<double> v) {
 [[noreturn]] void usage() {
   fmt::print(stderr,
              "usage: replication_bench [--dir D] [--ops N] [--threads T] [--keys K] [--value-bytes B] [--shards S] "
-             "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] [--node-spin-polls N] "
+             "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] [--node-scheduler "
+             "sharing|stealing] "
              "[--middleman-workers N] [--etcd PATH|none] [--request-ids] [--records]\n");
   std::exit(2);
 }
@@ -580,8 +582,9 @@ int main(int argc, char** argv) {
       request_timeout = std::chrono::milliseconds(next());
     else if (a == "--max-errors" && i + 1 < argc)
       max_errors = next();
-    else if (a == "--node-spin-polls" && i + 1 < argc)
-      node_spin_polls = next();
+    else if (a == "--node-scheduler" && i + 1 < argc &&
+             (argv[i + 1] == std::string("sharing") || argv[i + 1] == std::string("stealing")))
+      node_stealing = argv[++i] == std::string("stealing");
     else if (a == "--middleman-workers" && i + 1 < argc)
       middleman_workers = next();
     else if (a == "--request-ids")

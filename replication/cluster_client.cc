@@ -30,8 +30,7 @@ result<std::unique_ptr<cluster_client>> cluster_client::connect(cluster_client_o
         fmt::format("cluster file {}: {}", options.cluster_file, cluster.error().message()));
   auto p = std::make_unique<impl>();
   p->cluster = std::move(*cluster);
-  p->cfg.load<caf::io::middleman>();
-  add_message_types(p->cfg);
+  configure_system(p->cfg);
   if (p->cluster.tls) {
     if (options.tls_certificate.empty() || options.tls_key.empty() || options.tls_ca.empty())
       return status::invalid_argument(

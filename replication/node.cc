@@ -1,6 +1,8 @@
 #include "replication/node.h"
 
+#include <algorithm>
 #include <mutex>
+#include <thread>
 
 #include "actors/caf_headers.h"  // before any other CAF header
 
@@ -30,6 +32,13 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<std::vector<state_check>>("std::vector<magnetite::state_check>");
   cfg.add_message_type<batch_op>("magnetite::batch_op");
   cfg.add_message_type<std::vector<batch_op>>("std::vector<magnetite::batch_op>");
+}
+
+void configure_system(caf::actor_system_config& cfg) {
+  cfg.load<caf::io::middleman>();
+  add_message_types(cfg);
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  cfg.set("scheduler.max-threads", std::max<std::size_t>(2, std::thread::hardware_concurrency()));
 }
 
 core_options core_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys) {

@@ -12,9 +12,9 @@
 // node's actor is monitored: when its process dies or the connection breaks,
 // it is unlinked, and linked again to its new actors once it is back).
 //
-// The actor system must have been configured with add_message_types() (every
-// type that crosses the network, registered under one name on every node) and
-// load the middleman; for a cluster file that says `tls on`, also
+// The actor system must have been set up with configure_system() (the
+// middleman, and every type that crosses the network registered under one
+// name on every node); for a cluster file that says `tls on`, also
 // configure_tls() with this node's certificate. The database must hold
 // cluster.shards shards; its shard options' tombstone_retention should be the
 // cluster file's.
@@ -50,6 +50,19 @@ using node_actor =
 
 // Registers every message type the replicas exchange.
 void add_message_types(caf::actor_system_config& cfg);
+
+// The actor system of a node, or of a client of a cluster: CAF's network
+// layer (the io middleman), add_message_types(), and a scheduler of one
+// worker a core (at least 2) that SHARES one queue. Work sharing, not CAF's
+// default work stealing: an idle stealing worker polls, napping 50 us (more
+// with the kernel's timer slack) between looks, and a replicated write
+// crosses an idle worker several times (a client's request, each peer's
+// rwrite, each vote back), so it waited for those naps and the naps took
+// CPU; a sharing worker sleeps on a condition variable and is woken by the
+// message itself. Measured in docs/benchmarks.md ("Replication at the speed
+// of its disks"). A database with its own system keeps work stealing: its
+// write has one hop, which its workers' spinning (worker_spin_polls) covers.
+void configure_system(caf::actor_system_config& cfg);
 
 // The database a node of `cluster` opens in dir: the cluster's shard count and
 // tombstone retention (every replica must purge tombstones alike).

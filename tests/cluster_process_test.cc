@@ -81,8 +81,7 @@ struct serve_cluster {
       INFO(slurp(out));
       REQUIRE(linked);
     }
-    cfg->load<caf::io::middleman>();
-    add_message_types(*cfg);
+    configure_system(*cfg);
     sys = std::make_unique<caf::actor_system>(*cfg);
     client = std::make_unique<caf::scoped_actor>(*sys);
     for (std::uint32_t id = 1; id <= 3; ++id) {

@@ -1092,8 +1092,7 @@ run_result one_run(std::uint64_t seed, std::uint32_t nodes, std::uint16_t base, 
   }
 
   caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  add_message_types(cfg);
+  configure_system(cfg);
   caf::actor_system sys{cfg};
   fault_runner faults(sys, c, seed * 7919 + 1);
   for (std::uint32_t id = 1; id <= nodes; ++id) REQUIRE(c.hello(sys, faults.self, id));

@@ -115,8 +115,7 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   CHECK(named);
   // A node id the cluster file does not have cannot start.
   caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  add_message_types(cfg);
+  configure_system(cfg);
   caf::actor_system sys{cfg};
   auto db = must(open_database(core_options_for(cluster, dir / "node9", sys)));
   node_options no;

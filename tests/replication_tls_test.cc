@@ -114,8 +114,7 @@ TEST_CASE("tls: a node of a `tls on` cluster does not start without its certific
   testing::temp_dir dir("tls0");
   auto cluster = must(cluster_file::parse(cluster_text("secure", base_port(), true)));
   caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  add_message_types(cfg);
+  configure_system(cfg);
   caf::actor_system sys{cfg};
   auto db = must(open_database(core_options_for(cluster, dir / "node1", sys)));
   node_options no;
@@ -127,14 +126,16 @@ TEST_CASE("tls: a node of a `tls on` cluster does not start without its certific
   CHECK(n.error().message().find("cluster file secure says `tls on`") != std::string::npos);
 }
 
-TEST_CASE("tls: three nodes over TLS on loopback elect, write and read; a client with the cluster's CA connects, "
-          "one without TLS does not") {
+TEST_CASE(
+    "tls: three nodes over TLS on loopback elect, write and read; a client with the cluster's CA connects, "
+    "one without TLS does not") {
   testing::temp_dir dir("tls");
   auto base = static_cast<std::uint16_t>(base_port() + 3);
   auto cluster = must(cluster_file::parse(cluster_text("secure", base, true)));
   std::vector<std::unique_ptr<testing::node_process>> nodes;
   for (std::uint32_t id = 1; id <= 3; ++id)
-    nodes.push_back(std::make_unique<testing::node_process>(dir / fmt::format("node{}", id), cluster, id, over_tls(node_files(id))));
+    nodes.push_back(std::make_unique<testing::node_process>(dir / fmt::format("node{}", id), cluster, id,
+                                                            over_tls(node_files(id))));
   for (auto& p : nodes) {
     auto missing = p->n->connect_peers();
     for (const auto& e : p->n->last_errors()) MESSAGE(e);
@@ -147,8 +148,9 @@ TEST_CASE("tls: three nodes over TLS on loopback elect, write and read; a client
   REQUIRE(owns);  // a majority promised over TLS
   for (int i = 0; i < 10; ++i) {
     bool ok = false;
-    client->request(nodes[0]->n->replica(0), std::chrono::seconds(10), put_atom::value, fmt::format("k{}", i),
-                    fmt::format("v{}", i), std::int64_t{0})
+    client
+        ->request(nodes[0]->n->replica(0), std::chrono::seconds(10), put_atom::value, fmt::format("k{}", i),
+                  fmt::format("v{}", i), std::int64_t{0})
         .receive([&](ok_atom) { ok = true; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
     CHECK(ok);
   }
@@ -170,8 +172,7 @@ TEST_CASE("tls: three nodes over TLS on loopback elect, write and read; a client
   // at the owner, node 1, through the replicas node 2 handed out.
   {
     caf::actor_system_config cfg;
-    cfg.load<caf::io::middleman>();
-    add_message_types(cfg);
+    configure_system(cfg);
     REQUIRE(configure_tls(cfg, node_files(3)).is_ok());
     caf::actor_system sys{cfg};
     auto two = connect_to(sys, "127.0.0.1", static_cast<std::uint16_t>(base + 1), true, std::chrono::seconds(5));
@@ -201,8 +202,7 @@ TEST_CASE("tls: three nodes over TLS on loopback elect, write and read; a client
   // A client without TLS gets nothing from a TLS node, within its timeout.
   {
     caf::actor_system_config cfg;
-    cfg.load<caf::io::middleman>();
-    add_message_types(cfg);
+    configure_system(cfg);
     caf::actor_system sys{cfg};
     auto t0 = std::chrono::steady_clock::now();
     auto plain = connect_to(sys, "127.0.0.1", base, false, std::chrono::seconds(2));
@@ -273,4 +273,3 @@ TEST_CASE("tls: a node without TLS, or with a certificate of another CA, cannot 
     CHECK(took < 1.5);
   }
 }
-

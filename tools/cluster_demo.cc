@@ -46,8 +46,7 @@ class demo_cluster {
  public:
   demo_cluster(const cluster_demo_options& o, cluster_file cluster, std::string cluster_path)
       : o_(o), cluster_(std::move(cluster)), cluster_path_(std::move(cluster_path)) {
-    cfg_.load<caf::io::middleman>();
-    add_message_types(cfg_);
+    configure_system(cfg_);
     sys_ = std::make_unique<caf::actor_system>(cfg_);
     client_ = std::make_unique<caf::scoped_actor>(*sys_);
   }

@@ -6,8 +6,8 @@
 #include <set>
 #include <thread>
 
-#include "actors/caf_headers.h"  // before any other CAF header
 #include <fmt/format.h>
+#include "actors/caf_headers.h"  // before any other CAF header
 
 #include "core/env.h"
 #include "replication/node.h"
@@ -46,9 +46,7 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   caf::actor_system_config cfg;
-  cfg.load<caf::io::middleman>();
-  cfg.set("scheduler.max-threads", std::max(2u, std::thread::hardware_concurrency()));
-  replication::add_message_types(cfg);
+  replication::configure_system(cfg);
   if (cluster->tls) {
     if (auto s = replication::configure_tls(cfg, tls); !s.is_ok()) {
       fmt::print(stderr, "magnetite serve: {}\n", s.message());

@@ -34,9 +34,7 @@ struct node_process {
 
   node_process(const std::string& dir, const replication::cluster_file& cluster, std::uint32_t id,
                const node_process_options& o = {}) {
-    cfg.load<caf::io::middleman>();
-    cfg.set("scheduler.max-threads", 2);
-    replication::add_message_types(cfg);
+    replication::configure_system(cfg);
     if (o.tls) REQUIRE(replication::configure_tls(cfg, *o.tls).is_ok());
     sys = std::make_unique<caf::actor_system>(cfg);
     db = must(open_database(replication::core_options_for(cluster, dir, *sys)));
