@@ -7,7 +7,7 @@
 //                     [--value-bytes B] [--shards S] [--rounds R]
 //                     [--warmup N] [--port P] [--request-timeout-ms MS]
 //                     [--max-errors E] [--node-scheduler sharing|stealing]
-//                     [--middleman-workers N]
+//                     [--batches-in-flight N] [--middleman-workers N]
 //                     [--etcd PATH|none] [--request-ids] [--records]
 //
 // Every case but the raw one takes N writes (20 000 by default) from T client
@@ -103,7 +103,8 @@
 // stealing gives the nodes' systems CAF's work stealing scheduler with its
 // default polling instead of the work sharing one that
 // replication::configure_system chooses (the cluster client's own system
-// keeps it): what that choice is worth;
+// keeps it): what that choice is worth; --batches-in-flight the nodes'
+// node_options::batches_in_flight (1, its default);
 // --middleman-workers sets CAF's middleman.workers there (the
 // threads that deserialize what arrives from peers; CAF's default when not
 // given, as `magnetite serve`); --request-ids sends a request id with every write of the 1-node
@@ -145,7 +146,8 @@ std::size_t thread_count = 32, shard_count = 2, value_bytes = 100;
 std::uint64_t key_space = 100'000;
 bool with_records = false;  // --records
 std::chrono::milliseconds request_timeout{2000};
-bool node_stealing = false;                    // --node-scheduler stealing
+bool node_stealing = false;  // --node-scheduler stealing
+std::size_t batches_in_flight = replication::node_options{}.batches_in_flight;
 std::optional<std::size_t> middleman_workers;  // CAF's default, as `magnetite serve`
 bool request_ids = false;                      // replicated cases: a request id on every write
 
@@ -197,6 +199,7 @@ struct node_process {
     no.cluster = cluster;
     no.db = db.get();
     no.request_timeout = request_timeout;
+    no.batches_in_flight = batches_in_flight;
     // Owners are fixed by explicit elections (as when the figures in
     // docs/benchmarks.md were taken): no heartbeats, no anti-entropy pushes.
     no.heartbeat = std::chrono::milliseconds(0);
@@ -541,9 +544,9 @@ double median(std::vector<double> v) {
 [[noreturn]] void usage() {
   fmt::print(stderr,
              "usage: replication_bench [--dir D] [--ops N] [--threads T] [--keys K] [--value-bytes B] [--shards S] "
-             "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] [--node-scheduler "
-             "sharing|stealing] "
-             "[--middleman-workers N] [--etcd PATH|none] [--request-ids] [--records]\n");
+             "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] "
+             "[--node-scheduler sharing|stealing] [--batches-in-flight N] [--middleman-workers N] "
+             "[--etcd PATH|none] [--request-ids] [--records]\n");
   std::exit(2);
 }
 
@@ -585,6 +588,8 @@ int main(int argc, char** argv) {
     else if (a == "--node-scheduler" && i + 1 < argc &&
              (argv[i + 1] == std::string("sharing") || argv[i + 1] == std::string("stealing")))
       node_stealing = argv[++i] == std::string("stealing");
+    else if (a == "--batches-in-flight" && i + 1 < argc)
+      batches_in_flight = next();
     else if (a == "--middleman-workers" && i + 1 < argc)
       middleman_workers = next();
     else if (a == "--request-ids")
@@ -597,7 +602,7 @@ int main(int argc, char** argv) {
       usage();
   }
   if (ops == 0 || thread_count == 0 || key_space == 0 || value_bytes < 16 || shard_count == 0 || rounds == 0 ||
-      port == 0 || port > 65535 - 16)
+      batches_in_flight == 0 || port == 0 || port > 65535 - 16)
     usage();
   std::optional<std::string> etcd_binary;  // none: no etcd row
   if (etcd_choice.empty())

@@ -308,6 +308,7 @@ result<std::unique_ptr<node>> node::start(node_options options) {
     c.slot = db->core().slot_of(i);
     c.initial = *initial;
     c.request_timeout = n->options_.request_timeout;
+    c.batches_in_flight = std::max<std::size_t>(1, n->options_.batches_in_flight);
     c.tombstone_retention = std::chrono::seconds(n->options_.cluster.tombstone_retention_s);
     c.heartbeat = n->options_.heartbeat;
     c.election_ticks = n->options_.election_ticks;

@@ -104,6 +104,8 @@ struct node_options {
   cluster_file cluster;
   database* db = nullptr;
   std::chrono::milliseconds request_timeout{2000};
+  // Per shard, batches of writes an owner has out at once (replica_config).
+  std::size_t batches_in_flight = 1;
   // Failure detection, failover and anti-entropy (replica_config); a zero
   // heartbeat leaves elections to explicit `elect` requests.
   std::chrono::milliseconds heartbeat{100};

@@ -27,11 +27,12 @@
 //                      on a key with a write in flight waits for it. The owner
 //                      checks (CAS), stamps, and adds the write to its batch.
 //                      The batch goes out once every message queued before it
-//                      was taken (a flush the owner sends itself), or when it
-//                      is full: ONE stamped apply to its own shard and ONE
-//                      rwrite to every peer for all its writes; each client is
-//                      answered once its own shard and majority - 1 peers made
-//                      the batch durable. Batches are pipelined. A write still
+//                      was taken (a flush the owner sends itself) while fewer
+//                      than `batches_in_flight` batches are undecided (else once
+//                      one is decided), or when it is full: ONE stamped apply
+//                      to its own shard and ONE rwrite to every peer for all
+//                      its writes; each client is answered once its own shard
+//                      and majority - 1 peers made the batch durable. A write still
 //                      in the batch when the owner steps down is refused
 //                      `busy` (it went nowhere). A
 //                      refusal from a peer, or no majority within
@@ -92,6 +93,12 @@ struct replica_config {
   std::shared_ptr<shard_slot> slot;  // its published views (reads, node fetches)
   promise_state initial;             // the shard's promise state (from_log of its `(promise)`)
   std::chrono::milliseconds request_timeout{2000};
+  // Batches of writes shipped and not yet decided, at most; the writes that
+  // arrive meanwhile gather into the next batch, as a shard's group commit
+  // gathers writes while it syncs. 1 measured best on one machine
+  // (docs/benchmarks.md); more lets a batch go while the one before is
+  // still crossing a slow link. A full batch goes out regardless.
+  std::size_t batches_in_flight = 1;
   std::size_t pull_batch = 256;         // nodes per fetch
   wall_clock_ns clock = system_now_ns;  // the owner fixes absolute deadlines with it
   // A delete's purge comes this long after it; half of it is the long-absence

@@ -65,10 +65,12 @@ struct replica_state {
   // Changes whenever the role does: a callback of an older term is stale.
   std::uint64_t term = 0;
   std::map<std::string, key_queue, std::less<>> keys;
-  // The owner's writes not yet shipped, and whether our flush is queued.
+  // The owner's writes not yet shipped, whether our flush is queued, and
+  // the batches shipped and not yet decided (config.batches_in_flight).
   std::vector<pending_write> batch;
   std::size_t batch_bytes = 0;
   bool flush_queued = false;
+  std::size_t in_flight = 0;
   std::uint64_t batches_shipped = 0, writes_shipped = 0;  // for info
   // Conditional batches (replica_conditional.cc): the highest revision this
   // replica gave or found, and the term it was last brought up to date with

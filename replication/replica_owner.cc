@@ -112,15 +112,18 @@ void at_most_once(self_ptr self, const std::optional<request_id>& rid, std::func
 
 namespace {
 
+void ship_soon(self_ptr self);
+
 // Ships the writes waiting in the batch: ONE stamped apply to our shard and
 // ONE rwrite round to the peers, for all of them; each write's `done` hears
-// ok once our shard and majority - 1 peers made the batch durable. Batches
-// are pipelined (the next may go before this one is answered): the stamps,
-// not the arrival order, decide at every replica, and a key's next write
-// waits for its last one (with_key).
+// ok once our shard and majority - 1 peers made the batch durable. Up to
+// config.batches_in_flight batches may be undecided at once (and more when
+// full batches go out): the stamps, not the arrival order, decide at every
+// replica, and a key's next write waits for its last one (with_key).
 void ship_batch(self_ptr self) {
   auto& st = self->state;
   if (st.batch.empty()) return;
+  ++st.in_flight;
   ++st.batches_shipped;
   st.writes_shipped += st.batch.size();
   auto ops = std::make_shared<std::vector<stamped_op>>();
@@ -150,6 +153,7 @@ void ship_batch(self_ptr self) {
     bool local_failed = o->local && !o->local->is_ok();
     if (!local_failed && !(o->local && o->peers)) return;
     o->finished = true;
+    --self->state.in_flight;
     bool current = self->state.term == my_term;
     if (current)
       for (const auto& op : *ops) release_key(self, op.key);
@@ -161,6 +165,9 @@ void ship_batch(self_ptr self) {
                : local_failed ? o->local->with_category(status_category::ambiguous)
                               : deposed("no majority made the write durable in time");
     for (const auto& done : *dones) done(s);
+    // The writes that gathered while this batch flew (of this term: stepping
+    // down emptied the batch) go next.
+    if (!self->state.batch.empty()) ship_soon(self);
   };
   ballot epoch = st.epoch;
   self->request(st.config.shard(), caf::infinite, stamped_atom::value, *ops)
@@ -198,11 +205,12 @@ void stamp_record(self_ptr self, std::optional<stamped_op>& record) {
 }
 
 // Queues the flush that ships the batch once the mailbox is drained, or
-// ships it now when it is full.
+// ships it now when it is full. With batches_in_flight undecided, nothing is
+// queued: the batch gathers until one is decided.
 void ship_soon(self_ptr self) {
   auto& st = self->state;
   if (st.batch.size() >= max_batch_writes || st.batch_bytes >= max_batch_bytes) return ship_batch(self);
-  if (st.flush_queued) return;
+  if (st.flush_queued || st.in_flight >= st.config.batches_in_flight) return;
   st.flush_queued = true;
   self->send(self, rflush_atom::value);
 }
@@ -246,7 +254,7 @@ void replicate_together(self_ptr self, std::vector<stamped_op> ops, std::functio
 // Stepping down empties the batch, so whatever is in it is this term's.
 void flush_batch(self_ptr self) {
   self->state.flush_queued = false;
-  ship_batch(self);
+  if (self->state.in_flight < self->state.config.batches_in_flight) ship_batch(self);
 }
 
 namespace {

@@ -49,9 +49,11 @@ struct cluster {
   // is not zero; time then moves only by advance() (the coordinator's clock).
   std::chrono::milliseconds beat{0};
   std::chrono::nanoseconds retention{1h};  // of tombstones (the long-absence rule's scale)
+  std::size_t batches_in_flight = 1;       // replica_config's, for every replica
 
-  explicit cluster(std::size_t n, std::chrono::milliseconds heartbeat = 0ms, std::chrono::nanoseconds keep = 1h)
-      : beat(heartbeat), retention(keep) {
+  explicit cluster(std::size_t n, std::chrono::milliseconds heartbeat = 0ms, std::chrono::nanoseconds keep = 1h,
+                   std::size_t in_flight = 1)
+      : beat(heartbeat), retention(keep), batches_in_flight(in_flight) {
     cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
@@ -114,6 +116,7 @@ struct cluster {
     c.slot = n.slot;
     c.initial = from_log(payload).value();
     c.request_timeout = 100ms;
+    c.batches_in_flight = batches_in_flight;
     c.pull_batch = 4;
     c.clock = clock();
     c.tombstone_retention = retention;
@@ -361,6 +364,51 @@ TEST_CASE("replica actors: writes waiting together reach each peer as one rwrite
   for (std::uint32_t id = 1; id <= 3; ++id) {
     CHECK(c.local(id, "k0") == "again");
     CHECK(c.local(id, "k19") == "v");
+  }
+}
+
+// Runs only node id's replica until its mailbox is empty (the flush it sends
+// itself included), while every other actor waits.
+void run_replica_alone(cluster& c, std::uint32_t id) {
+  int runs = 0;
+  while (c.sched->prioritize(c.node(id).replica)) {
+    c.sched->run_once();
+    ++runs;
+  }
+  REQUIRE(runs > 0);
+}
+
+TEST_CASE("replica actors: writes that come while a batch is undecided gather into one batch, shipped after it") {
+  // batches_in_flight 1 (the default) against 2: the same arrivals, one
+  // batch fewer. Nothing but the owner runs until the last writes are sent,
+  // so the first batch is undecided throughout.
+  for (std::size_t in_flight : {1, 2}) {
+    CAPTURE(in_flight);
+    cluster c(3, 0ms, 1h, in_flight);
+    REQUIRE(c.elect(1));
+    auto before = c.links[0][1]->passed;
+    auto counted = c.info(1);
+    auto put = [&](int i) {
+      (*c.client)->send(c.node(1).replica, put_atom::value, fmt::format("k{}", i), std::string("v"), std::int64_t{0});
+    };
+    put(0);
+    run_replica_alone(c, 1);  // batch {k0} goes out
+    for (int i = 1; i < 5; ++i) put(i);
+    run_replica_alone(c, 1);  // in flight 1: they wait; in flight 2: batch {k1..k4} goes out
+    for (int i = 5; i < 10; ++i) put(i);
+    c.drain();
+    int ok = 0;
+    for (int i = 0; i < 10; ++i)
+      (*c.client)->receive([&](ok_atom) { ++ok; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
+                           caf::after(std::chrono::seconds(1)) >> [] { FAIL("a put was not answered"); });
+    CHECK(ok == 10);
+    std::uint64_t batches = in_flight == 1 ? 2 : 3;
+    CHECK(c.links[0][1]->passed - before == batches);
+    auto after = c.info(1);
+    CHECK(after.batches - counted.batches == batches);
+    CHECK(after.batched_writes - counted.batched_writes == 10);
+    for (std::uint32_t id = 1; id <= 3; ++id)
+      for (int i = 0; i < 10; ++i) CHECK(c.local(id, fmt::format("k{}", i)) == "v");
   }
 }
 
