@@ -136,6 +136,7 @@
 #include "magnetite/cluster_client.h"
 #include "magnetite/state/records.h"
 #include "replication/node.h"
+#include "replication/request_within.h"
 
 using namespace magnetite;
 using namespace magnetite::bench;
@@ -328,12 +329,15 @@ case_result run_clients(std::uint64_t ops, std::uint64_t seed, failures& failed,
 
 // A client thread's blocking (put, key, value, 0) to whatever actor
 // target(key) names (a shard actor and a replica take the same message).
+// Its wait is bounded by the receive, not by a timeout in CAF's clock
+// (request_within.h), as the cluster client waits: each such timeout wakes
+// the clock's thread, and a blocking actor keeps its message when it fires.
 template <class Target>
 auto scoped_put(caf::actor_system& sys, Target target) {
   return [self = std::make_unique<caf::scoped_actor>(sys), target](const std::string& key, const std::string& value) {
     status s;
-    (*self)
-        ->request(target(key), std::chrono::seconds(60), put_atom::value, key, value, std::int64_t{0})
+    replication::request_within(*self, target(key), std::chrono::seconds(60), put_atom::value, key, value,
+                                std::int64_t{0})
         .receive([](ok_atom) {}, [&](caf::error& e) { s = to_status(e); });
     return s;
   };
@@ -424,8 +428,8 @@ case_result replicated_case(cluster& c, std::uint64_t ops, std::uint64_t seed, f
                                                                         const std::string& value) mutable {
       status s;
       ++id.seq;
-      (*self)
-          ->request(replica_of(key), std::chrono::seconds(60), put_atom::value, key, value, std::int64_t{0}, id)
+      replication::request_within(*self, replica_of(key), std::chrono::seconds(60), put_atom::value, key, value,
+                                  std::int64_t{0}, id)
           .receive([](ok_atom) {}, [&](caf::error& e) { s = to_status(e); });
       return s;
     };
