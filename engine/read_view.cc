@@ -9,7 +9,8 @@
 
 namespace magnetite {
 
-const layer_entry* layer::find(std::string_view key) const noexcept {
+const layer_entry* layer::find(std::string_view key, std::uint64_t hash) const noexcept {
+  if (!filter.may_contain(hash)) return nullptr;
   std::size_t i = lower_bound(key);
   return i != entries.size() && entries[i].key == key ? &entries[i] : nullptr;
 }
@@ -19,6 +20,17 @@ std::size_t layer::lower_bound(std::string_view key) const noexcept {
                              [](const layer_entry& e, std::string_view k) { return e.key < k; });
   return static_cast<std::size_t>(it - entries.begin());
 }
+
+namespace {
+// Every one of the layer's keys, hashed again: a layer merges into the one
+// below only while it is at least half that one's size (shard::commit_group),
+// so a key is hashed O(log(writes since the checkpoint)) times.
+void build_filter(layer& l) {
+  l.filter = key_filter(l.entries.size());
+  for (const auto& e : l.entries) l.filter.add(key_filter::hash_of(e.key));
+}
+
+}  // namespace
 
 layer layer::of(const std::map<std::string, std::optional<std::string>, std::less<>>& staged) {
   std::size_t size = 0;
@@ -42,7 +54,8 @@ layer layer::of(const std::map<std::string, std::optional<std::string>, std::les
     }
     out.entries.push_back({key, value});
   }
-  out.bytes = block->capacity() + out.entries.capacity() * sizeof(layer_entry);
+  build_filter(out);
+  out.bytes = block->capacity() + out.entries.capacity() * sizeof(layer_entry) + out.filter.bytes();
   out.blocks.push_back(std::move(block));
   return out;
 }
@@ -75,7 +88,8 @@ layer layer::merge(const layer& newer, const layer& older) {
     }
   }
   out.blocks.reserve(newer.blocks.size() + older.blocks.size());
-  out.bytes = out.entries.capacity() * sizeof(layer_entry);
+  build_filter(out);
+  out.bytes = out.entries.capacity() * sizeof(layer_entry) + out.filter.bytes();
   share_blocks(out, newer);
   share_blocks(out, older);
   return out;
@@ -124,8 +138,9 @@ std::size_t read_view::layer_bytes() const noexcept {
 }
 
 result<bool> read_view::find(std::string_view tree_key, std::string& out) const {
+  std::uint64_t hash = key_filter::hash_of(tree_key);
   for (const auto& l : layers_) {
-    if (const layer_entry* e = l->find(tree_key)) {
+    if (const layer_entry* e = l->find(tree_key, hash)) {
       if (!e->value) return false;
       out = *e->value;
       return true;

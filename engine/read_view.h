@@ -26,6 +26,7 @@
 
 #include "core/hash128.h"
 #include "core/status.h"
+#include "engine/key_filter.h"
 #include "tree/chunker.h"
 #include "tree/node_store.h"
 #include "tree/prolly_tree.h"
@@ -41,12 +42,21 @@ using layer_entry = tree::edit_view;
 // the layers copies each write once. A block lives while any layer holding it
 // does: a layer holds every write since the checkpoint that reached it, the
 // ones a newer write hid included, and `bytes` counts all of that.
+//
+// A layer made by of() or merge() (every layer a view holds) has a Bloom
+// filter over its keys (key_filter.h), so a point read skips the layers
+// that cannot hold its key; merge_all's result, which only a checkpoint or a
+// scan walks, has none (its filter answers "maybe" to every key).
 struct layer {
   std::vector<layer_entry> entries;                        // sorted by key, unique
   std::vector<std::shared_ptr<const std::string>> blocks;  // the bytes entries view
-  std::size_t bytes = 0;                                   // memory held: the blocks' bytes and the entry array
+  key_filter filter;                                       // over the entries' keys
+  std::size_t bytes = 0;  // memory held: the blocks' bytes, the entry array and the filter
 
-  const layer_entry* find(std::string_view key) const noexcept;
+  // The entry of key, with key_filter::hash_of(key) given (one hash for
+  // every layer a read probes).
+  const layer_entry* find(std::string_view key, std::uint64_t hash) const noexcept;
+  const layer_entry* find(std::string_view key) const noexcept { return find(key, key_filter::hash_of(key)); }
   // The index of the first entry whose key is >= key (entries.size() if none).
   std::size_t lower_bound(std::string_view key) const noexcept;
   // The writes of `staged` (tree key -> stored bytes, or nullopt for a
