@@ -33,7 +33,9 @@
 
 namespace magnetite::replication {
 
-inline constexpr std::uint32_t protocol_version = 2;
+// 3: rwrite carries a round number and is answered by an rvote message
+// (replica_interface.h), not a reply.
+inline constexpr std::uint32_t protocol_version = 3;
 
 using hello_atom = caf::atom_constant<caf::atom("hello")>;
 using offer_atom = caf::atom_constant<caf::atom("offer")>;

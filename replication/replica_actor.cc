@@ -83,15 +83,21 @@ auto acceptor_handlers(self_ptr self) {
         });
         return rp;
       },
-      [=](rwrite_atom, const ballot& e, const std::vector<stamped_op>& ops) -> caf::result<vote> {
+      [=](rwrite_atom, const ballot& e, std::uint64_t round, const std::vector<stamped_op>& ops) {
         auto& st = self->state;
+        // The vote goes to the writer as a message of its own (no reply: see
+        // replica_interface.h); a write nobody signed gets none.
+        auto writer = caf::actor_cast<replica_actor>(self->current_sender());
+        auto answer = [self, writer, round](const vote& v) {
+          if (writer) self->send(writer, rvote_atom::value, round, v);
+        };
         // Past our horizon we acknowledge nothing: a peer we adopt a tree
         // from later need only know what we acknowledged before it. (Our
         // heartbeat, a prepare or an elect starts the recovery: not every
         // write, since each attempt has every peer checkpoint.)
-        if (st.absent()) return vote{false, st.ps.promised};
+        if (st.absent()) return answer(vote{false, st.ps.promised});
         decision d = on_write(st.ps, e);
-        if (!d.accepted) return vote{false, d.promised};
+        if (!d.accepted) return answer(vote{false, d.promised});
         if (st.now != role::follower && e != st.epoch) step_down(self);
         if (d.store) {
           st.ps = *d.store;
@@ -102,14 +108,16 @@ auto acceptor_handlers(self_ptr self) {
               .then([](ok_atom) {}, [](caf::error&) {});
         }
         st.silent = 0;  // the owner is alive
-        auto rp = self->make_response_promise<vote>();
+        // A failed apply is a no that deposes nobody (unless we promised
+        // higher meanwhile): the writer's round goes on with the others.
         self->request(st.config.shard(), caf::infinite, stamped_atom::value, ops)
             .then(
-                [rp, e](const std::vector<bool>&) mutable {
-                  rp.deliver(vote{true, e});
+                [answer, e](const std::vector<bool>&) {
+                  answer(vote{true, e});
                 },
-                [rp](caf::error& err) mutable { rp.deliver(err); });
-        return rp;
+                [self, answer](caf::error&) {
+                  answer(vote{false, self->state.ps.promised});
+                });
       },
       [=](confirm_atom, const ballot& e) -> caf::result<vote> {
         auto& st = self->state;
@@ -315,6 +323,8 @@ caf::result<bool, bool, std::string> client_cas(self_ptr self, const std::string
 auto client_handlers(self_ptr self) {
   return std::make_tuple(
       [=](rflush_atom) { flush_batch(self); },
+      [=](rvote_atom, std::uint64_t round, const vote& v) { on_write_vote(self, round, v); },
+      [=](rexpire_atom) { expire_write_rounds(self); },
       [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) {
         return client_put(self, key, value, ttl_ns, std::nullopt);
       },

@@ -8,9 +8,13 @@
 //                      `promise`), then the shard checkpoints, then the reply
 //                      carries our root. A promise above our own epoch while
 //                      owning or campaigning: we step down first.
-//   rwrite(e, ops)     on_write; refused below the promise (the writer was
+//   rwrite(e, r, ops)  on_write; refused below the promise (the writer was
 //                      deposed). Above it: adopt e durably. Then the ops go to
-//                      the shard as ONE stamped apply, answered after its fsync.
+//                      the shard as ONE stamped apply; after its fsync (or at
+//                      once, refused) the writer gets rvote(r, vote).
+//   rvote(r, vote)     a peer's vote on our write round r: a majority decides
+//                      it; a no above our epoch deposes us, whatever round.
+//   rexpire            our timer: write rounds past request_timeout fail.
 //   confirm(e)         whether our promise is still e; a yes is the owner
 //                      heard (the follower's silence starts again).
 //   fetch(hashes)      node encodings from our store (thread-safe reads).

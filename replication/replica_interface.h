@@ -4,8 +4,11 @@
 //   message                              -> reply
 //   (prepare, ballot)                    -> promise_reply        after the promise is durable;
 //                                                                root: our checkpointed tree
-//   (rwrite, epoch, [stamped_op])        -> vote                 fenced below our promise; taken
-//                                                                by highest stamp, after its fsync
+//   (rwrite, epoch, round, [stamped_op]) fenced below our promise; taken by highest stamp; after
+//                                        its fsync (or at once, refused) we send the writer
+//                                        (rvote, round, vote): no reply, so the writer's round
+//                                        waits in no CAF request, and no CAF clock timeout
+//   (rvote, round, vote)                 a peer's answer to our rwrite of that round
 //   (confirm, epoch)                     -> vote                 does epoch still hold our promise
 //   (fetch, [hash])                      -> [encoding]           nodes of our store, for a pull
 //   (sync, root, from node)              -> merge_report         pull root from that peer, merge
@@ -14,6 +17,7 @@
 //                                                for election_ticks heartbeats (a pre-vote)
 //   (beat, chain)                        our own heartbeat timer (failure detection, anti-entropy)
 //   (rflush)                             our own: the owner's batch of writes goes out
+//   (rexpire)                            our own timer: write rounds past their deadline fail
 //   (info)                               -> replica_info   role, promise, checkpointed root and
 //                                                whether it is absent (the long-absence rule)
 //
@@ -74,6 +78,8 @@ using beat_atom = caf::atom_constant<caf::atom("beat")>;
 using info_atom = caf::atom_constant<caf::atom("info")>;
 using probe_atom = caf::atom_constant<caf::atom("probe")>;
 using rflush_atom = caf::atom_constant<caf::atom("rflush")>;
+using rvote_atom = caf::atom_constant<caf::atom("rvote")>;
+using rexpire_atom = caf::atom_constant<caf::atom("rexpire")>;
 using sread_atom = caf::atom_constant<caf::atom("sread")>;
 using srange_atom = caf::atom_constant<caf::atom("srange")>;
 using tx_stale_atom = caf::atom_constant<caf::atom("txstale")>;
@@ -134,8 +140,8 @@ typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
 
 using replica_actor = caf::typed_actor<
     caf::replies_to<prepare_atom, ballot>::with<promise_reply>,
-    caf::replies_to<rwrite_atom, ballot, std::vector<stamped_op>>::with<vote>,
-    caf::replies_to<confirm_atom, ballot>::with<vote>,
+    caf::reacts_to<rwrite_atom, ballot, std::uint64_t, std::vector<stamped_op>>,
+    caf::reacts_to<rvote_atom, std::uint64_t, vote>, caf::replies_to<confirm_atom, ballot>::with<vote>,
     caf::replies_to<fetch_atom, std::vector<hash128>>::with<std::vector<std::string>>,
     caf::replies_to<sync_atom, hash128, std::uint32_t>::with<merge_report>,
     caf::reacts_to<peers_atom, std::vector<std::uint32_t>, std::vector<caf::actor>>,
@@ -155,7 +161,7 @@ using replica_actor = caf::typed_actor<
     caf::replies_to<srange_atom, std::string, std::string, std::uint64_t,
                     bool>::with<std::vector<std::string>, std::vector<std::string>, bool, std::string>,
     caf::replies_to<elect_atom>::with<bool>, caf::replies_to<probe_atom>::with<bool>,
-    caf::reacts_to<beat_atom, std::uint64_t>, caf::reacts_to<rflush_atom>,
+    caf::reacts_to<beat_atom, std::uint64_t>, caf::reacts_to<rflush_atom>, caf::reacts_to<rexpire_atom>,
     caf::replies_to<info_atom>::with<replica_info>>::extend_with<transaction_participant>;
 
 }  // namespace magnetite::replication

@@ -71,6 +71,24 @@ struct replica_state {
   std::size_t batch_bytes = 0;
   bool flush_queued = false;
   std::size_t in_flight = 0;
+  // Write rounds (replica_owner.cc): a batch's rwrite to every peer,
+  // tallied from their rvotes by round number. One timer, for the earliest
+  // deadline, fails the rounds left unanswered: a round costs CAF's clock
+  // nothing (a request with a timeout pushes an event to the clock's thread
+  // and, in CAF 0.17, has its timeout message delivered even after the
+  // answer came) and leaves no response handler behind for a peer that
+  // never answers (one that died or was cut off).
+  struct write_round {
+    caf::actor_clock::time_point deadline;
+    ballot epoch;
+    std::size_t expected = 0;  // peers asked
+    std::size_t yes = 1;       // ourselves
+    std::size_t answered = 0;
+    std::function<void(bool)> done;
+  };
+  std::map<std::uint64_t, write_round> write_rounds;  // by round: by deadline too
+  std::uint64_t next_round = 1;
+  bool round_timer_armed = false;
   std::uint64_t batches_shipped = 0, writes_shipped = 0;  // for info
   // Conditional batches (replica_conditional.cc): the highest revision this
   // replica gave or found, and the term it was last brought up to date with
@@ -242,6 +260,9 @@ void replicate(self_ptr self, stamped_op op, std::function<void(const status&)> 
 void replicate_together(self_ptr self, std::vector<stamped_op> ops, std::function<void(const status&)> done,
                         std::optional<stamped_op> record = std::nullopt);
 void flush_batch(self_ptr self);
+// A peer's vote on our write round `round`, and our round timer.
+void on_write_vote(self_ptr self, std::uint64_t round, const vote& v);
+void expire_write_rounds(self_ptr self);
 void confirm(self_ptr self, std::function<void(bool)> done);
 // A client's read of key, linearizable: once no write of it is in flight,
 // from our tree, answered after a confirm round that began after the read.

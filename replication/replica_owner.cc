@@ -114,6 +114,41 @@ namespace {
 
 void ship_soon(self_ptr self);
 
+using write_round = replica_state::write_round;
+
+void arm_round_timer(self_ptr self) {
+  auto& st = self->state;
+  if (st.round_timer_armed || st.write_rounds.empty()) return;
+  st.round_timer_armed = true;
+  auto wait = st.write_rounds.begin()->second.deadline - self->clock().now();
+  self->delayed_send(self, std::max(wait, caf::actor_clock::duration_type::zero()), rexpire_atom::value);
+}
+
+// Decides round `it` once a majority said yes, or once every peer asked
+// answered short of it (or its deadline passed: `expired`).
+void decide_round(self_ptr self, std::map<std::uint64_t, write_round>::iterator it, bool expired = false) {
+  auto& st = self->state;
+  write_round& r = it->second;
+  bool reached = r.yes >= st.majority();
+  if (!reached && !expired && r.answered < r.expected) return;
+  auto done = std::move(r.done);
+  st.write_rounds.erase(it);
+  done(reached);
+}
+
+// ONE rwrite of ops to every peer; done(true) once a majority (ourselves
+// included) made them durable, done(false) once that cannot come: every
+// peer answered, or request_timeout passed. Runs exactly once.
+void write_round_to_peers(self_ptr self, const std::vector<stamped_op>& ops, std::function<void(bool)> done) {
+  auto& st = self->state;
+  std::uint64_t round = st.next_round++;
+  auto [it, _] = st.write_rounds.emplace(round, write_round{self->clock().now() + st.config.request_timeout, st.epoch,
+                                                            st.peers.size(), 1, 0, std::move(done)});
+  for (auto& [id, peer] : st.peers) self->send(peer, rwrite_atom::value, st.epoch, round, ops);
+  decide_round(self, it);  // a cluster of one, or no peer linked
+  arm_round_timer(self);
+}
+
 // Ships the writes waiting in the batch: ONE stamped apply to our shard and
 // ONE rwrite round to the peers, for all of them; each write's `done` hears
 // ok once our shard and majority - 1 peers made the batch durable. Up to
@@ -169,7 +204,6 @@ void ship_batch(self_ptr self) {
     // down emptied the batch) go next.
     if (!self->state.batch.empty()) ship_soon(self);
   };
-  ballot epoch = st.epoch;
   self->request(st.config.shard(), caf::infinite, stamped_atom::value, *ops)
       .then(
           [o, check](const std::vector<bool>&) {
@@ -180,16 +214,34 @@ void ship_batch(self_ptr self) {
             o->local = to_status(e);
             check();
           });
-  majority_round<vote>(
-      self, st.config.request_timeout, [self, epoch](std::uint32_t, const vote& v) { return counted(self, v, epoch); },
-      [o, check](bool reached) {
-        o->peers = reached;
-        check();
-      },
-      rwrite_atom::value, epoch, *ops);
+  write_round_to_peers(self, *ops, [o, check](bool reached) {
+    o->peers = reached;
+    check();
+  });
 }
 
 }  // namespace
+
+// A vote no with a promise above our epoch deposes us, whichever round it
+// answers (one decided or expired already, even one of an earlier term).
+void on_write_vote(self_ptr self, std::uint64_t round, const vote& v) {
+  auto& st = self->state;
+  if (!v.accepted && v.promised > st.epoch) step_down(self);
+  auto it = st.write_rounds.find(round);
+  if (it == st.write_rounds.end()) return;
+  ++it->second.answered;
+  if (v.accepted && v.promised == it->second.epoch) ++it->second.yes;
+  decide_round(self, it);
+}
+
+void expire_write_rounds(self_ptr self) {
+  auto& st = self->state;
+  st.round_timer_armed = false;
+  auto now = self->clock().now();
+  while (!st.write_rounds.empty() && st.write_rounds.begin()->second.deadline <= now)
+    decide_round(self, st.write_rounds.begin(), true);
+  arm_round_timer(self);
+}
 
 namespace {
 

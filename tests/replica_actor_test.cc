@@ -593,6 +593,57 @@ TEST_CASE("replica actors: a deposed owner's writes are fenced; the ballot that 
   CHECK(c.put(2, "k", "late").code() == status_code::busy);
 }
 
+TEST_CASE("replica actors: a peer's refusal with a higher promise deposes the owner, whatever its round became") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  // Node 3 promises a higher ballot that nobody will campaign with: it now
+  // refuses node 1's rwrites, which node 2 still takes.
+  (*c.client)->send(c.node(3).replica, prepare_atom::value, ballot{1000, 3});
+  c.drain();
+  bool promised = false;
+  (*c.client)->receive([&](const promise_reply& r) { promised = r.accepted; },
+                       [](caf::error& e) { FAIL(caf::to_string(e)); },
+                       caf::after(std::chrono::seconds(1)) >> [] { FAIL("no promise reply"); });
+  REQUIRE(promised);
+  // Node 2's yes makes a majority; node 3's no, before or after it, tells
+  // node 1 that a higher ballot is about: it steps down.
+  auto s = c.put(1, "k", "v");
+  CHECK((s.is_ok() || s.category() == status_category::ambiguous));
+  CHECK(c.info(1).role == 0);
+  CHECK(c.put(1, "k", "w").code() == status_code::busy);
+}
+
+TEST_CASE("replica actors: write rounds to a peer that never answers leave nothing waiting in CAF's clock") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  c.drain();
+  c.links[0][2]->cut = true;  // node 1's rwrites to node 3 are dropped, never answered
+  // One write at a time, each its own round, answered through node 2 alone;
+  // no timeout is triggered meanwhile (run, not drain). What waits in the
+  // clock after the first (the owner's round timer, the shards' checkpoint
+  // timers) is all that waits after the fiftieth: CAF request timeouts on
+  // the rwrites were one a round and peer, kept until they fired.
+  std::size_t timers_after_first = 0;
+  for (int i = 0; i < 50; ++i) {
+    (*c.client)->send(c.node(1).replica, put_atom::value, fmt::format("k{}", i), std::string("v"), std::int64_t{0});
+    c.sched->run();
+    bool ok = false;
+    (*c.client)->receive([&](ok_atom) { ok = true; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
+                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("a put was not answered"); });
+    REQUIRE(ok);
+    if (i == 0) timers_after_first = c.sched->clock().schedule().size();
+  }
+  CHECK(c.links[0][2]->dropped == 50);
+  CHECK(c.sched->clock().schedule().size() == timers_after_first);
+  // Past the deadline the 50 rounds node 3 never answered are over; node 1
+  // still owns the shard, and a write still goes through node 2.
+  c.sched->advance_time(200ms);
+  c.sched->run();
+  CHECK(c.info(1).role == 2);
+  CHECK(c.put(1, "after", "v").is_ok());
+  c.links[0][2]->cut = false;
+}
+
 TEST_CASE("replica actors: five nodes tolerate two down; a restarted replica keeps its promise across the restart") {
   cluster c(5);
   REQUIRE(c.elect(3));

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint_log.h"
 #include "core/coding.h"
 #include "core/fault_env.h"
-#include "tree/node.h"
+#include "engine/checkpoint_log.h"
 #include "replication/replica_interface.h"
+#include "tree/node.h"
 #include "tree/node_store.h"
 #include "ttl/envelope.h"
 #include "wal/frame.h"
@@ -153,9 +153,7 @@ void wal_seeds() {
   seed("wal_recovery", "reserved-tail-fixed-skip-3", recovery_input(1, 3, b.segments()));
 
   // Payloads.
-  auto rec = [](wal::record_type t, std::string payload) {
-    return std::string(1, static_cast<char>(t)) + payload;
-  };
+  auto rec = [](wal::record_type t, std::string payload) { return std::string(1, static_cast<char>(t)) + payload; };
   std::string p;
   wal::encode_put(p, "user/42", "alice");
   seed("wal_record", "put", rec(wal::record_type::put, p));
@@ -198,12 +196,9 @@ void tree_seeds() {
   seed("tree_node", "empty-leaf", tree::node().encode());
   tree::node l1 = leaf(0, 6, 8), l2 = leaf(6, 4, 3);
   seed("tree_node", "leaf", l1.encode());
-  std::vector<tree::entry> bin = {{std::string("\0", 1), "zero"},
-                                  {std::string("\0\xff", 2), ""},
-                                  {"a", std::string(40, 'x')},
-                                  {"abcdefghijk", "long shared prefix"},
-                                  {"abcdefghijkl", "y"},
-                                  {std::string(3, '\xff'), "top"}};
+  std::vector<tree::entry> bin = {{std::string("\0", 1), "zero"}, {std::string("\0\xff", 2), ""},
+                                  {"a", std::string(40, 'x')},    {"abcdefghijk", "long shared prefix"},
+                                  {"abcdefghijkl", "y"},          {std::string(3, '\xff'), "top"}};
   seed("tree_node", "leaf-binary-keys", tree::node(0, bin).encode());
   tree::node inner = parent(1, {l1, l2});
   seed("tree_node", "internal", inner.encode());
@@ -225,8 +220,11 @@ void tree_seeds() {
   auto pos2 = (*s)->flush();
   MUST(pos2.is_ok());
   auto store_files = [&](bool with_index) {
-    return concat(e, "/store", with_index ? +[](const std::string& n) { return n.ends_with(".pack") || n.ends_with(".idx") || n == "MANIFEST"; }
-                                          : +[](const std::string& n) { return n.ends_with(".pack") || n == "MANIFEST"; });
+    return concat(
+        e, "/store",
+        with_index
+            ? +[](const std::string& n) { return n.ends_with(".pack") || n.ends_with(".idx") || n == "MANIFEST"; }
+            : +[](const std::string& n) { return n.ends_with(".pack") || n == "MANIFEST"; });
   };
   auto store_input = [](std::uint8_t mode, std::uint64_t x, const std::string& files) {
     return std::string(1, static_cast<char>(mode)) + u64le(x) + files;
@@ -318,7 +316,7 @@ void small_seeds() {
     ballot b{3, 1};
     std::vector<stamped_op> ops{{"key", stamp{{3, 1}, 7}, true, "value", false, 0},
                                 {"gone", stamp{{3, 1}, 8}, false, "", true, 1'700'000'000'000'000'000ull}};
-    seed("replication_message", "rwrite", caf_bytes(0, b, ops));
+    seed("replication_message", "rwrite", caf_bytes(0, b, std::uint64_t{17}, ops));
     replication::promise_reply pr{true, {4, 2}, {3, 1}, hash128::of(std::string_view("root"))};
     seed("replication_message", "promise-reply", caf_bytes(1, pr));
     replication::vote wr{false, {5, 3}};
@@ -329,15 +327,18 @@ void small_seeds() {
     seed("replication_message", "fetch", caf_bytes(4, hs));
     std::vector<std::string> enc{std::string("\x00\x00", 2), "node bytes"};
     seed("replication_message", "fetch-reply", caf_bytes(5, enc));
-    seed("replication_message", "hello", caf_bytes(6, std::uint32_t{2}, hash128::of(std::string_view("cluster")), std::uint32_t{1}));
+    seed("replication_message", "hello",
+         caf_bytes(6, std::uint32_t{2}, hash128::of(std::string_view("cluster")), std::uint32_t{1}));
     seed("replication_message", "sync", caf_bytes(7, hash128::of(std::string_view("root")), std::uint32_t{3}));
     replication::replica_info ri{2, 2, {6, 2}, {6, 2}, hash128::of(std::string_view("root")), 1250, 7'039'637, 1000};
     seed("replication_message", "info", caf_bytes(8, ri));
     seed("replication_message", "beat", caf_bytes(9, std::uint64_t{0x9e3779b97f4a7c15ULL}));
+    seed("replication_message", "rvote", caf_bytes(10, std::uint64_t{17}, replication::vote{true, {3, 1}}));
   }
   seed("state_value", "json-object", state_value(17, "\x01{\"a\":1,\"b\":[true,\"x\"]}"));
   seed("state_value", "raw-bytes", state_value(3, std::string("\0\0\xffraw", 6)));
-  seed("state_value", "deque-meta", state_value(9, std::string("\x11") + two((std::uint64_t{1} << 63) - 2, (std::uint64_t{1} << 63) + 5)));
+  seed("state_value", "deque-meta",
+       state_value(9, std::string("\x11") + two((std::uint64_t{1} << 63) - 2, (std::uint64_t{1} << 63) + 5)));
   seed("state_value", "deque-meta-inverted", state_value(9, std::string("\x11") + two(10, 2)));
   seed("state_value", "stream-meta", state_value(2, std::string("\x12") + next_seq));
   seed("state_value", "revision-zero", state_value(0, "\x01{}"));

@@ -9,6 +9,8 @@
 // middleman; they are CAF's own type.
 #include "actors/caf_headers.h"
 
+#include <iterator>
+
 #include "replication/replica_interface.h"
 #include "tests/fuzz/fuzz_target.h"
 
@@ -36,23 +38,26 @@ void round_trip(const std::uint8_t* data, std::size_t size) {
   FUZZ_CHECK(once == twice);
 }
 
+// By the selector byte, modulo their count.
+using decoder = void (*)(const std::uint8_t*, std::size_t);
+constexpr decoder decoders[] = {
+    round_trip<ballot, std::uint64_t, std::vector<stamped_op>>,  // rwrite
+    round_trip<promise_reply>,
+    round_trip<vote>,  // confirm reply
+    round_trip<merge_report>,
+    round_trip<std::vector<hash128>>,                   // fetch
+    round_trip<std::vector<std::string>>,               // fetch reply
+    round_trip<std::uint32_t, hash128, std::uint32_t>,  // hello
+    round_trip<hash128, std::uint32_t>,                 // sync
+    round_trip<replica_info>,                           // info reply
+    round_trip<std::uint64_t>,                          // beat
+    round_trip<std::uint64_t, vote>,                    // rvote
+};
+
 }  // namespace
 
 MAGNETITE_FUZZ_TARGET(replication_message) {
   if (size == 0) return 0;
-  const std::uint8_t* p = data + 1;
-  std::size_t n = size - 1;
-  switch (data[0] % 10) {
-    case 0: round_trip<ballot, std::vector<stamped_op>>(p, n); break;  // rwrite
-    case 1: round_trip<promise_reply>(p, n); break;
-    case 2: round_trip<vote>(p, n); break;
-    case 3: round_trip<merge_report>(p, n); break;
-    case 4: round_trip<std::vector<hash128>>(p, n); break;           // fetch
-    case 5: round_trip<std::vector<std::string>>(p, n); break;       // fetch reply
-    case 6: round_trip<std::uint32_t, hash128, std::uint32_t>(p, n); break;  // hello
-    case 7: round_trip<hash128, std::uint32_t>(p, n); break;         // sync
-    case 8: round_trip<replica_info>(p, n); break;                   // info reply
-    default: round_trip<std::uint64_t>(p, n); break;                 // beat
-  }
+  decoders[data[0] % std::size(decoders)](data + 1, size - 1);
   return 0;
 }
