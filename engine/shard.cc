@@ -73,7 +73,9 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   hash128 root;
   if (recovered->last_commit) {
     root = recovered->last_commit->root;
+    s->stamp_bound_ = recovered->last_commit->stamp_bound;
   } else {
+    s->stamp_bound_ = stamp{};  // nothing was ever stored
     auto empty = t.empty_root();
     if (!empty) return empty.error();
     root = *empty;
@@ -197,6 +199,7 @@ status shard::stage(std::string_view key, std::optional<std::string> stored) {
     auto u = ttl::unwrap(*stored);
     if (!u) return u.error();
     deadline = u->expires_at_ns;
+    if (u->stamp && stamp_bound_ && *u->stamp > *stamp_bound_) stamp_bound_ = *u->stamp;
   }
   if (auto old = expiry_.deadline(key)) {
     staged_[keyspace::expiry_key(*old, key)] = std::nullopt;
@@ -428,7 +431,7 @@ result<hash128> shard::commit_to_tree(std::span<const tree::edit_view> edits) {
   if (!root) return fail(root.error());
   auto position = store_->flush();
   if (!position) return fail(position.error());
-  if (status s = log_->commit({*root, *position}); !s) return fail(s);
+  if (status s = log_->commit({*root, *position, stamp_bound_}); !s) return fail(s);
   ++stats_.checkpoints;
   publish(*root, {});
   return *root;

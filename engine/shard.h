@@ -123,7 +123,8 @@ class shard {
   // (the replica keeps its request records in the state space; it refuses
   // state keys from clients). Bad input (a key or value over the limits, a
   // zero stamp, a tombstone with no deadline) refuses the whole call and
-  // changes nothing.
+  // changes nothing. A write stamped above stamp_bound() is taken without
+  // reading what its key holds.
   result<std::vector<bool>> apply_stamped(std::span<const stamped_write> writes);
   // Deletes (stages) up to `limit` keys whose deadline has passed, turning a
   // stamped value into its tombstone instead; how many.
@@ -135,6 +136,8 @@ class shard {
   // answered. replication_state() is the latest recorded (or recovered) one.
   status record_replication_state(std::string_view payload);
   const std::optional<std::string>& replication_state() const noexcept { return replication_state_; }
+  // See stamp_bound_ below; for tests and stats.
+  std::optional<stamp> stamp_bound() const noexcept { return stamp_bound_; }
 
   std::size_t staged() const noexcept { return staged_writes_; }
   // One log sync for everything staged, then a new published view.
@@ -291,6 +294,15 @@ class shard {
   std::size_t staged_expiries_ = 0;         // of staged_writes_, deletions by stage_expired
   bool replication_state_pending_ = false;  // appended, not yet synced
   std::optional<std::string> replication_state_;
+  // No value this shard holds (tree, layers, staged) has a stamp above it;
+  // nullopt: not known. stage() raises it with every stamped value, so it
+  // stays an upper bound; a checkpoint writes it into the log's commit
+  // marker, and open() takes it from there and raises it with what replay
+  // stages. A new shard's is the zero stamp. What it buys: a stamped write
+  // above it is above whatever its key holds, so apply_stamped takes it
+  // without reading the key (a read of the tree per write on every replica,
+  // which for data beyond the cache is a read of the disk).
+  std::optional<stamp> stamp_bound_;
   ttl::expiry_index expiry_;
   std::shared_ptr<const read_view> view_;
   // Every view of one root shares its pin; gc keeps the roots whose pins live.

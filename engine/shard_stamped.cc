@@ -23,6 +23,8 @@ result<std::vector<bool>> shard::apply_stamped(std::span<const stamped_write> wr
   std::vector<bool> out(writes.size());
   // Stamps of keys taken earlier in this call: later writes are judged against them.
   std::map<std::string_view, stamp> pending;
+  // Above this, a write is above every stamp stored and taken so far.
+  std::optional<stamp> bound = stamp_bound_;
   for (std::size_t i = 0; i < writes.size(); ++i) {
     const stamped_write& w = writes[i];
     // State keys too: the replica stamps its request records there
@@ -35,18 +37,21 @@ result<std::vector<bool>> shard::apply_stamped(std::span<const stamped_write> wr
     } else if (!w.expires_at_ns) {
       return status::invalid_argument(fmt::format("stamped write {}: a tombstone needs a purge deadline", i));
     }
-    stamp held;
-    if (auto it = pending.find(w.key); it != pending.end()) {
-      held = it->second;
-    } else {
-      std::string bytes;
-      auto latest = latest_envelope(w.key, bytes);
-      if (!latest) return latest.error();
-      if (*latest && (*latest)->stamp) held = *(*latest)->stamp;
+    if (!bound || w.stamp <= *bound) {
+      stamp held;
+      if (auto it = pending.find(w.key); it != pending.end()) {
+        held = it->second;
+      } else {
+        std::string bytes;
+        auto latest = latest_envelope(w.key, bytes);
+        if (!latest) return latest.error();
+        if (*latest && (*latest)->stamp) held = *(*latest)->stamp;
+      }
+      if (w.stamp <= held) continue;
     }
-    if (w.stamp <= held) continue;
     out[i] = true;
     pending[w.key] = w.stamp;
+    if (bound && w.stamp > *bound) bound = w.stamp;
     std::optional<std::string_view> value;
     if (w.value) value = *w.value;
     stored.push_back(ttl::wrap_stamped(w.stamp, value, w.expires_at_ns));

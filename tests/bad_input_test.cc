@@ -846,8 +846,8 @@ TEST_CASE(
 
   SUBCASE("WAL segment header") {
     victim = find_file(shard + "/wal", ".wal", true);
-    make_header_newer(victim);
-    named = {"WAL segment", "format version 2", "this build reads version 1"};
+    make_header_newer(victim, wal::format_version + 1);
+    named = {"WAL segment", "format version 3", "this build reads version 1 to 2"};
   }
   SUBCASE("WAL frame of an unknown record type") {
     victim = find_file(shard + "/wal", ".wal", true);
@@ -1131,8 +1131,8 @@ TEST_CASE(
   SUBCASE("a log segment of a newer version") {
     std::string segment = find_file(dir + "/shard-002/wal", ".wal", true);
     std::string original = read_bytes(segment);
-    make_header_newer(segment);
-    every_command_refuses(dir, {"not supported", segment, "WAL segment", "format version 2"});
+    make_header_newer(segment, wal::format_version + 1);
+    every_command_refuses(dir, {"not supported", segment, "WAL segment", "format version 3"});
     write_bytes(segment, original);
   }
   SUBCASE("a pack of a newer version") {

@@ -329,10 +329,10 @@ TEST_CASE("recovery: headers - any damage is corruption, newer is refused, lefto
   SUBCASE("a newer format version") {
     wal_fixture fx;
     durable_log(fx, 1);
-    // Rewrite the header with version 2 and a valid checksum.
+    // Rewrite the header with the next version and a valid checksum.
     std::string seg = *fx.env.contents(fx.segment_path(1));
     auto* h = reinterpret_cast<std::uint8_t*>(seg.data());
-    encode_fixed32_le(h + 8, 2);
+    encode_fixed32_le(h + 8, wal::format_version + 1);
     encode_fixed32_le(h + 36, magnetite::checksum32(std::string_view(seg).substr(0, 36)));
     auto f = fx.env.open(fx.segment_path(1), open_mode::create_truncate);
     REQUIRE((*f)->append(seg).is_ok());

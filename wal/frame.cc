@@ -11,7 +11,7 @@ const std::uint8_t* u8(std::string_view s) { return reinterpret_cast<const std::
 }  // namespace
 
 void encode_segment_header(std::string& dst, const segment_header& sh) {
-  dst.append(encode_file_header(segment_magic, {sh.number, sh.salt, format_version}));
+  dst.append(encode_file_header(segment_magic, {sh.number, sh.salt, sh.version}));
 }
 
 result<segment_header> check_segment_header(std::string_view bytes, std::uint64_t expected_number,
@@ -21,7 +21,7 @@ result<segment_header> check_segment_header(std::string_view bytes, std::uint64_
   if (h->a != expected_number)
     return status::corruption(
         fmt::format("WAL segment {}: header names segment {} but the file name says {}", where, h->a, expected_number));
-  return segment_header{h->a, h->b};
+  return segment_header{h->a, h->b, h->version};
 }
 
 std::size_t begin_frame(std::string& dst) {

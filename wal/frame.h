@@ -17,6 +17,7 @@ namespace magnetite::wal {
 struct segment_header {
   std::uint64_t number = 0;
   std::uint64_t salt = 0;
+  std::uint32_t version = format_version;  // as read; new segments are written at this build's
 };
 
 void encode_segment_header(std::string& dst, const segment_header& h);
@@ -28,8 +29,8 @@ result<segment_header> check_segment_header(std::string_view bytes, std::uint64_
 // Appends a zeroed frame header and returns its offset; the payload is appended
 // next, then finish_frame fills the header in.
 std::size_t begin_frame(std::string& dst);
-void finish_frame(std::string& dst, std::size_t header_at, std::uint64_t salt, std::uint64_t sequence,
-                  record_type type, std::uint8_t flags);
+void finish_frame(std::string& dst, std::size_t header_at, std::uint64_t salt, std::uint64_t sequence, record_type type,
+                  std::uint8_t flags);
 
 enum class frame_check {
   ok,

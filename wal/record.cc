@@ -8,8 +8,8 @@ namespace magnetite::wal {
 status check_batch(std::span<const mutation_view> batch) {
   if (batch.empty()) return status::invalid_argument("batch is empty");
   if (batch.size() > limits::max_batch_mutations)
-    return status::invalid_argument(fmt::format("batch of {} mutations exceeds the limit of {}",
-                                                batch.size(), limits::max_batch_mutations));
+    return status::invalid_argument(
+        fmt::format("batch of {} mutations exceeds the limit of {}", batch.size(), limits::max_batch_mutations));
   std::size_t bytes = 0;
   for (const auto& m : batch) {
     MAGNETITE_TRY(limits::check_key(m.key));
@@ -21,8 +21,8 @@ status check_batch(std::span<const mutation_view> batch) {
     bytes += m.key.size() + m.value.size();
   }
   if (bytes > limits::max_batch_bytes)
-    return status::invalid_argument(fmt::format("batch of {} bytes exceeds the limit of {} bytes",
-                                                bytes, limits::max_batch_bytes));
+    return status::invalid_argument(
+        fmt::format("batch of {} bytes exceeds the limit of {} bytes", bytes, limits::max_batch_bytes));
   return status::ok();
 }
 
@@ -46,6 +46,11 @@ void encode_commit(std::string& dst, const commit_record& c) {
   auto h = c.root.to_bytes();
   dst.append(reinterpret_cast<const char*>(h.data()), h.size());
   put_fixed64_le(dst, c.node_store_length);
+  if (c.stamp_bound) {
+    std::uint8_t b[stamp::encoded_bytes];
+    c.stamp_bound->encode_to(b);
+    dst.append(reinterpret_cast<const char*>(b), sizeof b);
+  }
 }
 
 namespace {
@@ -92,8 +97,7 @@ result<record> decode_record(record_type type, std::uint64_t sequence, std::stri
         if (kind != mutation_kind::put && kind != mutation_kind::del)
           return bad_payload(type, sequence, "mutation kind");
         if (!in.get_length_prefixed(key) || !valid_key(key)) return bad_payload(type, sequence, "key");
-        if (kind == mutation_kind::put &&
-            (!in.get_length_prefixed(value) || value.size() > limits::max_value_bytes))
+        if (kind == mutation_kind::put && (!in.get_length_prefixed(value) || value.size() > limits::max_value_bytes))
           return bad_payload(type, sequence, "value");
         bytes += key.size() + value.size();
         if (bytes > limits::max_batch_bytes) return bad_payload(type, sequence, "batch size");
@@ -103,21 +107,23 @@ result<record> decode_record(record_type type, std::uint64_t sequence, std::stri
       return r;
     }
     case record_type::commit: {
-      if (payload.size() != hash128::byte_size + 8) return bad_payload(type, sequence, "size");
+      constexpr std::size_t without_bound = hash128::byte_size + 8;
+      if (payload.size() != without_bound && payload.size() != without_bound + stamp::encoded_bytes)
+        return bad_payload(type, sequence, "size");
       const auto* p = reinterpret_cast<const std::uint8_t*>(payload.data());
       r.commit.root = hash128::from_bytes(p);
       r.commit.node_store_length = decode_fixed64_le(p + hash128::byte_size);
+      if (payload.size() > without_bound) r.commit.stamp_bound = stamp::decode(p + without_bound);
       return r;
     }
     case record_type::replication_state:
-      if (payload.size() > limits::max_replication_state_bytes)
-        return bad_payload(type, sequence, "size");
+      if (payload.size() > limits::max_replication_state_bytes) return bad_payload(type, sequence, "size");
       r.payload = std::string(payload);
       return r;
   }
   return status::make(status_code::not_supported, status_category::permanent,
-                      fmt::format("WAL frame {} has unknown record type {}: written by a newer magnetite?",
-                                  sequence, static_cast<int>(type)));
+                      fmt::format("WAL frame {} has unknown record type {}: written by a newer magnetite?", sequence,
+                                  static_cast<int>(type)));
 }
 
 }  // namespace magnetite::wal

@@ -7,6 +7,7 @@
 //                        mutation = u8 kind (1 put, 2 del) | varint key_len | key
 //                                   | put only: varint value_len | value
 //   commit             16-byte root hash (big-endian) | u64 LE node-store length
+//                      [| 20-byte stamp bound (core/stamp.h), format version 2]
 //   replication_state  opaque bytes
 //
 // Invariants: encode_* accept only input that passes the limits (the writer
@@ -20,7 +21,10 @@
 #include <string_view>
 #include <vector>
 
+#include <optional>
+
 #include "core/hash128.h"
+#include "core/stamp.h"
 #include "core/status.h"
 #include "wal/format.h"
 
@@ -44,6 +48,10 @@ struct mutation_view {
 struct commit_record {
   hash128 root;                         // tree root the checkpoint produced
   std::uint64_t node_store_length = 0;  // node-store bytes that root needs
+  // No stamped value under root, nor in anything checkpointed with it, has
+  // a stamp above this (engine/shard.h, stamp_bound); absent: not known (a
+  // shard that never kept one, or a log of format version 1).
+  std::optional<stamp> stamp_bound{};
   friend bool operator==(const commit_record&, const commit_record&) = default;
 };
 
