@@ -9,6 +9,7 @@
 //                     [--max-errors E] [--node-scheduler sharing|stealing]
 //                     [--batches-in-flight N] [--middleman-workers N]
 //                     [--etcd PATH|none] [--request-ids] [--records]
+//                     [--only CASE[,CASE...]]
 //
 // Every case but the raw one takes N writes (20 000 by default) from T client
 // threads (32), N / T each, one at a time per thread; keys are 16 bytes, drawn
@@ -112,6 +113,10 @@
 // request record each (what at-most-once costs, without the client's
 // socket); --request-timeout-ms the nodes' request_timeout (2000, as
 // node_options: an owner that hears from no majority within it steps down).
+// --only runs the cases named and no others (their rows and the ratios
+// between them): raw, put, shard-actor, one-node, three, client, etcd, and
+// with --records records, records-client, records-across, txdb, txdb-2; a
+// profile of one case is `--only three` under perf.
 // Ports: P to P + 3 for the nodes, P + 4 to P + 9 for etcd (default: 16 a
 // process from 10000, by pid, below the ephemeral ports, so that runs side by
 // side do not collide).
@@ -550,7 +555,7 @@ double median(std::vector<double> v) {
              "usage: replication_bench [--dir D] [--ops N] [--threads T] [--keys K] [--value-bytes B] [--shards S] "
              "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] "
              "[--node-scheduler sharing|stealing] [--batches-in-flight N] [--middleman-workers N] "
-             "[--etcd PATH|none] [--request-ids] [--records]\n");
+             "[--etcd PATH|none] [--request-ids] [--records] [--only CASE[,CASE...]]\n");
   std::exit(2);
 }
 
@@ -563,7 +568,9 @@ int main(int argc, char** argv) {
   // 32768, where Linux's ephemeral ports begin: a port an outgoing
   // connection held moments ago may not be listened on again at once.
   std::uint64_t port = 10000 + static_cast<std::uint64_t>(::getpid() % 1360) * 16;
-  std::string etcd_choice;  // --etcd: a binary, or "none"
+  std::string etcd_choice;                   // --etcd: a binary, or "none"
+  std::vector<std::string> only;             // --only: the keys of the cases to run; empty: all
+  constexpr std::uint64_t warm_round = 998;  // a case's warm-up (seed 999)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&] { return std::strtoull(argv[++i], nullptr, 10); };
@@ -598,6 +605,12 @@ int main(int argc, char** argv) {
       middleman_workers = next();
     else if (a == "--request-ids")
       request_ids = true;
+    else if (a == "--only" && i + 1 < argc)
+      for (std::string_view rest = argv[++i]; !rest.empty();) {
+        auto comma = rest.find(',');
+        only.emplace_back(rest.substr(0, comma));
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
     else if (a == "--records")
       with_records = true;
     else if (a == "--etcd" && i + 1 < argc)
@@ -645,78 +658,84 @@ int main(int argc, char** argv) {
   }
 
   struct named_case {
+    std::string key;  // what --only names it by
     std::string name;
     std::function<case_result(std::uint64_t round)> run;
+    bool selected = true;
     failures failed;
     std::vector<case_result> results;
   };
   std::vector<std::unique_ptr<named_case>> cases;
-  auto add = [&](std::string name, std::function<case_result(std::uint64_t, failures&)> f) {
+  // Each case's run as f(round, failures); round 998 is its warm-up.
+  auto add = [&](std::string key, std::string name, std::function<case_result(std::uint64_t, failures&)> f) {
     auto made = std::make_unique<named_case>();
+    made->key = std::move(key);
     made->name = std::move(name);
     made->run = [f, c = made.get()](std::uint64_t round) { return f(round, c->failed); };
+    made->selected = only.empty() || std::find(only.begin(), only.end(), made->key) != only.end();
     cases.push_back(std::move(made));
   };
   // In this order: the indices below name them (etcd_i only when etcd runs).
   enum : std::size_t { raw_i, single_i, shard_i, one_i, three_i, client_i, etcd_i };
-  add("raw fdatasync, 1 thread", [&](std::uint64_t, failures&) { return raw_case(base + "/raw"); });
-  add("single node: put", [&](std::uint64_t r, failures& f) { return single_case(*single, ops, r + 1, f); });
-  add("single node: shard actor",
-      [&](std::uint64_t r, failures& f) { return shard_actor_case(*single, ops, r + 1, f); });
-  add("1-node cluster", [&](std::uint64_t r, failures& f) { return replicated_case(*one, ops, r + 1, f); });
-  add("3 nodes, loopback", [&](std::uint64_t r, failures& f) { return replicated_case(*three, ops, r + 1, f); });
+  // The number of writes of a round: the warm-up's is `warmup`.
+  auto writes = [&](std::uint64_t r) { return r == warm_round ? warmup : ops; };
+  add("raw", "raw fdatasync, 1 thread", [&](std::uint64_t, failures&) { return raw_case(base + "/raw"); });
+  add("put", "single node: put",
+      [&](std::uint64_t r, failures& f) { return single_case(*single, writes(r), r + 1, f); });
+  add("shard-actor", "single node: shard actor",
+      [&](std::uint64_t r, failures& f) { return shard_actor_case(*single, writes(r), r + 1, f); });
+  add("one-node", "1-node cluster",
+      [&](std::uint64_t r, failures& f) { return replicated_case(*one, writes(r), r + 1, f); });
+  add("three", "3 nodes, loopback",
+      [&](std::uint64_t r, failures& f) { return replicated_case(*three, writes(r), r + 1, f); });
   cluster_client_options client_options;
   client_options.cluster_file = three->file_path;
   auto client = must(cluster_client::connect(client_options), "connect a cluster client");
-  add("3 nodes, cluster_client",
-      [&](std::uint64_t r, failures& f) { return client_case(*three, *client, ops, r + 1, f); });
+  add("client", "3 nodes, cluster_client",
+      [&](std::uint64_t r, failures& f) { return client_case(*three, *client, writes(r), r + 1, f); });
   if (etcd_members)
-    add("etcd, 3 members", [&](std::uint64_t r, failures& f) { return etcd_case(*etcd_members, ops, r + 1, f); });
+    add("etcd", "etcd, 3 members",
+        [&](std::uint64_t r, failures& f) { return etcd_case(*etcd_members, writes(r), r + 1, f); });
   state::records single_records(*single), client_records(*client);
   std::size_t records_single_i = cases.size(), records_client_i = cases.size() + 1, records_across_i = cases.size() + 2;
   // Closed after the cases (their threads' transaction handles are gone by then).
   rocks_transactions rocks;
   std::size_t rocks_i = 0;  // then the 2-key case
   if (with_records) {
-    add("records: single node",
-        [&](std::uint64_t r, failures& f) { return records_single_case(*single, single_records, ops, r + 1, f); });
-    add("records: 3 nodes, client",
-        [&](std::uint64_t r, failures& f) { return records_client_case(*three, client_records, ops, r + 1, f); });
+    add("records", "records: single node", [&](std::uint64_t r, failures& f) {
+      return records_single_case(*single, single_records, writes(r), r + 1, f);
+    });
+    add("records-client", "records: 3 nodes, client",
+        [&](std::uint64_t r, failures& f) { return records_client_case(*three, client_records, writes(r), r + 1, f); });
     if (shard_count > 1)
-      add("records across 2 shards", [&](std::uint64_t r, failures& f) {
-        return records_client_case(*three, client_records, ops, r + 1, f, true);
+      add("records-across", "records across 2 shards", [&](std::uint64_t r, failures& f) {
+        return records_client_case(*three, client_records, writes(r), r + 1, f, true);
       });
     if (auto s = open_rocks_transactions(base + "/rocksdb", false, rocks); !s.ok())
       fail("open RocksDB's TransactionDB", status::io_error(s.ToString()));
     rocks_i = cases.size();
-    add("TransactionDB: 1 key",
-        [&](std::uint64_t r, failures& f) { return rocks_records_case(rocks, ops, r + 1, f, false); });
-    add("TransactionDB: 2 keys",
-        [&](std::uint64_t r, failures& f) { return rocks_records_case(rocks, ops, r + 1, f, true); });
+    add("txdb", "TransactionDB: 1 key",
+        [&](std::uint64_t r, failures& f) { return rocks_records_case(rocks, writes(r), r + 1, f, false); });
+    add("txdb-2", "TransactionDB: 2 keys",
+        [&](std::uint64_t r, failures& f) { return rocks_records_case(rocks, writes(r), r + 1, f, true); });
   }
+  for (const auto& k : only)
+    if (std::none_of(cases.begin(), cases.end(), [&](const auto& c) { return c->key == k; }))
+      fail("--only", status::invalid_argument(fmt::format("no case {} in this run", k)));
 
   // Warm-up, not reported: files reserved, sockets and mailboxes busy once.
-  failures warm;
-  (void)single_case(*single, warmup, 999, warm);
-  (void)shard_actor_case(*single, warmup, 999, warm);
-  (void)replicated_case(*one, warmup, 999, warm);
-  (void)replicated_case(*three, warmup, 999, warm);
-  (void)client_case(*three, *client, warmup, 999, warm);
-  if (etcd_members) (void)etcd_case(*etcd_members, warmup, 999, warm);
-  if (with_records) {
-    (void)records_single_case(*single, single_records, warmup, 999, warm);
-    (void)records_client_case(*three, client_records, warmup, 999, warm);
-    if (shard_count > 1) (void)records_client_case(*three, client_records, warmup, 999, warm, true);
-    (void)rocks_records_case(rocks, warmup, 999, warm, false);
-    (void)rocks_records_case(rocks, warmup, 999, warm, true);
-  }
-  if (warm.total() > 0) fail("warm-up", status::failed(fmt::format("{} writes failed: {}", warm.total(), warm.first)));
+  for (auto& c : cases)
+    if (c->selected && c->key != "raw") (void)c->run(warm_round);
+  for (auto& c : cases)
+    if (c->failed.total() > 0)
+      fail("warm-up",
+           status::failed(fmt::format("{}: {} writes failed: {}", c->name, c->failed.total(), c->failed.first)));
 
   auto t_run = clock_type::now();
   for (std::uint64_t r = 0; r < rounds; ++r)
     for (std::size_t k = 0; k < cases.size(); ++k) {
       auto& c = *cases[(k + r) % cases.size()];
-      c.results.push_back(c.run(r));
+      if (c.selected) c.results.push_back(c.run(r));
     }
   double run_s = since(t_run);
 
@@ -740,6 +759,7 @@ int main(int argc, char** argv) {
       "cpu us/w", "batch", "log fsyncs/write", "failed");
   for (auto& cp : cases) {
     auto& c = *cp;
+    if (!c.selected) continue;
     bool raw = &c == cases[raw_i].get();
     std::string fsyncs;
     for (std::size_t i = 0; i < c.results[0].fsyncs_per_write.size(); ++i) {
@@ -768,6 +788,7 @@ int main(int argc, char** argv) {
         " fsyncs are each member's WAL fdatasyncs (etcd's /metrics), the leader first)\n");
   say("writes/s per round:\n");
   for (auto& c : cases) {
+    if (!c->selected) continue;
     say("  {:<26}", c->name);
     for (const auto& x : c->results) say(" {:>7.0f}", x.writes_per_s);
     say("\n");
@@ -776,6 +797,7 @@ int main(int argc, char** argv) {
   // Ratios: of the medians, and per round (the two cases of a round ran seconds apart).
   auto ratio = [&](std::size_t a, std::size_t b) {
     const auto &x = *cases[a], &y = *cases[b];
+    if (!x.selected || !y.selected) return;
     std::string per_round;
     for (std::size_t r = 0; r < rounds; ++r)
       per_round += fmt::format(" {:.2f}", x.results[r].writes_per_s / y.results[r].writes_per_s);
@@ -803,9 +825,10 @@ int main(int argc, char** argv) {
     ratio(records_client_i, rocks_i);
     if (shard_count > 1) ratio(records_across_i, rocks_i + 1);
   }
-  say("against raw fdatasync: single node: put {:.2f}x, 3 nodes {:.2f}x\n",
-      med(*cases[single_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s),
-      med(*cases[three_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s));
+  if (cases[raw_i]->selected && cases[single_i]->selected && cases[three_i]->selected)
+    say("against raw fdatasync: single node: put {:.2f}x, 3 nodes {:.2f}x\n",
+        med(*cases[single_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s),
+        med(*cases[three_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s));
   say("3 nodes' combined roots after the run: {}\n",
       same ? fmt::format("equal ({})", roots[0]) : fmt::format("DIFFER ({} {} {})", roots[0], roots[1], roots[2]));
 
