@@ -274,6 +274,16 @@ struct cluster {
     return out;
   }
 
+  // Receives n answers to puts sent earlier (each within a second); how
+  // many were ok. An error fails the test.
+  int puts_answered_ok(int n) {
+    int ok = 0;
+    for (int i = 0; i < n; ++i)
+      (*client)->receive([&](ok_atom) { ++ok; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
+                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("a put was not answered"); });
+    return ok;
+  }
+
   replica_info info(std::uint32_t id) {
     (*client)->send(node(id).replica, info_atom::value);
     drain();
@@ -351,11 +361,7 @@ TEST_CASE("replica actors: writes waiting together reach each peer as one rwrite
     (*c.client)->send(c.node(1).replica, put_atom::value, fmt::format("k{}", i), std::string("v"), std::int64_t{0});
   (*c.client)->send(c.node(1).replica, put_atom::value, std::string("k0"), std::string("again"), std::int64_t{0});
   c.drain();
-  int ok = 0;
-  for (int i = 0; i < 21; ++i)
-    (*c.client)->receive([&](ok_atom) { ++ok; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
-                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("a put was not answered"); });
-  CHECK(ok == 21);
+  CHECK(c.puts_answered_ok(21) == 21);
   CHECK(c.links[0][1]->passed - before == 2);
   // What info counts is what went out: two batches, 21 writes in them.
   auto after = c.info(1);
@@ -397,11 +403,7 @@ TEST_CASE("replica actors: writes that come while a batch is undecided gather in
     run_replica_alone(c, 1);  // in flight 1: they wait; in flight 2: batch {k1..k4} goes out
     for (int i = 5; i < 10; ++i) put(i);
     c.drain();
-    int ok = 0;
-    for (int i = 0; i < 10; ++i)
-      (*c.client)->receive([&](ok_atom) { ++ok; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
-                           caf::after(std::chrono::seconds(1)) >> [] { FAIL("a put was not answered"); });
-    CHECK(ok == 10);
+    CHECK(c.puts_answered_ok(10) == 10);
     std::uint64_t batches = in_flight == 1 ? 2 : 3;
     CHECK(c.links[0][1]->passed - before == batches);
     auto after = c.info(1);
@@ -455,11 +457,7 @@ TEST_CASE("replica actors: a retry that arrives while its first attempt is in fl
   (*c.client)->send(c.node(1).replica, put_atom::value, std::string("k"), std::string("b"), std::int64_t{0});
   (*c.client)->send(c.node(1).replica, put_atom::value, std::string("k"), std::string("a"), std::int64_t{0}, rid);
   c.drain();
-  int ok = 0;
-  for (int i = 0; i < 4; ++i)
-    (*c.client)->receive([&](ok_atom) { ++ok; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
-                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("a put was not answered"); });
-  CHECK(ok == 4);
+  CHECK(c.puts_answered_ok(4) == 4);
   CHECK(c.info(1).batched_writes - counted.batched_writes == 3);
   for (std::uint32_t id = 1; id <= 3; ++id) CHECK(c.local(id, "k") == "b");
 }
@@ -627,10 +625,7 @@ TEST_CASE("replica actors: write rounds to a peer that never answers leave nothi
   for (int i = 0; i < 50; ++i) {
     (*c.client)->send(c.node(1).replica, put_atom::value, fmt::format("k{}", i), std::string("v"), std::int64_t{0});
     c.sched->run();
-    bool ok = false;
-    (*c.client)->receive([&](ok_atom) { ok = true; }, [](caf::error& e) { FAIL(caf::to_string(e)); },
-                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("a put was not answered"); });
-    REQUIRE(ok);
+    REQUIRE(c.puts_answered_ok(1) == 1);
     if (i == 0) timers_after_first = c.sched->clock().schedule().size();
   }
   CHECK(c.links[0][2]->dropped == 50);
