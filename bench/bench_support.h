@@ -39,8 +39,15 @@ inline std::string utc_now() {
   return buf;
 }
 
-inline double since(clock_type::time_point t) {
-  return std::chrono::duration<double>(clock_type::now() - t).count();
+inline double since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+
+// The middle value (the mean of the two middle ones for an even count); 0
+// for none.
+inline double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 // JSON output of the benchmarks' --json: a number (null when not finite)
@@ -53,9 +60,12 @@ inline std::string json_number(double v) {
 inline std::string json_string(std::string_view s) {
   std::string out = "\"";
   for (char ch : s) {
-    if (ch == '"' || ch == '\\') out += '\\', out += ch;
-    else if (static_cast<unsigned char>(ch) < 0x20) out += fmt::format("\\u{:04x}", static_cast<unsigned>(ch));
-    else out += ch;
+    if (ch == '"' || ch == '\\')
+      out += '\\', out += ch;
+    else if (static_cast<unsigned char>(ch) < 0x20)
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(ch));
+    else
+      out += ch;
   }
   return out + "\"";
 }
@@ -87,8 +97,8 @@ inline std::string json_rows(const std::vector<report_row>& rows, bool rss_colum
     out += fmt::format(
         "{}\n{{\"workload\":{},\"case\":{},\"threads\":{},\"unit\":{},\"ours\":{},\"peer\":{},\"peer_value\":{},"
         "\"ratio\":{},\"better\":\"{}\",\"target\":{},\"met\":{}{}}}",
-        i ? "," : "", json_string(r.workload), json_string(r.what), r.threads, json_string(r.unit),
-        json_number(r.ours), peer ? json_string(r.peer) : "null", peer ? json_number(r.peer_value) : "null",
+        i ? "," : "", json_string(r.workload), json_string(r.what), r.threads, json_string(r.unit), json_number(r.ours),
+        peer ? json_string(r.peer) : "null", peer ? json_number(r.peer_value) : "null",
         peer ? json_number(r.ours / r.peer_value) : "null", r.lower_is_better ? "lower" : "higher",
         r.target.empty() ? "null" : json_string(r.target), r.met ? (*r.met ? "true" : "false") : "null",
         rss_columns ? fmt::format(",\"ours_rss_mib\":{},\"peer_rss_mib\":{}", optional_number(r.ours_rss_mib),
@@ -140,7 +150,9 @@ class preallocated_file {
     std::unique_ptr<preallocated_file> f(new preallocated_file(fd, path, capacity));
     std::vector<char> zero(std::size_t{1} << 20, 0);
     for (std::uint64_t off = 0; off < capacity; off += zero.size())
-      if (auto s = f->write_at(zero.data(), static_cast<std::size_t>(std::min<std::uint64_t>(zero.size(), capacity - off)), off); !s)
+      if (auto s = f->write_at(zero.data(),
+                               static_cast<std::size_t>(std::min<std::uint64_t>(zero.size(), capacity - off)), off);
+          !s)
         return s;
     if (::fsync(fd) != 0) return errno_status("fsync", path);
     return f;

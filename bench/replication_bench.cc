@@ -545,11 +545,6 @@ case_result raw_case(const std::string& path) {
   return {n, rate, 1000.0 / rate, 0, 0, 0, {1.0}};
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
-
 [[noreturn]] void usage() {
   fmt::print(stderr,
              "usage: replication_bench [--dir D] [--ops N] [--threads T] [--keys K] [--value-bytes B] [--shards S] "

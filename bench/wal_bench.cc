@@ -60,18 +60,19 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using namespace magnetite;
+using bench::median;
 
 constexpr std::size_t raw_write_bytes = 4096;
 constexpr std::size_t key_bytes = 16;
 constexpr std::size_t value_bytes = 100;
-constexpr double group1_target = 0.9;   // group 1 syncs/s vs raw ops/s
-constexpr double group64_target = 50;   // group 64 frames/s vs group 1 frames/s
+constexpr double group1_target = 0.9;  // group 1 syncs/s vs raw ops/s
+constexpr double group64_target = 50;  // group 64 frames/s vs group 1 frames/s
 
 // ---------------------------------------------------------------------------
 // Errors and clean-up
 
-std::string g_tmp_dir;                     // removed on every exit path
-std::vector<std::string> g_created_dirs;   // --dir components we created, deepest last
+std::string g_tmp_dir;                    // removed on every exit path
+std::vector<std::string> g_created_dirs;  // --dir components we created, deepest last
 volatile std::sig_atomic_t g_interrupted = 0;
 
 void on_signal(int) { g_interrupted = 1; }
@@ -138,8 +139,8 @@ double parse_seconds(const char* flag, const char* text, bool allow_zero) {
   errno = 0;
   double v = std::strtod(text, &end);
   if (errno != 0 || end == text || *end != '\0' || !(allow_zero ? v >= 0 : v > 0) || v > 3600) {
-    fmt::print(stderr, "wal_bench: {} wants a number of seconds{}, got '{}'\n", flag,
-               allow_zero ? "" : " above 0", text);
+    fmt::print(stderr, "wal_bench: {} wants a number of seconds{}, got '{}'\n", flag, allow_zero ? "" : " above 0",
+               text);
     usage(1);
   }
   return v;
@@ -238,9 +239,7 @@ struct sample {
   double frames_per_s() const { return static_cast<double>(frames) / seconds; }
 };
 
-double since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
+double since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
 void write_all(int fd, const char* p, std::size_t n, const std::string& path) {
   while (n > 0) {
@@ -295,8 +294,10 @@ sample run_raw(const case_def& c, const std::string& path, double warmup, double
   s.seconds = since(t0);
   s.frames = s.syncs;
   s.bytes = s.syncs * c.bytes;
-  if (pre) pre.reset();
-  else if (::close(fd) != 0) die_errno("close", path);
+  if (pre)
+    pre.reset();
+  else if (::close(fd) != 0)
+    die_errno("close", path);
   if (::unlink(path.c_str()) != 0) die_errno("unlink", path);
   return s;
 }
@@ -338,12 +339,10 @@ sample run_wal(env& e, const case_def& c, const std::string& dir, double warmup,
   // The writer's own counters must agree: one write and one fdatasync per sync().
   if (after.syncs - before.syncs != s.syncs || after.fsyncs - before.fsyncs != s.syncs ||
       s.frames != s.syncs * static_cast<std::uint64_t>(c.group))
-    die(fmt::format("{}: writer stats disagree: {} syncs, {} fsyncs, {} frames for {} sync() calls of {}",
-                    c.name, after.syncs - before.syncs, after.fsyncs - before.fsyncs, s.frames, s.syncs,
-                    c.group));
+    die(fmt::format("{}: writer stats disagree: {} syncs, {} fsyncs, {} frames for {} sync() calls of {}", c.name,
+                    after.syncs - before.syncs, after.fsyncs - before.fsyncs, s.frames, s.syncs, c.group));
   if (w->durable_sequence() != w->last_sequence())
-    die(fmt::format("{}: durable sequence {} behind last {}", c.name, w->durable_sequence(),
-                    w->last_sequence()));
+    die(fmt::format("{}: durable sequence {} behind last {}", c.name, w->durable_sequence(), w->last_sequence()));
   w.reset();
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -353,12 +352,6 @@ sample run_wal(env& e, const case_def& c, const std::string& dir, double warmup,
 
 // ---------------------------------------------------------------------------
 // Reporting
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 struct case_result {
   const case_def* def;
@@ -373,9 +366,15 @@ std::string json_escape(std::string_view s) {
   std::string out;
   for (char ch : s) {
     switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
       default:
         if (static_cast<unsigned char>(ch) < 0x20)
           out += fmt::format("\\u{:04x}", static_cast<unsigned>(ch));
@@ -404,13 +403,13 @@ int main(int argc, char** argv) {
   if (opt.diag) {
     // The same bytes per sync as group 1 (one 137-byte frame), appended raw.
     std::size_t frame = wal::frame_header_size + 1 + key_bytes + value_bytes;
-    cases.push_back({fmt::format("diag raw {}B append", frame), "diag_raw_group_1_bytes_append",
-                     case_kind::raw_append, frame, 0, true});
+    cases.push_back({fmt::format("diag raw {}B append", frame), "diag_raw_group_1_bytes_append", case_kind::raw_append,
+                     frame, 0, true});
     // The same bytes per sync as group 64, appended raw.
     cases.push_back({fmt::format("diag raw {}B append", 64 * frame), "diag_raw_group_64_bytes_append",
                      case_kind::raw_append, 64 * frame, 0, true});
-    cases.push_back({"diag raw 4KiB overwrite", "diag_raw_4k_overwrite", case_kind::raw_overwrite,
-                     raw_write_bytes, 0, true});
+    cases.push_back(
+        {"diag raw 4KiB overwrite", "diag_raw_4k_overwrite", case_kind::raw_overwrite, raw_write_bytes, 0, true});
   }
 
   make_dirs(e, opt.dir);
@@ -418,8 +417,8 @@ int main(int argc, char** argv) {
   const std::string date = bench::utc_now();
   const unsigned cpus = std::thread::hardware_concurrency();
   const double est = (opt.seconds + opt.warmup) * static_cast<double>(cases.size()) * opt.rounds;
-  fmt::print(stderr, "wal_bench: {} cases x {} rounds x ({}s + {}s warm-up) ~ {:.0f}s in {}\n",
-             cases.size(), opt.rounds, opt.seconds, opt.warmup, est, g_tmp_dir);
+  fmt::print(stderr, "wal_bench: {} cases x {} rounds x ({}s + {}s warm-up) ~ {:.0f}s in {}\n", cases.size(),
+             opt.rounds, opt.seconds, opt.warmup, est, g_tmp_dir);
 
   std::vector<case_result> results(cases.size());
   for (std::size_t i = 0; i < cases.size(); ++i) results[i].def = &cases[i];
@@ -434,8 +433,8 @@ int main(int argc, char** argv) {
                                           : run_raw(c, where, opt.warmup, opt.seconds);
       if (g_interrupted) break;
       results[i].rounds.push_back(s);
-      fmt::print(stderr, "  round {} {:<26} {:>10.1f} syncs/s {:>12.1f} frames/s\n", round + 1, c.name,
-                 s.syncs_per_s(), s.frames_per_s());
+      fmt::print(stderr, "  round {} {:<26} {:>10.1f} syncs/s {:>12.1f} frames/s\n", round + 1, c.name, s.syncs_per_s(),
+                 s.frames_per_s());
     }
   }
   if (g_interrupted) {
@@ -493,8 +492,8 @@ int main(int argc, char** argv) {
 
   if (opt.json) {
     std::string out = "{";
-    out += fmt::format("\"date\":\"{}\",\"cpus\":{},\"dir\":\"{}\",\"seconds\":{},\"warmup\":{},\"rounds\":{},",
-                       date, cpus, json_escape(opt.dir), opt.seconds, opt.warmup, opt.rounds);
+    out += fmt::format("\"date\":\"{}\",\"cpus\":{},\"dir\":\"{}\",\"seconds\":{},\"warmup\":{},\"rounds\":{},", date,
+                       cpus, json_escape(opt.dir), opt.seconds, opt.warmup, opt.rounds);
     out += fmt::format("\"unstable\":{},", unstable);
     out += fmt::format("\"key_bytes\":{},\"value_bytes\":{},\"raw_write_bytes\":{},\"cases\":{{", key_bytes,
                        value_bytes, raw_write_bytes);
@@ -504,7 +503,8 @@ int main(int argc, char** argv) {
       for (std::size_t k = 0; k < r.rounds.size(); ++k)
         per_round += fmt::format("{}{:.1f}", k ? "," : "", r.rounds[k].syncs_per_s());
       out += fmt::format(
-          "{}\"{}\":{{\"diag\":{},\"group\":{},\"syncs_per_s\":{:.1f},\"frames_per_s\":{:.1f},\"bytes_per_sync\":{:.0f},"
+          "{}\"{}\":{{\"diag\":{},\"group\":{},\"syncs_per_s\":{:.1f},\"frames_per_s\":{:.1f},\"bytes_per_sync\":{:.0f}"
+          ","
           "\"syncs_per_s_rounds\":[{}]",
           i ? "," : "", r.def->json_key, r.def->diag, r.def->kind == case_kind::wal ? r.def->group : 0, r.syncs_per_s,
           r.frames_per_s, r.bytes_per_sync, per_round);
@@ -528,20 +528,19 @@ int main(int argc, char** argv) {
     }
     fmt::print("{}", out);
   } else {
-    fmt::print("wal_bench {}  ({} CPUs, dir {}, {} rounds x {}s per case, median shown)\n", date, cpus,
-               opt.dir, opt.rounds, opt.seconds);
-    fmt::print("{:<26} {:>10} {:>19} {:>12} {:>8}  {}\n", "case", "syncs/s", "(min..max)", "frames/s",
-               "B/sync", "ratio");
+    fmt::print("wal_bench {}  ({} CPUs, dir {}, {} rounds x {}s per case, median shown)\n", date, cpus, opt.dir,
+               opt.rounds, opt.seconds);
+    fmt::print("{:<26} {:>10} {:>19} {:>12} {:>8}  {}\n", "case", "syncs/s", "(min..max)", "frames/s", "B/sync",
+               "ratio");
     for (const auto& r : results) {
       std::string ratio;
       if (r.def->kind == case_kind::wal) {
         if (r.def->group == 1)
-          ratio = fmt::format("{:.3f}x raw syncs/s   target >= {}  {}", g1_vs_raw, group1_target,
-                              g1_ok ? "PASS" : "MISS");
+          ratio =
+              fmt::format("{:.3f}x raw syncs/s   target >= {}  {}", g1_vs_raw, group1_target, g1_ok ? "PASS" : "MISS");
         else
           ratio = fmt::format("{:.1f}x group-1 frames/s", r.frames_per_s / g1.frames_per_s);
-        if (r.def->group == 64)
-          ratio += fmt::format("   target >= {}  {}", group64_target, g64_ok ? "PASS" : "MISS");
+        if (r.def->group == 64) ratio += fmt::format("   target >= {}  {}", group64_target, g64_ok ? "PASS" : "MISS");
       } else if (&r != &raw) {
         ratio = fmt::format("{:.3f}x raw syncs/s", r.syncs_per_s / raw.syncs_per_s);
       }
@@ -554,13 +553,15 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < paired.size(); ++k) paired_s += fmt::format("{}{:.3f}", k ? " " : "", paired[k]);
     fmt::print("group 1 / raw per round (same round): {}\n", paired_s);
     if (unstable)
-      fmt::print("warning: the rounds of a case disagree by more than {}x (see min..max): the disk changed "
-                 "speed during the run, so the ratios are less trustworthy; rerun, or raise --rounds\n",
-                 unstable_spread);
+      fmt::print(
+          "warning: the rounds of a case disagree by more than {}x (see min..max): the disk changed "
+          "speed during the run, so the ratios are less trustworthy; rerun, or raise --rounds\n",
+          unstable_spread);
     if (opt.diag)
-      fmt::print("diag: group 1 / raw append of the same {} bytes: {:.3f}x; raw appends of 64 vs 1 frame's "
-                 "bytes would give the group-64 ratio {:.1f}x (the WAL got {:.1f}x)\n",
-                 static_cast<std::size_t>(g1.bytes_per_sync), *g1_vs_raw_frame, *raw_g64_bound, g64_vs_g1);
+      fmt::print(
+          "diag: group 1 / raw append of the same {} bytes: {:.3f}x; raw appends of 64 vs 1 frame's "
+          "bytes would give the group-64 ratio {:.1f}x (the WAL got {:.1f}x)\n",
+          static_cast<std::size_t>(g1.bytes_per_sync), *g1_vs_raw_frame, *raw_g64_bound, g64_vs_g1);
   }
 
   cleanup();
