@@ -86,7 +86,7 @@ result<std::unique_ptr<backup_store>> backup_store::open(env& fs, std::string di
   for (std::size_t i = 0; i < b->manifest_.shards; ++i) {
     MAGNETITE_TRY(fs.create_dir(b->store_dir(i)));
     std::uint64_t p = b->manifest_.positions[i];
-    auto s = tree::node_store::open(fs, b->store_dir(i), store_options(),
+    auto s = tree::node_store::open(*b->summed_, b->store_dir(i), store_options(),
                                     p ? std::optional<std::uint64_t>(p) : std::nullopt);
     if (!s) return s.error();
     b->stores_.push_back(std::move(*s));
@@ -120,6 +120,11 @@ result<std::vector<backed_up_pack>> backup_store::sum_packs(const std::vector<st
       for (const auto& old : manifest_.packs)
         if (old.shard == i && old.number == n && old.bytes == bytes) {
           p.sum = old.sum;
+          known = true;
+        }
+      if (!known)
+        if (auto streamed = summed_->sum_of(path, bytes)) {
+          p.sum = *streamed;
           known = true;
         }
       if (!known) {

@@ -15,8 +15,9 @@
 //   (tree::pull_local), so a node the store holds is a subtree it holds: a
 //   later backup descends only where something changed.
 // - record() flushes every store (one fdatasync each), sums the pack bytes
-//   new since the last record (older packs keep their sums), and replaces
-//   BACKUP whole. Until it returns ok, BACKUP names the previous complete
+//   new since the last record (older packs keep their sums; packs begun by
+//   this backup were summed as they were written), and replaces BACKUP
+//   whole. Until it returns ok, BACKUP names the previous complete
 //   backup and the stores are cut back to it at the next open: a crash at any
 //   moment leaves the previous backup or the new one.
 // - check() reads every pack back against its sum and every node of every
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "core/env.h"
+#include "core/summing_env.h"
 #include "engine/backup_manifest.h"
 #include "tree/node_store.h"
 #include "tree/tree_puller.h"
@@ -68,7 +70,8 @@ class backup_store {
   status restore(const backed_up_version& v, const std::string& dir);
 
  private:
-  backup_store(env& fs, std::string dir) : fs_(&fs), dir_(std::move(dir)) {}
+  backup_store(env& fs, std::string dir)
+      : fs_(&fs), dir_(std::move(dir)), summed_(std::make_unique<summing_env>(fs, ".pack")) {}
   std::string store_dir(std::size_t shard) const;
   // The manifest's pack lines for every store as it is now, reusing the sums
   // of packs that did not change.
@@ -76,6 +79,10 @@ class backup_store {
 
   env* fs_;
   std::string dir_;
+  // The stores write through it: the packs they start are summed as they
+  // are written, and record() reads back only the pack a backup went on
+  // with (declared before the stores, which it must outlive).
+  std::unique_ptr<summing_env> summed_;
   std::unique_ptr<file_lock> lock_;
   backup_manifest manifest_;
   std::vector<std::unique_ptr<tree::node_store>> stores_;
