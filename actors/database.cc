@@ -77,7 +77,13 @@ result<checkpoint> database::tag(std::string_view name, std::optional<hash128> v
 status database::untag(std::string_view name) { return core_->untag(name); }
 std::vector<version_tag> database::tags() const { return core_->tags(); }
 result<backup_report> database::backup(const std::string& dest, std::optional<std::string_view> version) {
-  return core_->backup(dest, version);
+  backup_options o;
+  if (version) o.version = std::string(*version);
+  return core_->backup(dest, o);
+}
+
+result<backup_report> database::backup(const std::string& dest, const backup_options& options) {
+  return core_->backup(dest, options);
 }
 result<database_verify_report> database::verify() { return core_->verify(); }
 result<database_gc_report> database::gc() { return core_->gc(); }

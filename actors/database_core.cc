@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/byte_pacer.h"
 #include "core/limits.h"
 #include "core/shard_routing.h"
 #include "engine/data_directory.h"
@@ -719,7 +720,8 @@ result<snapshot::impl> database_core::pin_holding_operations(const hash128& vers
   return p;
 }
 
-result<backup_report> database_core::backup(const std::string& dest, std::optional<std::string_view> version) {
+result<backup_report> database_core::backup(const std::string& dest, const backup_options& options) {
+  const std::optional<std::string_view> version = options.version;
   backup_report out;
   snapshot::impl pinned;
   {
@@ -755,8 +757,9 @@ result<backup_report> database_core::backup(const std::string& dest, std::option
   }
   auto store = backup_store::open(*fs_, dest, slots_.size());
   if (!store) return store.error();
+  byte_pacer pace(options.max_bytes_per_second);
   for (std::size_t i = 0; i < slots_.size(); ++i) {
-    auto shipped = (*store)->ship(i, pinned.roots[i], *pinned.views[i]->store());
+    auto shipped = (*store)->ship(i, pinned.roots[i], *pinned.views[i]->store(), &pace);
     if (!shipped) return shipped.error();
     out.nodes_shipped += shipped->nodes;
     out.bytes_shipped += shipped->bytes;

@@ -133,7 +133,7 @@ class database_core final : public state_storage {
   result<snapshot> at(std::string_view version);
   result<hash128> resolve(std::string_view version) const;
   result<checkpoint> tag(std::string_view name, std::optional<hash128> version = {});
-  result<backup_report> backup(const std::string& dest, std::optional<std::string_view> version = {});
+  result<backup_report> backup(const std::string& dest, const backup_options& options);
   status untag(std::string_view name);
   std::vector<version_tag> tags() const;
   result<database_verify_report> verify();

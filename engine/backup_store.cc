@@ -94,9 +94,10 @@ result<std::unique_ptr<backup_store>> backup_store::open(env& fs, std::string di
   return b;
 }
 
-result<tree::pull_stats> backup_store::ship(std::size_t shard, const hash128& root, tree::node_store& source) {
+result<tree::pull_stats> backup_store::ship(std::size_t shard, const hash128& root, tree::node_store& source,
+                                            byte_pacer* pace) {
   if (shard >= stores_.size()) return status::invalid_argument(fmt::format("no shard {} in this backup", shard));
-  return tree::pull_local(root, source, *stores_[shard]);
+  return tree::pull_local(root, source, *stores_[shard], pace);
 }
 
 result<std::vector<backed_up_pack>> backup_store::sum_packs(const std::vector<std::uint64_t>& positions) const {

@@ -13,7 +13,8 @@
 // - ship() copies into a shard's store the nodes of `root` it lacks, read
 //   from `source`, leaves first and every internal node after its children
 //   (tree::pull_local), so a node the store holds is a subtree it holds: a
-//   later backup descends only where something changed.
+//   later backup descends only where something changed. With a pacer, at
+//   most at its rate (bytes written to the store).
 // - record() flushes every store (one fdatasync each), sums the pack bytes
 //   new since the last record (older packs keep their sums; packs begun by
 //   this backup were summed as they were written), and replaces BACKUP
@@ -60,7 +61,8 @@ class backup_store {
   const backup_manifest& manifest() const noexcept { return manifest_; }
   const std::string& dir() const noexcept { return dir_; }
 
-  result<tree::pull_stats> ship(std::size_t shard, const hash128& root, tree::node_store& source);
+  result<tree::pull_stats> ship(std::size_t shard, const hash128& root, tree::node_store& source,
+                                byte_pacer* pace = nullptr);
   // `v` names roots every store holds now (shipped); invalid_argument if not.
   // A version the backup holds already is not added twice.
   status record(backed_up_version v);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -185,6 +186,41 @@ TEST_CASE("backup: durable writes go on while a backup runs; the backup holds ex
   CHECK(after > before);  // writes were acknowledged while the backup ran
   db.reset();
   REQUIRE(restore_backup(d.path() + "/backup", d.path() + "/restored").is_ok());
+  CHECK(restored(d.path() + "/restored") == v);
+}
+
+TEST_CASE("backup: with a rate, the copy writes no faster than it; the backup is the same") {
+  testing::temp_dir d("backup-paced");
+  auto db = must_open(options_for(d.path() + "/db", 2));
+  model v;
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 20'000; ++i) {
+    auto k = fmt::format("key{:06}", i);
+    std::string value(100, 'a');
+    for (auto& c : value) c = static_cast<char>('a' + rng() % 26);  // compresses, but not to nothing
+    v[k] = value;
+    REQUIRE(db->put(k, v[k]).is_ok());
+  }
+  backup_options o;
+  o.max_bytes_per_second = 2u << 20;
+  const std::string dest = d.path() + "/backup";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = db->backup(dest, o);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
+  // What the copy wrote: the packs less their headers (40 bytes a pack, 36
+  // a record). Paced, that took at least its bytes / rate, less the tenth of
+  // a second the pacer may run ahead.
+  std::uint64_t written = 0;
+  auto packs = packs_in(dest);
+  for (const auto& p : packs) written += std::filesystem::file_size(p);
+  written -= 40 * packs.size() + 36 * r->nodes_shipped;
+  REQUIRE(written > (1u << 20));  // enough to be paced for a while
+  const double rate = static_cast<double>(o.max_bytes_per_second);
+  MESSAGE(fmt::format("{} bytes written in {:.2f} s", written, took));
+  CHECK(took >= (static_cast<double>(written) - rate / 10) / rate);
+  db.reset();
+  REQUIRE(restore_backup(dest, d.path() + "/restored").is_ok());
   CHECK(restored(d.path() + "/restored") == v);
 }
 

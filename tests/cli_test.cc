@@ -436,10 +436,16 @@ TEST_CASE("cli: backup ships only what changed, backups lists, verify checks a b
   CHECK(first.out.find("it holds 1 versions") != std::string::npos);
   REQUIRE(run(data + " put one-more key").exit_code == 0);
   REQUIRE(run(data + " tag release-1").exit_code == 0);
-  auto second = run(data + " backup " + dest + " --at release-1");
+  auto second = run(data + " backup " + dest + " --at release-1 --rate 64");
   REQUIRE(second.exit_code == 0);
   CHECK(second.out.find("(release-1)") != std::string::npos);
   CHECK(second.out.find("it holds 2 versions") != std::string::npos);
+  for (const char* bad : {"-1", "fast", "2000000"}) {
+    auto refused = run(data + " backup " + d.path() + "/other --rate " + bad);
+    CHECK(refused.exit_code == 2);
+    CHECK_MESSAGE(refused.err.find("--rate") != std::string::npos, refused.err);
+    CHECK_FALSE(std::filesystem::exists(d.path() + "/other"));
+  }
   auto listed = lines_of(run("backups " + dest).out);
   REQUIRE(listed.size() == 2);
   CHECK(listed[0].find("\t-\t") == 32);

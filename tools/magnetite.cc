@@ -14,7 +14,7 @@
 //   magnetite tag NAME [--at VERSION]             name a version (default: commit, then name that)
 //   magnetite tags [--json]
 //   magnetite untag NAME
-//   magnetite backup DEST [--at VERSION]          ships only the nodes DEST lacks
+//   magnetite backup DEST [--at VERSION] [--rate MIB]   ships only the nodes DEST lacks
 //   magnetite backups DEST                        the versions a backup holds
 //   magnetite restore SRC DIR [--at VERSION]      a new database at DIR
 //   magnetite verify                              on --data: a database or a backup
@@ -111,6 +111,7 @@ struct command_line {
   std::string at;  // get, scan, tag: a version (a combined root or a tag's name)
   std::string tag_name;
   std::string backup_dir, restore_dir;
+  std::uint64_t backup_rate_mib = 0;  // backup --rate: MiB/s, 0 for no limit
   CLI::App* put = nullptr;
   CLI::App* get = nullptr;
   CLI::App* del = nullptr;
@@ -223,6 +224,11 @@ void declare(CLI::App& app, command_line& c) {
       "backup", "copy a version into the backup directory DEST: only the nodes it lacks (default: commit, then that)");
   c.backup->add_option("DEST", c.backup_dir)->required();
   c.backup->add_option("--at", c.at, "back up this version: a retained checkpoint's combined root, or a tag's name");
+  c.backup
+      ->add_option("--rate", c.backup_rate_mib,
+                   "write at most this many MiB of the backup a second (default 0: no limit); a rate leaves the "
+                   "cores and the disk to the writes the database serves meanwhile")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{1} << 20));
   c.backups = app.add_subcommand("backups", "the versions the backup directory DIR holds, oldest first");
   c.backups->add_option("DIR", c.backup_dir)->required();
   c.restore = app.add_subcommand("restore", "make a new database at DIR from the backup SRC (not --data)");
@@ -681,7 +687,10 @@ int execute(const command_line& c) {
   } else if (*c.tags) {
     tags(*db, c);
   } else if (*c.backup) {
-    auto r = must(db->backup(c.backup_dir, c.at.empty() ? std::nullopt : std::optional<std::string_view>(c.at)));
+    backup_options o;
+    if (!c.at.empty()) o.version = c.at;
+    o.max_bytes_per_second = c.backup_rate_mib << 20;
+    auto r = must(db->backup(c.backup_dir, o));
     fmt::print("backed up {}{} into {}: {} nodes ({}) shipped; it holds {} versions\n", r.version.to_hex(),
                r.label.empty() ? "" : " (" + r.label + ")", c.backup_dir, with_commas(r.nodes_shipped),
                human_bytes(r.bytes_shipped), r.versions_held);

@@ -83,7 +83,7 @@ namespace {
 // Depth first, children before their parent: a node `to` holds is a
 // subtree it holds, whenever the copy stops.
 status copy_subtree(const hash128& h, std::uint64_t level, node_store& from, node_store& to,
-                    std::unordered_set<hash128, hash128_hasher>& seen, pull_stats& stats) {
+                    std::unordered_set<hash128, hash128_hasher>& seen, pull_stats& stats, byte_pacer* pace) {
   if (to.contains(h) || !seen.insert(h).second) return status::ok();
   auto rec = from.copy_out(h);
   if (!rec) return rec.error();
@@ -96,18 +96,20 @@ status copy_subtree(const hash128& h, std::uint64_t level, node_store& from, nod
     for (const auto& e : n->entries()) {
       auto ref = child_ref::decode(e.value);
       if (!ref) return ref.error();
-      MAGNETITE_TRY(copy_subtree(ref->hash, level + 1, from, to, seen, stats));
+      MAGNETITE_TRY(copy_subtree(ref->hash, level + 1, from, to, seen, stats, pace));
     }
   }
-  return to.copy_in(*rec);
+  MAGNETITE_TRY(to.copy_in(*rec));
+  if (pace) pace->spent(rec->payload.size());
+  return status::ok();
 }
 
 }  // namespace
 
-result<pull_stats> pull_local(const hash128& root, node_store& from, node_store& to) {
+result<pull_stats> pull_local(const hash128& root, node_store& from, node_store& to, byte_pacer* pace) {
   pull_stats stats;
   std::unordered_set<hash128, hash128_hasher> seen;
-  MAGNETITE_TRY(copy_subtree(root, 0, from, to, seen, stats));
+  MAGNETITE_TRY(copy_subtree(root, 0, from, to, seen, stats, pace));
   return stats;
 }
 

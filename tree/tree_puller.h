@@ -30,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/byte_pacer.h"
 #include "core/hash128.h"
 #include "core/status.h"
 #include "tree/node_store.h"
@@ -79,6 +80,8 @@ class tree_puller {
 // node after its children, as records (node_store::copy_out / copy_in: no
 // node is compressed again). The nodes are written, not flushed. `bytes`
 // counts the encodings copied; `levels` the levels below the root reached.
-result<pull_stats> pull_local(const hash128& root, node_store& from, node_store& to);
+// With a pacer, each record's stored bytes (what `to` writes) are reported
+// to it after the record is copied: the walk runs at most at its rate.
+result<pull_stats> pull_local(const hash128& root, node_store& from, node_store& to, byte_pacer* pace = nullptr);
 
 }  // namespace magnetite::tree

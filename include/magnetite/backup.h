@@ -37,6 +37,20 @@ struct backup_report {
   std::size_t versions_held = 0;    // versions in the backup directory now
 };
 
+// How database::backup runs.
+struct backup_options {
+  // A retained checkpoint's combined root (32 hex digits) or a tag's name
+  // (which becomes the version's label in the backup); none: commit first
+  // and back up that checkpoint.
+  std::optional<std::string> version;
+  // At most this many bytes of the backup's packs written a second; 0: as
+  // fast as the copy goes. The copy takes a core while it runs: on a machine
+  // whose cores the writers need, a rate leaves them their share (on 2
+  // cores, 32 MiB/s kept durable writes at 0.8x or more, where a full-speed
+  // copy kept 0.7x: docs/benchmarks.md, "Backups and restores").
+  std::uint64_t max_bytes_per_second = 0;
+};
+
 struct backup_version {
   hash128 version;
   std::string label;          // empty: none

@@ -159,6 +159,8 @@ class MAGNETITE_API database {
   // pinned, the copy runs on the calling thread). Complete when it returns
   // ok; before that `dest` holds its previous complete backup.
   result<backup_report> backup(const std::string& dest, std::optional<std::string_view> version = {});
+  // The same, with the version and a rate in `options` (<magnetite/backup.h>).
+  result<backup_report> backup(const std::string& dest, const backup_options& options);
   // Reads back every node of every shard's current root and of the retained
   // checkpoints, every log from its last commit marker, the expiry entries;
   // each shard stops writing while it is checked. Damage is in the report.
