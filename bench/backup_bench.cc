@@ -10,9 +10,14 @@
 //   restore          ours restore_backup (the newest version); RocksDB
 //                    RestoreDBFromLatestBackup
 //   writes during    durable writes/s from --writers threads while full
-//                    backups run back to back (each into a new directory)
-//                    for at least 3 s, over the same threads for 3 s without
-//                    (the target: at least 0.8x)
+//                    backups run back to back (each into a new directory,
+//                    removed after it) for at least 3 s, against the same
+//                    threads for 3 s without just before; --pairs such pairs
+//                    (3), the median of their ratios (the target: at
+//                    least 0.8x). Twice: backups as fast as they go, then
+//                    paced at --rate MiB/s (32; ours backup_options::
+//                    max_bytes_per_second, RocksDB's BackupEngineOptions::
+//                    backup_rate_limit)
 //
 // Both engines get the same keys ("%016d") and values (--value-size
 // pseudo-random letters), loaded in sorted runs (ours database::ingest,
@@ -22,7 +27,7 @@
 // own child process; peak RSS is that child's.
 //
 //   build/bench/backup_bench [--keys N] [--changed C] [--value-size B] [--writers W]
-//                            [--cache-mib M] [--dir DIR]
+//                            [--cache-mib M] [--dir DIR] [--pairs P] [--rate MIB]
 #include <fmt/format.h>
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
@@ -71,6 +76,15 @@ std::uint64_t tree_bytes(const std::string& dir) {
   return n;
 }
 
+// CPU seconds of this process so far, every thread (a backup alone: what
+// the backup took, the engine's background threads included).
+double process_cpu_s() {
+  struct rusage ru {};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 // The keys changed by the incremental case: the same for both engines.
 std::vector<std::uint64_t> changed_keys() {
   std::mt19937_64 rng(23);
@@ -79,16 +93,20 @@ std::vector<std::uint64_t> changed_keys() {
   return out;
 }
 
-// Durable writes/s from `writers` threads calling `put` until `stop`.
+// Durable writes/s from `writers` threads calling `put` until `meanwhile`
+// returns. Every window writes keys of its own (new keys, never overwrites),
+// so that one window's work is like another's.
 template <class Put>
 double writes_while(Put put, const std::function<void()>& meanwhile) {
+  static int windows = 0;
+  const int window = windows++;
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> done{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < writers; ++t)
     threads.emplace_back([&, t] {
       for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
-        put(fmt::format("w{:02}-{:012}", t, i), value(i, 7));
+        put(fmt::format("w{:03}-{:02}-{:012}", window, t, i), value(i, 7));
         done.fetch_add(1, std::memory_order_relaxed);
       }
     });
@@ -101,11 +119,41 @@ double writes_while(Put put, const std::function<void()>& meanwhile) {
   return static_cast<double>(n) / seconds;
 }
 
-struct figures {
-  double load_s = 0, full_s = 0, full_bytes = 0, incremental_s = 0, incremental_bytes = 0, incremental_nodes = 0,
-         incremental_encoded = 0, depth = 0, restore_s = 0, writes_without = 0, writes_during = 0, backups_during = 0,
-         rss_mib = 0;
+constexpr int max_pairs = 16;
+int pairs = 3;
+std::uint64_t rate_mib = 32;  // --rate: the paced backups' MiB/s
+
+// Durable writes/s in windows without a backup and during backups.
+struct write_windows {
+  double without[max_pairs] = {}, during[max_pairs] = {};
+  double backups = 0;   // backups made during the windows
+  double backup_s = 0;  // the mean time of one
 };
+
+struct figures {
+  double load_s = 0, full_s = 0, full_cpu_s = 0, full_bytes = 0, incremental_s = 0, incremental_bytes = 0,
+         incremental_nodes = 0, incremental_encoded = 0, depth = 0, restore_s = 0, rss_mib = 0;
+  write_windows full_speed, paced;  // backups as fast as they go; at --rate
+};
+
+// --pairs windows of writes without a backup (3 s) and during backups
+// (`backup` back to back for at least 3 s), alternating: the disk's own
+// rate drifts by a third between runs and within one, so each during window
+// is judged against the window just before it.
+template <class Put>
+void write_pairs(write_windows& w, Put put, const std::function<void()>& backup) {
+  for (int p = 0; p < pairs; ++p) {
+    w.without[p] = writes_while(put, [] { std::this_thread::sleep_for(std::chrono::seconds(3)); });
+    w.during[p] = writes_while(put, [&] {
+      for (auto tb = clock_type::now(); since(tb) < 3.0; ++w.backups) {
+        auto t0 = clock_type::now();
+        backup();
+        w.backup_s += since(t0);
+      }
+    });
+  }
+  if (w.backups > 0) w.backup_s /= w.backups;
+}
 
 // Runs `body` in a child; its figures and peak RSS.
 figures in_child(const std::function<figures()>& body) {
@@ -151,8 +199,10 @@ figures ours() {
   }
   f.load_s = since(t0);
   t0 = clock_type::now();
+  double cpu0 = process_cpu_s();
   auto full = must(db->backup(dest), "backup");
   f.full_s = since(t0);
+  f.full_cpu_s = process_cpu_s() - cpu0;
   f.full_bytes = static_cast<double>(tree_bytes(dest));
   for (auto i : changed_keys()) must(db->put(key(i), value(i, 1)), "put");
   t0 = clock_type::now();
@@ -166,15 +216,17 @@ figures ours() {
   must(restore_backup(dest, base + "/ours-restored"), "restore");
   f.restore_s = since(t0);
   auto put = [&](const std::string& k, const std::string& v) { must(db->put(k, v), "put"); };
-  f.writes_without = writes_while(put, [] { std::this_thread::sleep_for(std::chrono::seconds(3)); });
-  // Full backups back to back into new directories for at least 3 s, so
-  // that the rate is not one short burst's.
-  int backups = 0;
-  f.writes_during = writes_while(put, [&] {
-    for (auto tb = clock_type::now(); since(tb) < 3.0; ++backups)
-      must(db->backup(fmt::format("{}-{}", again, backups)), "backup during writes");
-  });
-  f.backups_during = backups;
+  // Full backups, each into a new directory removed after it.
+  auto backup_at = [&](std::uint64_t rate) {
+    return [&, rate] {
+      backup_options bo;
+      bo.max_bytes_per_second = rate;
+      must(db->backup(again, bo), "backup during writes");
+      std::filesystem::remove_all(again);
+    };
+  };
+  write_pairs(f.full_speed, put, backup_at(0));
+  write_pairs(f.paced, put, backup_at(rate_mib << 20));
   return f;
 }
 
@@ -221,8 +273,10 @@ figures rocks() {
              "backup engine");
   std::unique_ptr<rocksdb::BackupEngine> engine(engine_raw);
   t0 = clock_type::now();
+  double cpu0 = process_cpu_s();
   rocks_must(engine->CreateNewBackup(db.get(), true), "backup");
   f.full_s = since(t0);
+  f.full_cpu_s = process_cpu_s() - cpu0;
   f.full_bytes = static_cast<double>(tree_bytes(dest));
   rocksdb::WriteOptions sync;
   sync.sync = true;
@@ -236,21 +290,22 @@ figures rocks() {
   rocks_must(engine->RestoreDBFromLatestBackup(base + "/rocksdb-restored", base + "/rocksdb-restored"), "restore");
   f.restore_s = since(t0);
   auto put = [&](const std::string& k, const std::string& v) { rocks_must(db->Put(sync, k, v), "put"); };
-  f.writes_without = writes_while(put, [] { std::this_thread::sleep_for(std::chrono::seconds(3)); });
-  int backups = 0;
-  f.writes_during = writes_while(put, [&] {
-    for (auto tb = clock_type::now(); since(tb) < 3.0; ++backups) {
-      // A new backup directory each time, as ours: every backup a full one.
-      rocksdb::BackupEngine* fresh = nullptr;
-      rocks_must(
-          rocksdb::BackupEngine::Open(rocksdb::Env::Default(),
-                                      rocksdb::BackupEngineOptions(fmt::format("{}-{}", again, backups)), &fresh),
-          "backup engine");
-      std::unique_ptr<rocksdb::BackupEngine> e(fresh);
-      rocks_must(e->CreateNewBackup(db.get(), true), "backup");
-    }
-  });
-  f.backups_during = backups;
+  // A new backup directory each time, as ours: every backup a full one.
+  auto backup_at = [&](std::uint64_t rate) {
+    return [&, rate] {
+      {
+        rocksdb::BackupEngineOptions bo(again);
+        bo.backup_rate_limit = rate;
+        rocksdb::BackupEngine* fresh = nullptr;
+        rocks_must(rocksdb::BackupEngine::Open(rocksdb::Env::Default(), bo, &fresh), "backup engine");
+        std::unique_ptr<rocksdb::BackupEngine> e(fresh);
+        rocks_must(e->CreateNewBackup(db.get(), true), "backup");
+      }
+      std::filesystem::remove_all(again);
+    };
+  };
+  write_pairs(f.full_speed, put, backup_at(0));
+  write_pairs(f.paced, put, backup_at(rate_mib << 20));
   return f;
 }
 
@@ -275,6 +330,10 @@ int main(int argc, char** argv) {
       cache_mib = std::stoull(argv[i + 1]);
     else if (a == "--dir")
       base = argv[i + 1];
+    else if (a == "--pairs")
+      pairs = std::clamp(std::stoi(argv[i + 1]), 1, max_pairs);
+    else if (a == "--rate")
+      rate_mib = std::stoull(argv[i + 1]);
     else {
       fmt::print(stderr, "backup_bench: unknown option {}\n", a);
       return 2;
@@ -289,6 +348,7 @@ int main(int argc, char** argv) {
   fmt::print("{:<44} {:>12} {:>12} {:>9} {}\n", "", "ours", "RocksDB", "ours/peer", "unit");
   row("load (sorted runs, ingest)", o.load_s, r.load_s, "s");
   row("full backup", o.full_s, r.full_s, "s");
+  row("full backup: CPU time", o.full_cpu_s, r.full_cpu_s, "s", "every thread of the process");
   row("full backup: bytes in the backup directory", o.full_bytes / 1048576, r.full_bytes / 1048576, "MiB");
   row("incremental backup", o.incremental_s, r.incremental_s, "s");
   const double node_target = 4096;  // chunk_policy{}.target
@@ -300,12 +360,36 @@ int main(int argc, char** argv) {
       o.incremental_nodes, o.incremental_encoded / 1024, o.depth, node_target, bound / 1024,
       o.incremental_encoded <= bound ? "met" : "NOT met");
   row("restore (the newest version)", o.restore_s, r.restore_s, "s");
-  row("durable writes/s, no backup", o.writes_without, r.writes_without, "/s");
-  row("durable writes/s, during full backups", o.writes_during, r.writes_during, "/s",
-      fmt::format("{:.0f} / {:.0f} backups back to back", o.backups_during, r.backups_during));
-  const double ours_ratio = o.writes_during / o.writes_without, peer_ratio = r.writes_during / r.writes_without;
-  fmt::print("writes during / without a backup: ours {:.2f}x (target >= 0.8x: {}), RocksDB {:.2f}x\n", ours_ratio,
-             ours_ratio >= 0.8 ? "met" : "NOT met", peer_ratio);
+  // Each during window against the window without just before it.
+  auto ratios = [](const write_windows& w) {
+    std::vector<double> out;
+    for (int p = 0; p < pairs; ++p) out.push_back(w.without[p] > 0 ? w.during[p] / w.without[p] : 0);
+    return out;
+  };
+  auto listed = [](const std::vector<double>& v) {
+    std::string out;
+    for (double x : v) out += fmt::format("{}{:.2f}", out.empty() ? "" : " ", x);
+    return out;
+  };
+  auto windows = [&](const char* what, const write_windows& ow, const write_windows& rw) {
+    row(fmt::format("{}: one backup", what).c_str(), ow.backup_s, rw.backup_s, "s",
+        fmt::format("{:.0f} / {:.0f} backups back to back", ow.backups, rw.backups));
+    row(fmt::format("{}: durable writes/s without", what).c_str(),
+        median(std::vector<double>(ow.without, ow.without + pairs)),
+        median(std::vector<double>(rw.without, rw.without + pairs)), "/s", "median of the windows");
+    row(fmt::format("{}: durable writes/s during", what).c_str(),
+        median(std::vector<double>(ow.during, ow.during + pairs)),
+        median(std::vector<double>(rw.during, rw.during + pairs)), "/s", "median of the windows");
+    const auto ours_pairs = ratios(ow), peer_pairs = ratios(rw);
+    const double ours_ratio = median(ours_pairs), peer_ratio = median(peer_pairs);
+    fmt::print(
+        "{}: writes during / without, median of {} pairs: ours {:.2f}x (pairs {}; target >= 0.8x: {}), RocksDB "
+        "{:.2f}x (pairs {})\n",
+        what, pairs, ours_ratio, listed(ours_pairs), ours_ratio >= 0.8 ? "met" : "NOT met", peer_ratio,
+        listed(peer_pairs));
+  };
+  windows("full speed", o.full_speed, r.full_speed);
+  windows(fmt::format("paced at {} MiB/s", rate_mib).c_str(), o.paced, r.paced);
   fmt::print("peak RSS of each engine's process: ours {:.0f} MiB, RocksDB {:.0f} MiB\n", o.rss_mib, r.rss_mib);
   std::filesystem::remove_all(base);
   return 0;
