@@ -2,11 +2,15 @@
 // RocksDB's transactions and LMDB's write transactions, in the same run, on
 // the same disk.
 //
-//   state_bench [--dir D] [--seconds S] [--only W[,W...]] [--json]
+//   state_bench [--dir D] [--seconds S] [--only W[,W...]] [--threads T[,T...]]
+//               [--ours-only] [--json]
 //
 // --only runs the named workloads (map, blind, rmw, rmw-hot, rmw-across) and
 // no others, in one run: `--only rmw,rmw-across` puts transactions across
 // shards beside single-shard ones and beside the peers' in one table.
+// --threads replaces the thread counts (1 and 32); --ours-only leaves the
+// peers out (bench/ruby_state_bench.rb runs `--only map --threads 1,8
+// --ours-only` as the C++ side of the Ruby binding's figures).
 //
 // Every commit is durable for every engine: ours with the database's default
 // options (fsync policy `always`, 4 shards, worker_spin_polls as db_bench
@@ -15,7 +19,7 @@
 // MDB_NOMETASYNC). Values are JSON objects {"pad": 84 x's, "v": counter},
 // about 100 bytes, parsed and re-encoded with nlohmann::json by every engine.
 //
-// Cases, each from 1 and 32 host threads, each engine for S seconds (default
+// Cases, each from 1 and 32 host threads (--threads), each engine for S seconds (default
 // 5), the engines of one thread count in a rotated order:
 //   map      a stream processor's state: each thread is one owner (message
 //            key) with a map; one set of a new entry, then commit.
@@ -534,12 +538,16 @@ struct result_line {
 
 std::vector<result_line> lines;
 
-void run_workload(const std::string& base, const workload& w, double seconds) {
+std::vector<int> thread_counts = {1, 32};  // --threads
+bool ours_only = false;                    // --ours-only
+
+void run_workload(const std::string& base, workload w, double seconds) {
+  if (ours_only) w.engines = {engine::ours};
   say("{}: {} s per engine and thread count{}\n", w.name, seconds,
       w.keys ? fmt::format(", {} preloaded keys over {} namespace{}", w.keys, w.namespaces, w.namespaces > 1 ? "s" : "")
              : "");
   std::size_t round = 0;
-  for (int threads : {1, 32}) {
+  for (int threads : thread_counts) {
     std::string dir = fmt::format("{}/{}-{}", base, w.name, threads);
     std::filesystem::remove_all(dir);
     std::vector<figures> got(w.engines.size());
@@ -636,7 +644,8 @@ void print_json(const std::string& base, double seconds) {
 
 [[noreturn]] void usage() {
   fmt::print(stderr,
-             "usage: state_bench [--dir D] [--seconds S] [--only W[,W...]] [--json]\n"
+             "usage: state_bench [--dir D] [--seconds S] [--only W[,W...]] [--threads T[,T...]] [--ours-only] "
+             "[--json]\n"
              "  W: map, blind, rmw, rmw-hot, rmw-across\n");
   std::exit(2);
 }
@@ -656,7 +665,19 @@ int main(int argc, char** argv) {
       only = argv[++i];
     else if (a == "--json")
       json_output = true;
-    else
+    else if (a == "--ours-only")
+      ours_only = true;
+    else if (a == "--threads" && i + 1 < argc) {
+      thread_counts.clear();
+      std::string list = argv[++i];
+      for (std::size_t at = 0; at <= list.size();) {
+        auto comma = std::min(list.find(',', at), list.size());
+        int n = std::atoi(list.substr(at, comma - at).c_str());
+        if (n < 1 || n > 1024) usage();
+        thread_counts.push_back(n);
+        at = comma + 1;
+      }
+    } else
       usage();
   }
   if (!(seconds > 0)) usage();
