@@ -76,11 +76,11 @@ static magnetite_item raw(const char* data, size_t n) {
 }
 
 /* An owned item equals (kind, text). */
-static int item_is(const magnetite_owned_item* it, magnetite_item_kind kind, const char* text) {
+static int item_is(const magnetite_owned_item* it, int kind, const char* text) {
   return it->kind == kind && it->size == strlen(text) && memcmp(it->data, text, it->size) == 0;
 }
 
-static int view_is(magnetite_item it, magnetite_item_kind kind, const char* text) {
+static int view_is(magnetite_item it, int kind, const char* text) {
   return it.kind == kind && it.size == strlen(text) && memcmp(it.data, text, it.size) == 0;
 }
 
@@ -118,7 +118,7 @@ static magnetite_db* open_db(const char* dir, size_t shards) {
 static void test_errors(void) {
   CHECK(strcmp(magnetite_code_name(MAGNETITE_CONFLICT), "conflict") == 0);
   CHECK(strcmp(magnetite_category_name(MAGNETITE_AMBIGUOUS), "ambiguous") == 0);
-  CHECK(strcmp(magnetite_code_name((magnetite_code)99), "unknown") == 0);
+  CHECK(strcmp(magnetite_code_name(99), "unknown") == 0);
   CHECK(strlen(magnetite_version()) >= 5);
   magnetite_error_free(NULL);
   magnetite_free(NULL);
@@ -150,7 +150,7 @@ static void test_errors(void) {
   magnetite_options_set_memory_budget(o, 1024); /* under 1 MiB a shard */
   FAILS(magnetite_open(dir, o, &db), MAGNETITE_INVALID_ARGUMENT, MAGNETITE_PERMANENT, "memory_budget");
   magnetite_options_set_memory_budget(o, 0);
-  magnetite_options_set_fsync(o, (magnetite_fsync)9, 0);
+  magnetite_options_set_fsync(o, 9, 0);
   FAILS(magnetite_open(dir, o, &db), MAGNETITE_INVALID_ARGUMENT, MAGNETITE_PERMANENT, "fsync policy 9");
   magnetite_options_free(o);
   CHECK(db == NULL);
@@ -386,7 +386,7 @@ static void test_value_state(void) {
    * document, a bad kind, NULL data: transient caller mistakes. */
   FAILS(magnetite_value_set(v, json("null")), MAGNETITE_INVALID_ARGUMENT, MAGNETITE_TRANSIENT, "clear");
   FAILS(magnetite_value_set(v, json("{\"n\": ")), MAGNETITE_INVALID_ARGUMENT, MAGNETITE_TRANSIENT, "not a JSON");
-  magnetite_item bad = {(magnetite_item_kind)7, "x", 1};
+  magnetite_item bad = {7, "x", 1};
   FAILS(magnetite_value_set(v, bad), MAGNETITE_INVALID_ARGUMENT, MAGNETITE_TRANSIENT, "kind");
   magnetite_item nulldata = {MAGNETITE_ITEM_BYTES, NULL, 3};
   FAILS(magnetite_value_set(v, nulldata), MAGNETITE_INVALID_ARGUMENT, MAGNETITE_TRANSIENT, "NULL");

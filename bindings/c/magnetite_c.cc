@@ -224,7 +224,7 @@ magnetite::result<ms::item> item_in(const char* fn, const magnetite_item& v) {
   if (v.kind != MAGNETITE_ITEM_JSON)
     return status::make(status_code::invalid_argument, status_category::transient,
                         std::string(fn) + ": an item's kind is MAGNETITE_ITEM_JSON or MAGNETITE_ITEM_BYTES, not " +
-                            std::to_string(static_cast<int>(v.kind)));
+                            std::to_string(v.kind));
   ms::json j = ms::json::parse(view(v.data, v.size), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded())
     return status::make(status_code::invalid_argument, status_category::transient,
@@ -307,7 +307,7 @@ void magnetite_error_free(magnetite_error* e) {
   if (e != &out_of_memory) delete e;
 }
 
-const char* magnetite_code_name(magnetite_code c) {
+const char* magnetite_code_name(int c) {
   switch (c) {
     case MAGNETITE_OK:
       return "ok";
@@ -335,7 +335,7 @@ const char* magnetite_code_name(magnetite_code c) {
   return "unknown";
 }
 
-const char* magnetite_category_name(magnetite_category c) {
+const char* magnetite_category_name(int c) {
   switch (c) {
     case MAGNETITE_CATEGORY_NONE:
       return "none";
@@ -371,7 +371,7 @@ void magnetite_options_set_memory_budget(magnetite_options* o, uint64_t bytes) {
   else
     o->o.memory_budget.reset();
 }
-void magnetite_options_set_fsync(magnetite_options* o, magnetite_fsync policy, uint32_t interval_ms) {
+void magnetite_options_set_fsync(magnetite_options* o, int policy, uint32_t interval_ms) {
   if (!o) return;
   switch (policy) {
     case MAGNETITE_FSYNC_ALWAYS:

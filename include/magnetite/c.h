@@ -78,9 +78,11 @@ MAGNETITE_C_API magnetite_category magnetite_error_category(const magnetite_erro
 MAGNETITE_C_API const char* magnetite_error_message(const magnetite_error* e);
 MAGNETITE_C_API const char* magnetite_error_describe(const magnetite_error* e);
 MAGNETITE_C_API void magnetite_error_free(magnetite_error* e);
-/* "not_found", "transient", ...: static strings. */
-MAGNETITE_C_API const char* magnetite_code_name(magnetite_code c);
-MAGNETITE_C_API const char* magnetite_category_name(magnetite_category c);
+/* "not_found", "transient", ...: static strings ("unknown" for a value that
+ * is none of the enum's). The enums' values cross this API as int, so that
+ * a value out of range is the API's to refuse rather than undefined. */
+MAGNETITE_C_API const char* magnetite_code_name(int code);
+MAGNETITE_C_API const char* magnetite_category_name(int category);
 
 /* Frees a buffer the API returned (NULL is fine). */
 MAGNETITE_C_API void magnetite_free(void* p);
@@ -104,7 +106,8 @@ MAGNETITE_C_API void magnetite_options_free(magnetite_options* o);
 MAGNETITE_C_API void magnetite_options_set_shards(magnetite_options* o, size_t shards);
 /* Bytes all shards' caches share; 0: each shard's default (64 MiB). */
 MAGNETITE_C_API void magnetite_options_set_memory_budget(magnetite_options* o, uint64_t bytes);
-MAGNETITE_C_API void magnetite_options_set_fsync(magnetite_options* o, magnetite_fsync policy, uint32_t interval_ms);
+/* policy: a magnetite_fsync; another value makes magnetite_open refuse. */
+MAGNETITE_C_API void magnetite_options_set_fsync(magnetite_options* o, int policy, uint32_t interval_ms);
 MAGNETITE_C_API void magnetite_options_set_retained_checkpoints(magnetite_options* o, size_t n);
 
 typedef struct magnetite_db magnetite_db;
@@ -157,7 +160,7 @@ typedef enum magnetite_item_kind {
 
 /* An item given to the API, or a view of one it returns (see above). */
 typedef struct magnetite_item {
-  magnetite_item_kind kind;
+  int kind; /* a magnetite_item_kind; another value is refused */
   const char* data;
   size_t size;
 } magnetite_item;
@@ -165,7 +168,7 @@ typedef struct magnetite_item {
 /* An item the API returns to the caller: data (compact JSON text, or the
  * bytes) is the caller's, freed with magnetite_free (magnetite_owned_item_release). */
 typedef struct magnetite_owned_item {
-  magnetite_item_kind kind;
+  int kind; /* a magnetite_item_kind */
   char* data;
   size_t size;
 } magnetite_owned_item;
