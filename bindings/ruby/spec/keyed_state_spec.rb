@@ -192,6 +192,15 @@ RSpec.describe "keyed state" do
       expect(state.value("v").get).to eq(1)
     end
 
+    it "lives as long as its handles: a handle whose owner state was dropped still works" do
+      m = db.state("orders", "dropped").map("m") # the owner state is garbage at once
+      GC.start
+      GC.start
+      m.set("k", 1)
+      m.commit
+      expect(db.state("orders", "dropped").map("m").get("k")).to eq(1)
+    end
+
     it "closes its handles: every later call raises ClosedError" do
       v = state.value("v")
       state.close

@@ -15,18 +15,20 @@ module Magnetite
       @owner = db.adopt(out.read_pointer, :magnetite_owner_free)
     end
 
-    # ttl: seconds, per item from its last write.
+    # ttl: seconds, per item from its last write. A handle keeps its owner
+    # state alive: dropping the owner state does not close its handles
+    # (only #close does).
     def value(name, ttl: nil)
-      ValueState.new(@db, handle(:value, name, ttl, nil))
+      ValueState.new(@db, self, handle(:value, name, ttl, nil))
     end
 
     def map(name, ttl: nil)
-      MapState.new(@db, handle(:map, name, ttl, nil))
+      MapState.new(@db, self, handle(:map, name, ttl, nil))
     end
 
     # capacity: a push at capacity evicts from the other end.
     def deque(name, ttl: nil, capacity: nil)
-      DequeState.new(@db, handle(:deque, name, ttl, capacity))
+      DequeState.new(@db, self, handle(:deque, name, ttl, capacity))
     end
 
     def commit(timeout: nil)
@@ -63,8 +65,9 @@ module Magnetite
 
   # What every handle kind does alike.
   class StateHandle
-    def initialize(db, native, kind)
+    def initialize(db, owner, native, kind)
       @db = db
+      @owner = owner # its owner state lives as long as the handle
       @native = native
       @kind = kind
     end
@@ -154,8 +157,8 @@ module Magnetite
   end
 
   class ValueState < StateHandle
-    def initialize(db, native)
-      super(db, native, :value)
+    def initialize(db, owner, native)
+      super(db, owner, native, :value)
     end
 
     def get
@@ -173,8 +176,8 @@ module Magnetite
   end
 
   class MapState < StateHandle
-    def initialize(db, native)
-      super(db, native, :map)
+    def initialize(db, owner, native)
+      super(db, owner, native, :map)
     end
 
     def get(key)
@@ -279,8 +282,8 @@ module Magnetite
   end
 
   class DequeState < StateHandle
-    def initialize(db, native)
-      super(db, native, :deque)
+    def initialize(db, owner, native)
+      super(db, owner, native, :deque)
     end
 
     # The number of slots: an upper bound under a TTL (expired slots not yet
