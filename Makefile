@@ -25,10 +25,11 @@ bench: build
 	@$(BUILD)/tools/magnetite --data bench-data bench
 	@$(BUILD)/bench/wal_bench
 
-# Address + undefined-behaviour sanitizers; any report fails the run.
+# Address + undefined-behaviour sanitizers; any report fails the run. Builds
+# the suites and what they run (the `suites` target), not the benchmarks.
 sanitize:
 	@BUILD_DIR=build-asan BUILD_TYPE=debugoptimized SANITIZE=address,undefined scripts/setup
-	@ninja -C build-asan
+	@ninja -C build-asan suites
 	@scripts/run-tests build-asan
 
 # The thread sanitizer, on the suites that run without CAF's scheduler threads
