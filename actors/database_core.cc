@@ -65,6 +65,8 @@ status database_core::start() {
   std::vector<shard_actor_config> configs;
   for (std::size_t i = 0; i < *options_.shards; ++i) {
     slots_.push_back(std::make_shared<shard_slot>());
+    slots_.back()->admission = std::make_unique<admission_budget>(options_.admission_bytes / *options_.shards,
+                                                                  options_.admission_requests / *options_.shards);
     shard_actor_config c;
     c.fs = fs_;
     c.dir = shard_dir(options_.dir, i);
@@ -188,15 +190,39 @@ result<std::shared_ptr<const read_view>> database_core::serving_view(std::size_t
   return status::io_error("shard is not serving yet", status_category::transient);
 }
 
+namespace {
+// What a request counts against its shard's admission budget.
+std::size_t admission_cost(const host_request& r) {
+  std::size_t bytes = admission_request_overhead + r.key.size() + r.value.size() + r.expected.size();
+  for (const auto& op : r.ops) bytes += op.key.size() + op.value.size();
+  for (const auto& c : r.checks) bytes += c.key.size() + sizeof c.revision;
+  return bytes;
+}
+
+status refused_busy(std::size_t shard, const admission_budget& b) {
+  return status::busy(
+      fmt::format("shard {} is full: {} requests holding {} bytes wait to be made durable "
+                  "(admission limit {} requests, {} bytes); nothing was written",
+                  shard, b.now().requests, b.now().bytes, b.max_requests(), b.max_bytes()));
+}
+}  // namespace
+
 result<cas_outcome> database_core::submit(prepared p) {
+  auto& budget = *slots_[p.shard]->admission;
+  std::size_t cost = admission_cost(*p.request);
+  budget.admit(cost, std::nullopt);
   auto w = std::make_shared<host_wait>();
   auto& r = p.request;
   r->waiter = w;
   auto handle = shard_handle(p.shard);
   // A send to no actor would keep `r` (and its answer) in this frame: never wait on it.
-  if (!handle) return status::io_error("shard unavailable: it has no actor", status_category::transient);
+  if (!handle) {
+    budget.release(cost);
+    return status::io_error("shard unavailable: it has no actor", status_category::transient);
+  }
   caf::anon_send(handle, host_atom::value, std::move(r));
   w->wait();
+  budget.release(cost);
   if (!w->result()) return w->result();
   return w->outcome();
 }
@@ -354,7 +380,7 @@ result<cas_outcome> database_core::apply(std::size_t shard, std::vector<state_ch
     cas_outcome outcome;
   };
   auto a = std::make_shared<answer>();
-  submit_async(std::move(*p), [a](const status& s, const cas_outcome& o) {
+  submit_async(std::move(*p), d, [a](const status& s, const cas_outcome& o) {
     std::lock_guard lk(a->mu);
     a->st = s;
     a->outcome = o;
@@ -371,7 +397,7 @@ result<cas_outcome> database_core::apply(std::size_t shard, std::vector<state_ch
 
 void database_core::apply_async(std::size_t shard, std::vector<state_check> checks, std::vector<batch_write> writes,
                                 std::function<void(result<cas_outcome>)> done) {
-  submit_async(prepare_apply(shard, std::move(checks), writes), with_outcome(std::move(done)));
+  submit_async(prepare_apply(shard, std::move(checks), writes), std::nullopt, with_outcome(std::move(done)));
 }
 
 result<transaction_outcome> database_core::commit_across(std::vector<transaction_part> parts,
@@ -846,6 +872,10 @@ result<database_stats> database_core::stats() {
     auto u = ask<shard_usage>(i, usage_atom::value);
     if (!u) return u.error();
     out.usage.push_back(std::get<0>(*u));
+    const admission_budget& b = *slots_[i]->admission;
+    auto n = b.now();
+    out.admission.push_back(
+        {n.admitted, n.waited, n.refused, n.waiting, n.requests, n.bytes, b.max_requests(), b.max_bytes()});
   }
   out.tags = tags();
   std::lock_guard lk(supervision_->mu);
@@ -853,9 +883,19 @@ result<database_stats> database_core::stats() {
   return out;
 }
 
-void database_core::submit_async(result<prepared> p, std::function<void(const status&, const cas_outcome&)> done) {
+void database_core::submit_async(result<prepared> p, std::optional<deadline> admit_by,
+                                 std::function<void(const status&, const cas_outcome&)> done) {
   if (!p) return done(p.error(), cas_outcome{});
-  p->request->done = std::move(done);
+  std::shared_ptr<shard_slot> slot = slots_[p->shard];
+  std::size_t cost = admission_cost(*p->request);
+  bool in = admit_by ? slot->admission->admit(cost, *admit_by) : slot->admission->try_admit(cost);
+  if (!in) return done(refused_busy(p->shard, *slot->admission), cas_outcome{});
+  // host_request answers exactly once (finish, or its destructor): the
+  // budget is released there, whoever answers.
+  p->request->done = [slot = std::move(slot), cost, done = std::move(done)](const status& s, const cas_outcome& o) {
+    slot->admission->release(cost);
+    done(s, o);
+  };
   auto handle = shard_handle(p->shard);
   // A request that reaches no actor answers itself when it is destroyed.
   caf::anon_send(handle, host_atom::value, std::move(p->request));
@@ -863,24 +903,25 @@ void database_core::submit_async(result<prepared> p, std::function<void(const st
 
 void database_core::put_async(std::string_view key, std::string_view value, std::optional<std::chrono::nanoseconds> ttl,
                               std::function<void(status)> done, std::optional<std::string_view> routing) {
-  submit_async(prepare_put(key, value, ttl, routing),
+  submit_async(prepare_put(key, value, ttl, routing), std::nullopt,
                [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
 }
 
 void database_core::del_async(std::string_view key, std::function<void(status)> done,
                               std::optional<std::string_view> routing) {
-  submit_async(prepare_del(key, routing), [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
+  submit_async(prepare_del(key, routing), std::nullopt,
+               [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
 }
 
 void database_core::cas_async(std::string_view key, std::optional<std::string_view> expected,
                               std::optional<std::string_view> desired, std::optional<std::chrono::nanoseconds> ttl,
                               std::function<void(result<cas_outcome>)> done, std::optional<std::string_view> routing) {
-  submit_async(prepare_cas(key, expected, desired, ttl, routing), with_outcome(std::move(done)));
+  submit_async(prepare_cas(key, expected, desired, ttl, routing), std::nullopt, with_outcome(std::move(done)));
 }
 
 void database_core::batch_async(std::span<const batch_write> writes, std::function<void(status)> done,
                                 std::optional<std::string_view> routing) {
-  submit_async(prepare_batch(writes, routing),
+  submit_async(prepare_batch(writes, routing), std::nullopt,
                [done = std::move(done)](const status& s, const cas_outcome&) { done(s); });
 }
 

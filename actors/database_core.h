@@ -41,6 +41,8 @@ namespace magnetite {
 struct core_options : private database_options {
   core_options() = default;
   core_options(database_options o) : database_options(std::move(o)) {}  // NOLINT: a host's options as they are
+  using database_options::admission_bytes;
+  using database_options::admission_requests;
   using database_options::dir;
   using database_options::fs;
   using database_options::max_restarts;
@@ -193,7 +195,8 @@ class database_core final : public state_storage {
                            std::span<const batch_write> writes) const;
   result<prepared> prepare_apply(std::size_t shard, std::vector<state_check> checks,
                                  std::span<const batch_write> writes) const;
-  // Hands a write to the shard and waits for its answer (no actor on this thread).
+  // Hands a write to the shard and waits for its answer (no actor on this
+  // thread), and first for room in the shard's admission budget.
   result<cas_outcome> submit(prepared p);
   // Hands each shard's roots in the retained checkpoints and the named
   // versions to its slot, where space reclamation reads them
@@ -210,7 +213,11 @@ class database_core final : public state_storage {
   result<commit_result> commit_holding_operations();
   // Every shard's view of a retained or named version, each pinned.
   result<snapshot::impl> pin_holding_operations(const hash128& version);
-  void submit_async(result<prepared> p, std::function<void(const status&, const cas_outcome&)> done);
+  // Hands a write to the shard; `done` runs once with its answer. Admission:
+  // with `admit_by` it waits for room until then, without it a full shard
+  // answers `busy` at once (on this thread).
+  void submit_async(result<prepared> p, std::optional<deadline> admit_by,
+                    std::function<void(const status&, const cas_outcome&)> done);
 
   core_options options_;
   env* fs_ = nullptr;

@@ -60,6 +60,7 @@
 #include <memory>
 
 #include "actors/shard_interface.h"
+#include "core/admission_budget.h"
 
 namespace magnetite {
 
@@ -76,6 +77,10 @@ struct shard_slot {
   // commit got from the shard is retained only once its line is written.
   std::atomic<std::shared_ptr<const std::vector<hash128>>> retained;
   std::atomic<int> held{0};
+  // The shard's share of the database's bounded admission: every host write
+  // is admitted here before it is sent, and released once answered. Lives
+  // with the slot, so a restart keeps what is in.
+  std::unique_ptr<admission_budget> admission;
 };
 
 using boot_failed_atom = caf::atom_constant<caf::atom("bootfail")>;

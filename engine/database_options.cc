@@ -29,6 +29,12 @@ status database_options::validate() const {
   if (retained_checkpoints == 0 || retained_checkpoints > 1024)
     return status::invalid_argument(
         fmt::format("database option retained_checkpoints = {}: must be 1..1024", retained_checkpoints));
+  if (admission_bytes < (std::size_t{1} << 20))
+    return status::invalid_argument(
+        fmt::format("database option admission_bytes = {}: must be at least 1 MiB", admission_bytes));
+  if (admission_requests < 16)
+    return status::invalid_argument(
+        fmt::format("database option admission_requests = {}: must be at least 16", admission_requests));
   if (restart_backoff.count() <= 0) return status::invalid_argument("database option restart_backoff must be > 0");
   if (restart_window.count() <= 0) return status::invalid_argument("database option restart_window must be > 0");
   return shard.validate();

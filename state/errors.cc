@@ -13,6 +13,7 @@ status after_handoff(status e) {
     case status_code::not_supported:
     case status_code::failed:
     case status_code::conflict:
+    case status_code::busy:
       return e;
     case status_code::timeout:
       return e.category() == status_category::transient ? e : e.with_category(status_category::ambiguous);

@@ -239,10 +239,16 @@ TEST_CASE("cli: load, commit, diff, stats, gc and verify, with damage found and 
   CHECK(json_field(total, "keys") == "2000");  // 2000 + x - 1-0
   CHECK(json_field(st.out, "last_commit") == roots_b[3]);
   for (int i = 0; i < 3; ++i) CHECK(st.out.find("\"root\":\"" + roots_b[i] + "\"") != std::string::npos);
+  // Each of the 3 shards has an even share of the admission budget.
+  auto admission = total.substr(total.find("\"admission\":"));
+  CHECK(json_field(admission, "max_bytes") == std::to_string(3 * (database_options{}.admission_bytes / 3)));
+  CHECK(json_field(admission, "max_requests") == std::to_string(3 * (database_options{}.admission_requests / 3)));
+  CHECK(json_field(admission, "requests") == "0");
   auto text = run(data + " stats");
   CHECK(text.exit_code == 0);
   CHECK(text.out.find("total") != std::string::npos);
   CHECK(text.out.find("writes per group") != std::string::npos);
+  CHECK(text.out.find("admission: 0 writes admitted") != std::string::npos);
 
   // Each process that wrote checkpointed at its close: those roots are no
   // checkpoint of `commit`'s, so their nodes are garbage.

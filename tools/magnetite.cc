@@ -424,6 +424,24 @@ void stats(database& db, const command_line& c) {
   shard_stats sum;
   shard_usage total;
   std::uint64_t restarts = 0;
+  admission_stats admitted;
+  for (std::size_t i = 0; i < st.shards.size(); ++i) {
+    const auto& a = st.admission[i];
+    admitted.admitted += a.admitted;
+    admitted.waited += a.waited;
+    admitted.refused += a.refused;
+    admitted.waiting += a.waiting;
+    admitted.requests += a.requests;
+    admitted.bytes += a.bytes;
+    admitted.max_requests += a.max_requests;
+    admitted.max_bytes += a.max_bytes;
+  }
+  auto admission_json = [](const admission_stats& a) {
+    return fmt::format(
+        "{{\"admitted\":{},\"waited\":{},\"refused\":{},\"waiting\":{},\"requests\":{},\"bytes\":{},"
+        "\"max_requests\":{},\"max_bytes\":{}}}",
+        a.admitted, a.waited, a.refused, a.waiting, a.requests, a.bytes, a.max_requests, a.max_bytes);
+  };
   for (std::size_t i = 0; i < st.shards.size(); ++i) {
     const auto& s = st.shards[i];
     const auto& u = st.usage[i];
@@ -461,11 +479,12 @@ void stats(database& db, const command_line& c) {
     };
     std::string shards;
     for (std::size_t i = 0; i < st.shards.size(); ++i)
-      shards += fmt::format("{}{{\"shard\":{},{},\"root\":\"{}\"}}", i ? "," : "", i,
-                            one(st.shards[i], st.usage[i], st.restarts[i]), st.usage[i].root);
-    fmt::print("{{\"shards\":[{}],\"total\":{{{}}},\"last_commit\":{},\"tags\":{}}}\n", shards,
-               one(sum, total, restarts), combined.empty() ? "null" : fmt::format("\"{}\"", combined.back().combined),
-               tags_json(st.tags));
+      shards += fmt::format("{}{{\"shard\":{},{},\"admission\":{},\"root\":\"{}\"}}", i ? "," : "", i,
+                            one(st.shards[i], st.usage[i], st.restarts[i]), admission_json(st.admission[i]),
+                            st.usage[i].root);
+    fmt::print("{{\"shards\":[{}],\"total\":{{{},\"admission\":{}}},\"last_commit\":{},\"tags\":{}}}\n", shards,
+               one(sum, total, restarts), admission_json(admitted),
+               combined.empty() ? "null" : fmt::format("\"{}\"", combined.back().combined), tags_json(st.tags));
     return;
   }
   fmt::print("counters are since this process opened the database (a restart of a shard starts its own again)\n");
@@ -486,6 +505,11 @@ void stats(database& db, const command_line& c) {
   for (std::size_t b = 0; b < group_size_buckets; ++b)
     if (sum.group_sizes[b]) fmt::print("  {}: {}", bucket_name(b), with_commas(sum.group_sizes[b]));
   fmt::print("{}\n", sum.groups ? "" : "  none yet");
+  fmt::print(
+      "admission: {} writes admitted, {} waited for room, {} refused busy; now {} waiting, {} in ({}) of {} ({})\n",
+      with_commas(admitted.admitted), with_commas(admitted.waited), with_commas(admitted.refused),
+      with_commas(admitted.waiting), with_commas(admitted.requests), human_bytes(admitted.bytes),
+      with_commas(admitted.max_requests), human_bytes(admitted.max_bytes));
   fmt::print("named versions:{}\n", st.tags.empty() ? " none" : "");
   for (const auto& t : st.tags) fmt::print("  {}  {}\n", t.name, t.version.combined.to_hex());
 }

@@ -55,7 +55,7 @@ typedef enum magnetite_code {
   MAGNETITE_CORRUPTION = 3,       /* stored bytes fail a check */
   MAGNETITE_IO_ERROR = 4,
   MAGNETITE_NO_SPACE = 5,
-  MAGNETITE_BUSY = 6,     /* held elsewhere: a data directory's lock, a shard restarting */
+  MAGNETITE_BUSY = 6,     /* held elsewhere (a data directory's lock), or a shard too full to admit a write */
   MAGNETITE_FAILED = 7,   /* fail-stop: refuses work after an earlier error */
   MAGNETITE_CONFLICT = 8, /* an optimistic precondition did not hold; nothing was written */
   MAGNETITE_TIMEOUT = 9,

@@ -72,6 +72,11 @@ struct MAGNETITE_API shard_options {
   status validate() const;
 };
 
+// What bounded admission (database_options::admission_bytes) counts for a
+// request besides its keys and values: about what the request, its message
+// and its answer's callback take on the heap.
+inline constexpr std::size_t admission_request_overhead = 512;
+
 struct MAGNETITE_API database_options {
   std::string dir;
   // nullopt: a new database gets default_shards(), an existing one the count
@@ -97,6 +102,18 @@ struct MAGNETITE_API database_options {
   // runs the database in its own actor system (<magnetite/caf.h>) sets its
   // system's value itself.
   std::size_t worker_spin_polls = 20'000;
+  // Bounded admission (docs/embedding.md, "Bounded admission"): the writes
+  // accepted and not yet answered (in a shard's mailbox, staged, waiting for
+  // their group's fsync) hold at most admission_bytes, counting each
+  // request's keys and values plus admission_request_overhead, and at most
+  // admission_requests requests; the shards share both evenly. Past its
+  // share a shard makes a blocking write wait (until its deadline, for the
+  // calls that take one) and answers an asynchronous one `busy` (transient,
+  // nothing written). The defaults keep a group commit's groups as large as
+  // they get under any load this engine has been measured at, and the
+  // memory of a flood near 64 MiB whatever the shard count.
+  std::size_t admission_bytes = std::size_t{64} << 20;
+  std::size_t admission_requests = 65'536;
   env* fs = nullptr;  // null: the operating system's files
   // Supervision: a shard that fails is reopened after a backoff that doubles
   // from restart_backoff; more than max_restarts within restart_window mark it

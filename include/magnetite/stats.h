@@ -76,11 +76,25 @@ struct gc_result {
   std::uint64_t packs_removed = 0;
 };
 
+// Bounded admission of one shard (database_options::admission_bytes), since
+// the database opened (a shard's restart keeps these).
+struct admission_stats {
+  std::uint64_t admitted = 0;  // writes let in
+  std::uint64_t waited = 0;    // of those and the refused, blocking writes that waited for room
+  std::uint64_t refused = 0;   // answered `busy`: asynchronous ones at once, blocking ones at their deadline
+  std::uint64_t waiting = 0;   // blocking writes waiting for room now
+  std::uint64_t requests = 0;  // in now: admitted and not yet answered
+  std::uint64_t bytes = 0;     // what those count
+  std::uint64_t max_requests = 0;
+  std::uint64_t max_bytes = 0;
+};
+
 struct database_stats {
   std::vector<shard_stats> shards;  // counters since each shard's (re)start
   std::vector<shard_usage> usage;   // what each shard holds now
   std::vector<std::uint64_t> restarts;
-  std::vector<version_tag> tags;  // the named versions (database::tags)
+  std::vector<admission_stats> admission;  // each shard's
+  std::vector<version_tag> tags;           // the named versions (database::tags)
 };
 
 struct database_gc_report {
