@@ -35,6 +35,12 @@ status database_core::start() {
   auto lock = lock_data_directory(*fs_, options_.dir);
   if (!lock) return lock.error();
   lock_ = std::move(*lock);
+  for (const auto& w : exposure_warnings(*fs_, options_.dir)) {
+    if (options_.warn)
+      options_.warn(w);
+    else
+      fmt::print(stderr, "magnetite: warning: {}\n", w);
+  }
   // Read under the lock: without a count, an existing database keeps its own.
   if (!options_.shards) {
     auto recorded = read_manifest(*fs_, options_.dir);
@@ -201,9 +207,9 @@ std::size_t admission_cost(const host_request& r) {
 
 status refused_busy(std::size_t shard, const admission_budget& b) {
   return status::busy(
-      fmt::format("shard {} is full: {} requests holding {} bytes wait to be made durable "
-                  "(admission limit {} requests, {} bytes); nothing was written",
-                  shard, b.now().requests, b.now().bytes, b.max_requests(), b.max_bytes()));
+      fmt::format("shard {} is full: its admission limit of {} requests and {} bytes not yet "
+                  "durable is reached; nothing was written",
+                  shard, b.max_requests(), b.max_bytes()));
 }
 }  // namespace
 
@@ -805,6 +811,7 @@ result<snapshot> database_core::at(std::string_view version) {
 result<database_verify_report> database_core::verify() {
   std::lock_guard ops(operations_mu_);
   database_verify_report out;
+  out.warnings = exposure_warnings(*fs_, options_.dir);
   std::vector<checkpoint> kept = kept_versions();
   {
     std::lock_guard lk(checkpoints_mu_);

@@ -53,6 +53,7 @@ struct core_options : private database_options {
   using database_options::shard;
   using database_options::shards;
   using database_options::validate;
+  using database_options::warn;
   using database_options::worker_spin_polls;
   // The host's actor system, or null: the database makes its own.
   caf::actor_system* system = nullptr;

@@ -13,6 +13,8 @@
 // - Errors carry a code: no_space for ENOSPC, not_found for a missing path, busy
 //   for a lock held elsewhere, io_error otherwise; messages name the path.
 // - Paths are plain strings joined with '/'.
+// - What the layer creates on a real file system (files, directories, lock
+//   files) is private to the owner: 0600 and 0700 whatever the umask.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +85,13 @@ class env {
   // Takes an exclusive lock on `path` (created if missing). busy if another
   // holder, in this process or another, has it.
   virtual result<std::unique_ptr<file_lock>> lock(const std::string& path) = 0;
+  // The permission bits of `path` (07777 of its mode; of a symbolic link's
+  // target, which is what guards the data); not_supported where the layer has none (the test envs),
+  // which the checks that read them take as "nothing to report".
+  virtual result<std::uint32_t> permissions(const std::string& path) {
+    return status::make(status_code::not_supported, status_category::permanent,
+                        "permissions of " + path + ": not known to this file layer");
+  }
 };
 
 inline std::string path_join(std::string_view dir, std::string_view name) {

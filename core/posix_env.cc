@@ -15,6 +15,20 @@
 namespace magnetite {
 namespace {
 
+// What the engine creates is its owner's alone (docs/reliability.md,
+// "Security"): the modes are set with fchmod after the create, since the
+// umask can only take bits away from the create's mode, and a umask that
+// takes the owner's own would leave files the engine cannot reopen.
+constexpr mode_t private_file = 0600;
+constexpr mode_t private_dir = 0700;
+
+status from_errno(std::string_view op, const std::string& path, int err);
+
+status make_private(int fd, const std::string& path, mode_t mode) {
+  if (::fchmod(fd, mode) != 0) return from_errno("chmod", path, errno);
+  return status::ok();
+}
+
 status from_errno(std::string_view op, const std::string& path, int err) {
   std::string msg = fmt::format("{} {}: {}", op, path, std::strerror(err));
   switch (err) {
@@ -138,15 +152,31 @@ class posix_env final : public env {
         flags |= O_CREAT | O_TRUNC;
         break;
     }
+    // open_or_create tries to create first, so that it knows whether the
+    // file is its own to make private.
+    bool made = mode != open_mode::open_existing;
     int fd;
-    do fd = ::open(path.c_str(), flags, 0644);
+    do fd = ::open(path.c_str(), mode == open_mode::open_or_create ? flags | O_EXCL : flags, private_file);
     while (fd < 0 && errno == EINTR);
+    if (fd < 0 && errno == EEXIST && mode == open_mode::open_or_create) {
+      made = false;
+      do fd = ::open(path.c_str(), flags & ~O_CREAT, private_file);
+      while (fd < 0 && errno == EINTR);
+    }
     if (fd < 0) return from_errno("open", path, errno);
-    return std::unique_ptr<file>(new posix_file(fd, path));
+    auto f = std::unique_ptr<file>(new posix_file(fd, path));
+    if (made) MAGNETITE_TRY(make_private(fd, path, private_file));
+    return f;
   }
 
   status create_dir(const std::string& path) override {
-    if (::mkdir(path.c_str(), 0755) == 0) return status::ok();
+    if (::mkdir(path.c_str(), private_dir) == 0) {
+      int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (fd < 0) return from_errno("open directory", path, errno);
+      status s = make_private(fd, path, private_dir);
+      ::close(fd);
+      return s;
+    }
     int err = errno;
     if (err == EEXIST) {
       struct stat st;
@@ -205,9 +235,26 @@ class posix_env final : public env {
     return from_errno("stat", path, errno);
   }
 
+  result<std::uint32_t> permissions(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return from_errno("stat", path, errno);
+    return static_cast<std::uint32_t>(st.st_mode & 07777);
+  }
+
   result<std::unique_ptr<file_lock>> lock(const std::string& path) override {
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    bool made = true;
+    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, private_file);
+    if (fd < 0 && errno == EEXIST) {
+      made = false;
+      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    }
     if (fd < 0) return from_errno("open lock file", path, errno);
+    if (made) {
+      if (status s = make_private(fd, path, private_file); !s) {
+        ::close(fd);
+        return s;
+      }
+    }
     // flock locks belong to the open file description, so a second open in the
     // same process conflicts too (fcntl locks would not).
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {

@@ -42,6 +42,7 @@ class summing_env final : public env {
   result<bool> exists(const std::string& path) override { return base_->exists(path); }
   result<bool> is_directory(const std::string& path) override { return base_->is_directory(path); }
   result<std::unique_ptr<file_lock>> lock(const std::string& path) override { return base_->lock(path); }
+  result<std::uint32_t> permissions(const std::string& path) override { return base_->permissions(path); }
 
  private:
   class summed_file;

@@ -34,6 +34,56 @@ status check_data_directory(env& fs, const std::string& dir) {
   return status::ok();
 }
 
+namespace {
+std::string who_may(std::uint32_t mode) {
+  bool write = (mode & 0022) != 0;
+  bool read = (mode & 0044) != 0;
+  return read && write ? "read and write" : write ? "write" : read ? "read" : "enter";
+}
+}  // namespace
+
+std::vector<std::string> exposure_warnings(env& fs, const std::string& dir) {
+  std::vector<std::string> out;
+  auto top = fs.permissions(dir);
+  if (!top) return out;
+  if (*top & 0077)
+    out.push_back(
+        fmt::format("data directory {} is open to others (mode {:04o}): other users of this machine may {} "
+                    "it; `chmod 700 {}` makes it private",
+                    dir, *top, who_may(*top), dir));
+  std::size_t exposed = 0;
+  std::string first;
+  std::uint32_t first_mode = 0;
+  // A data directory is three levels deep (shard-000/wal/segment); the
+  // bound keeps a symbolic link that loops from walking forever.
+  std::vector<std::pair<std::string, int>> pending{{dir, 0}};
+  while (!pending.empty()) {
+    auto [d, depth] = std::move(pending.back());
+    pending.pop_back();
+    auto names = fs.list(d);
+    if (!names) continue;
+    for (const auto& n : *names) {
+      std::string p = path_join(d, n);
+      auto mode = fs.permissions(p);
+      if (!mode) continue;
+      if (*mode & 0077) {
+        if (exposed++ == 0) {
+          first = p;
+          first_mode = *mode;
+        }
+      }
+      auto is_dir = fs.is_directory(p);
+      if (is_dir && *is_dir && depth < 4) pending.emplace_back(std::move(p), depth + 1);
+    }
+  }
+  if (exposed > 0)
+    out.push_back(
+        fmt::format("{} files and directories under {} are open to others (the first: {}, mode {:04o}); "
+                    "`chmod -R go-rwx {}` makes them private",
+                    exposed, dir, first, first_mode, dir));
+  return out;
+}
+
 result<std::unique_ptr<file_lock>> lock_data_directory(env& fs, const std::string& dir) {
   auto lock = fs.lock(dir + "/LOCK");
   if (!lock && lock.error().code() == status_code::busy)

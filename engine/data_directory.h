@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/env.h"
 #include "core/status.h"
@@ -28,6 +29,12 @@ status check_data_directory(env& fs, const std::string& dir);
 // Takes the directory's LOCK: busy, naming the directory, while another
 // process (or another open in this one) holds it.
 result<std::unique_ptr<file_lock>> lock_data_directory(env& fs, const std::string& dir);
+
+// What in `dir` others than its owner may read, write or enter (any of the
+// group and other permission bits), as warnings to show: one for the
+// directory itself, one for what lies under it (a count and the first).
+// Empty when all is private, or when the file layer knows no permissions.
+std::vector<std::string> exposure_warnings(env& fs, const std::string& dir);
 
 // The shard count an existing MANIFEST records; nullopt if there is none.
 // The caller has checked that `dir` is a directory (check_data_directory).

@@ -2,8 +2,11 @@
 // POSIX one can show (a lock held by another process).
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "core/env.h"
 #include "core/fault_env.h"
@@ -154,4 +157,52 @@ TEST_CASE("posix env: errors name the path") {
   REQUIRE_FALSE(r.is_ok());
   CHECK(r.error().code() == status_code::not_found);
   CHECK(r.error().message().find("/nonexistent-dir-for-magnetite/x") != std::string::npos);
+}
+
+namespace {
+// Runs `body` with the process umask set to `mask`, and restores it.
+template <class F>
+void with_umask(mode_t mask, F body) {
+  mode_t old = ::umask(mask);
+  body();
+  ::umask(old);
+}
+}  // namespace
+
+TEST_CASE("posix env: what it creates is private (0600, 0700) whatever the umask; what exists keeps its mode") {
+  for (mode_t mask : {mode_t{0}, mode_t{022}, mode_t{0277}}) {
+    CAPTURE(mask);
+    posix_fixture fx;
+    with_umask(mask, [&] {
+      std::string dir = path_join(fx.root(), "d");
+      REQUIRE(fx.e.create_dir(dir).is_ok());
+      CHECK(fx.e.permissions(dir).value() == 0700);
+      int n = 0;
+      for (auto mode : {open_mode::create_new, open_mode::open_or_create, open_mode::create_truncate}) {
+        std::string p = path_join(dir, fmt::format("f{}", n++));
+        auto f = fx.e.open(p, mode);
+        REQUIRE_MESSAGE(f.is_ok(), f.error().to_string());
+        CHECK(fx.e.permissions(p).value() == 0600);
+      }
+      {
+        auto l = fx.e.lock(path_join(dir, "LOCK"));
+        REQUIRE(l.is_ok());
+        CHECK(fx.e.permissions(path_join(dir, "LOCK")).value() == 0600);
+      }
+      // A file someone else made, or chmod-ed on purpose, is not touched by a reopen.
+      std::string shared = path_join(dir, "shared");
+      REQUIRE(fx.e.open(shared, open_mode::create_new).is_ok());
+      REQUIRE(::chmod(shared.c_str(), 0640) == 0);
+      REQUIRE(fx.e.open(shared, open_mode::open_or_create).is_ok());
+      REQUIRE(fx.e.open(shared, open_mode::open_existing).is_ok());
+      CHECK(fx.e.permissions(shared).value() == 0640);
+    });
+  }
+}
+
+TEST_CASE("env: permissions are not_supported where the layer has none (fault_env)") {
+  fault_fixture fx;
+  auto p = fx.e.permissions("/db");
+  REQUIRE_FALSE(p.is_ok());
+  CHECK(p.error().code() == status_code::not_supported);
 }

@@ -7,6 +7,9 @@
 // shards, killed at any step of their two-phase commit, never create or
 // destroy money, and every acknowledged transfer is in.
 //
+// And under a flood of asynchronous writes past the admission budget: every
+// write answered ok is there, every one answered `busy` is not.
+//
 // Iterations: 100 by default (what `make test` runs); MAGNETITE_CRASH_ITERATIONS
 // sets more (`make crash-torture`).
 #include <doctest/doctest.h>
@@ -328,4 +331,80 @@ TEST_CASE("crash: SIGKILL at any step of transfers across shards neither makes n
   }
   MESSAGE(fmt::format("{} iterations, {} acknowledged transfers checked", iterations, total_acks));
   CHECK(total_acks > 0);
+}
+
+// ---- a flood of asynchronous writes past the admission budget ------------------
+
+namespace {
+
+constexpr int flood_threads = 3;
+
+// Each thread sends put_async as fast as it can, every key new; an answer
+// ok is reported "A key", a `busy` refusal "B key". The budget is small, so
+// most are refused while the shards' queues stay full.
+[[noreturn]] void flood_child(const std::string& dir, int ack_fd, int iter) {
+  database_options o = crash_options(dir);
+  o.admission_bytes = 1 << 20;
+  o.admission_requests = 64;
+  auto db = database::open(o);
+  if (!db) {
+    dprintf(ack_fd, "E %s\n", db.error().to_string().c_str());
+    _exit(3);
+  }
+  dprintf(ack_fd, "R\n");
+  std::vector<std::thread> threads;
+  for (int t = 0; t < flood_threads; ++t)
+    threads.emplace_back([&, t] {
+      for (std::uint64_t j = 0;; ++j) {
+        std::string key = fmt::format("f{}-{}-{}", iter, t, j);
+        (*db)->put_async(key, value_of(key, j), std::nullopt, [ack_fd, key](status s) {
+          std::string line = s.is_ok()                       ? "A " + key + "\n"
+                             : s.code() == status_code::busy ? "B " + key + "\n"
+                                                             : "E " + s.to_string() + "\n";
+          if (::write(ack_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) _exit(5);
+        });
+      }
+    });
+  for (auto& th : threads) th.join();
+  _exit(0);
+}
+
+}  // namespace
+
+TEST_CASE("crash: under a flood every answered write is durable, or refused busy and never written") {
+  testing::temp_dir d("crash-flood");
+  std::string dir = d / "db";
+  std::mt19937_64 rng(20261204);
+  std::uint64_t accepted = 0, refused = 0;
+  for (int iter = 0; iter < 8; ++iter) {
+    CAPTURE(iter);
+    auto killed = run_and_kill([&](int fd) { flood_child(dir, fd, iter); },
+                               std::chrono::microseconds(20'000 + rng() % 100'000), true);
+    REQUIRE(WIFSIGNALED(killed.wstatus));
+    std::vector<std::string> ok, busy;
+    for (const auto& line : killed.lines) {
+      REQUIRE_MESSAGE(!line.starts_with("E "), line);
+      if (line.starts_with("A ")) ok.push_back(line.substr(2));
+      if (line.starts_with("B ")) busy.push_back(line.substr(2));
+    }
+    accepted += ok.size();
+    refused += busy.size();
+    auto db = database::open(crash_options(dir));
+    REQUIRE_MESSAGE(db.is_ok(), db.error().to_string());
+    for (const auto& key : ok) {
+      auto v = (*db)->get(key);
+      REQUIRE(v.is_ok());
+      REQUIRE_MESSAGE(v->has_value(), "acknowledged key " << key << " is missing");
+      std::uint64_t seq = 0;
+      CHECK_MESSAGE(parse_value(key, **v, seq), "value of " << key << " is damaged");
+    }
+    for (const auto& key : busy) {
+      auto v = (*db)->get(key);
+      REQUIRE(v.is_ok());
+      REQUIRE_MESSAGE(!v->has_value(), "key " << key << " was refused busy, yet it was written");
+    }
+  }
+  MESSAGE(fmt::format("{} writes acknowledged and {} refused busy, all checked", accepted, refused));
+  CHECK(accepted > 0);
+  CHECK(refused > 0);
 }

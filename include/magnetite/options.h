@@ -109,12 +109,18 @@ struct MAGNETITE_API database_options {
   // admission_requests requests; the shards share both evenly. Past its
   // share a shard makes a blocking write wait (until its deadline, for the
   // calls that take one) and answers an asynchronous one `busy` (transient,
-  // nothing written). The defaults keep a group commit's groups as large as
-  // they get under any load this engine has been measured at, and the
-  // memory of a flood near 64 MiB whatever the shard count.
-  std::size_t admission_bytes = std::size_t{64} << 20;
-  std::size_t admission_requests = 65'536;
+  // nothing written). What is admitted is a queue: a write admitted into a
+  // full budget waits about admission_requests / throughput for its group
+  // (the defaults: about 0.1 s at 40k writes/s), while groups stay large
+  // enough to keep the disk busy (docs/benchmarks.md, "A flood of writes").
+  std::size_t admission_bytes = std::size_t{16} << 20;
+  std::size_t admission_requests = 4096;
   env* fs = nullptr;  // null: the operating system's files
+  // Where open's warnings go, one line each without a newline: a data
+  // directory, or files in it, that others than its owner may read or write
+  // (the engine creates them 0700 and 0600; verify() reports the same).
+  // Null: standard error, as "magnetite: warning: ...".
+  std::function<void(const std::string&)> warn;
   // Supervision: a shard that fails is reopened after a backoff that doubles
   // from restart_backoff; more than max_restarts within restart_window mark it
   // failed for good.

@@ -107,6 +107,9 @@ struct database_verify_report {
   std::size_t checkpoints = 0;        // retained checkpoints whose roots were walked
   std::size_t tags = 0;               // named versions whose roots were walked
   std::vector<std::string> problems;  // every shard's, prefixed "shard i: ", and the checkpoint log's
+  // Not damage: what in the data directory others than its owner may read
+  // or write (database_options::warn).
+  std::vector<std::string> warnings;
 };
 
 }  // namespace magnetite
