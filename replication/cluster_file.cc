@@ -95,13 +95,38 @@ result<cluster_file> cluster_file::parse(std::string_view text) {
 }
 
 std::string cluster_file::canonical() const {
-  std::string out = fmt::format("magnetite cluster v1\ncluster {}\nshards {}\ntombstone_retention_s {}\n", name,
-                                shards, tombstone_retention_s);
+  std::string out = fmt::format("magnetite cluster v1\ncluster {}\nshards {}\ntombstone_retention_s {}\n", name, shards,
+                                tombstone_retention_s);
   // Only when on: a cluster without TLS keeps the fingerprint it had before
   // the setting existed, and `tls off` is the same cluster as no line.
   if (tls) out += "tls on\n";
   for (const auto& n : nodes) out += fmt::format("node {} {} {}\n", n.id, n.host, n.port);
   return out;
+}
+
+namespace {
+bool is_loopback(std::string_view host) {
+  if (host == "localhost" || host == "::1" || host == "[::1]") return true;
+  // 127.a.b.c: four decimal parts of 0..255, the first 127.
+  if (!host.starts_with("127.")) return false;
+  int parts = 0;
+  for (std::size_t at = 0; at <= host.size();) {
+    std::size_t dot = host.find('.', at);
+    if (dot == std::string_view::npos) dot = host.size();
+    std::string_view part = host.substr(at, dot - at);
+    if (part.empty() || part.size() > 3 || part.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    if (std::stoi(std::string(part)) > 255) return false;
+    ++parts;
+    at = dot + 1;
+  }
+  return parts == 4;
+}
+}  // namespace
+
+const cluster_node* cluster_file::beyond_loopback() const {
+  for (const auto& n : nodes)
+    if (!is_loopback(n.host)) return &n;
+  return nullptr;
 }
 
 const cluster_node* cluster_file::node(std::uint32_t id) const {

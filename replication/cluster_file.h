@@ -48,6 +48,11 @@ struct cluster_file {
   // The node with this id, or nullptr.
   const cluster_node* node(std::uint32_t id) const;
   std::size_t majority() const { return nodes.size() / 2 + 1; }
+  // The first node whose host is not a loopback address (127.0.0.0/8 as a
+  // dotted quad, ::1, localhost), or nullptr. A host name other than
+  // localhost counts as beyond loopback: what it resolves to is not known
+  // here, and a guess would fail open.
+  const cluster_node* beyond_loopback() const;
 };
 
 }  // namespace magnetite::replication

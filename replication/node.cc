@@ -259,6 +259,12 @@ result<std::unique_ptr<node>> node::start(node_options options) {
   const cluster_node* self_line = options.cluster.node(options.id);
   if (!self_line)
     return status::invalid_argument(fmt::format("node {} is not in cluster file {}", options.id, options.cluster.name));
+  if (const cluster_node* open = options.cluster.beyond_loopback(); open && !options.cluster.tls && !options.insecure)
+    return status::invalid_argument(fmt::format(
+        "cluster file {}: node {} is at {}, beyond loopback, and the cluster has no TLS: anyone who can reach a "
+        "node's port could read and write its data. Put `tls on` in the cluster file (docs/design/replication.md), "
+        "or start with --insecure (node_options::insecure) on a network that is itself private",
+        options.cluster.name, open->id, open->host));
   if (options.db->shard_count() != options.cluster.shards)
     return status::invalid_argument(fmt::format("the database has {} shards, cluster {} has {}",
                                                 options.db->shard_count(), options.cluster.name,

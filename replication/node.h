@@ -113,6 +113,11 @@ struct node_options {
   std::chrono::milliseconds heartbeat{100};
   std::uint32_t election_ticks = 5;
   std::uint32_t anti_entropy_ticks = 10;
+  // A cluster file without `tls on` that names an address beyond loopback
+  // is refused at start (anyone who can reach the port could write): unless
+  // this is set, by an operator who has put the network itself in order
+  // (`magnetite serve --insecure`, which says so on every start).
+  bool insecure = false;
 };
 
 class node {

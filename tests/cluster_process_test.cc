@@ -608,3 +608,32 @@ TEST_CASE(
   CHECK(wrong == 0);
   MESSAGE("node " << *owner << " killed after " << kill_after << " acknowledged writes; " << checked << " read back");
 }
+
+TEST_CASE(
+    "cluster processes: without TLS, serve refuses a cluster beyond loopback unless --insecure, said each start") {
+  testing::temp_dir dir("insecure");
+  auto base = static_cast<std::uint16_t>(29000 + (::getpid() % 1000) * 2);
+  std::string path = dir / "cluster";
+  std::ofstream(path) << fmt::format("cluster open\nshards 1\nnode 1 127.0.0.1 {}\nnode 2 10.255.255.1 {}\n", base,
+                                     base + 1);
+  std::string out = dir / "out";
+  auto refused = testing::run_magnetite({"--data", dir / "node1", "serve", "--node", "1", "--cluster", path}, out);
+  CHECK(refused.first == 2);
+  CHECK(refused.second.find("node 2 is at 10.255.255.1, beyond loopback, and the cluster has no TLS") !=
+        std::string::npos);
+  CHECK(refused.second.find("--insecure") != std::string::npos);
+  // Refused before anything was made: no data directory.
+  CHECK_FALSE(std::filesystem::exists(dir / "node1"));
+  for (int start = 0; start < 2; ++start) {
+    pid_t pid = testing::spawn_magnetite(
+        {"--data", dir / "node1", "serve", "--node", "1", "--cluster", path, "--insecure"}, out);
+    bool listening = testing::poll_until([&] { return slurp(out).find("listening on") != std::string::npos; },
+                                         std::chrono::seconds(60));
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    INFO(slurp(out));
+    CHECK(listening);
+    CHECK(slurp(out).find("INSECURE: cluster open runs without TLS on addresses beyond loopback (10.255.255.1)") !=
+          std::string::npos);
+  }
+}

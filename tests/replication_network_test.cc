@@ -125,6 +125,21 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   auto n = node::start(no);
   REQUIRE_FALSE(n.is_ok());
   CHECK(n.error().message().find("node 9 is not in cluster file net") != std::string::npos);
+  // Nor, without TLS, with a node beyond loopback: unless insecure is set.
+  no.id = 1;
+  no.cluster = must(cluster_file::parse(
+      fmt::format("cluster net\nshards 2\nnode 1 127.0.0.1 {}\nnode 2 10.255.255.1 {}\n", base + 7, base + 8)));
+  auto open = node::start(no);
+  REQUIRE_FALSE(open.is_ok());
+  CHECK(open.error().code() == status_code::invalid_argument);
+  CHECK(open.error().message().find("node 2 is at 10.255.255.1, beyond loopback, and the cluster has no TLS") !=
+        std::string::npos);
+  no.insecure = true;
+  {
+    auto started = node::start(no);
+    CHECK_MESSAGE(started.is_ok(), started.error().to_string());
+  }
+  no.insecure = false;
   // Nor with another shard count.
   no.id = 3;
   auto four = must(cluster_file::parse(

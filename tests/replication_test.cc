@@ -398,6 +398,23 @@ TEST_CASE("cluster file: parses the facts; comments, spacing and node order do n
     CHECK(must(cluster_file::parse(other)).fingerprint() != a.fingerprint());
 }
 
+TEST_CASE("cluster file: beyond_loopback names the first node not on loopback; names other than localhost count") {
+  auto with = [](std::string_view host) {
+    return must(cluster_file::parse(fmt::format("cluster c\nshards 1\nnode 1 127.0.0.1 7401\nnode 2 {} 7402\n", host)));
+  };
+  for (std::string_view local : {"127.0.0.1", "127.255.0.9", "localhost", "::1"}) {
+    CAPTURE(local);
+    CHECK(with(local).beyond_loopback() == nullptr);
+  }
+  for (std::string_view open : {"10.0.0.2", "0.0.0.0", "128.0.0.1", "127.0.0.256", "127.0.0", "127.1", "db2.example",
+                                "localhost.evil.example", "::"}) {
+    CAPTURE(open);
+    auto c = with(open);
+    REQUIRE(c.beyond_loopback() != nullptr);
+    CHECK(c.beyond_loopback()->id == 2);
+  }
+}
+
 TEST_CASE("cluster file: every mistake is refused with its line and what is wrong") {
   auto refused = [](std::string_view text, std::string_view says) {
     auto r = cluster_file::parse(text);

@@ -137,6 +137,7 @@ struct command_line {
   CLI::App* cluster_demo = nullptr;
   cluster_demo_options demo_cluster;  // cluster-demo
   replication::tls_files tls;         // serve, for a cluster file with `tls on`
+  bool insecure = false;              // serve: no TLS beyond loopback, on purpose
 };
 
 // Every command and option of the tool, in the order --help lists them. Long
@@ -256,6 +257,9 @@ void declare(CLI::App& app, command_line& c) {
   c.serve->add_option("--tls-cert", c.tls.certificate, "this node's certificate, PEM (cluster file says `tls on`)");
   c.serve->add_option("--tls-key", c.tls.key, "this node's private key, PEM, unencrypted");
   c.serve->add_option("--tls-ca", c.tls.ca, "the cluster's CA certificate, PEM: every peer's must check against it");
+  c.serve->add_flag("--insecure", c.insecure,
+                    "run a cluster file without `tls on` that names addresses beyond loopback (refused otherwise): "
+                    "only on a network that is itself private");
   c.cluster_demo = app.add_subcommand(
       "cluster-demo", "three serve processes on loopback: failover after SIGKILL, nothing lost, catch-up by delta");
   c.cluster_demo->add_option("--dir", c.demo_cluster.dir, "a new directory for the nodes (default: a temporary one)");
@@ -543,12 +547,14 @@ int verify(const command_line& c) {
                with_commas(s.expiring_keys));
   }
   for (const auto& p : r.problems) fmt::print("damage: {}\n", p);
+  // Open printed these to standard error already; here they stand in the report.
+  for (const auto& w : r.warnings) fmt::print("warning: {}\n", w);
   if (!r.problems.empty()) {
     fmt::print("{} problems found\n", r.problems.size());
     return 1;
   }
-  fmt::print("ok: {} shards, {} retained checkpoints and {} named versions, no damage\n", r.shards.size(),
-             r.checkpoints, r.tags);
+  fmt::print("ok: {} shards, {} retained checkpoints and {} named versions, no damage{}\n", r.shards.size(),
+             r.checkpoints, r.tags, r.warnings.empty() ? "" : " (see the warnings)");
   return 0;
 }
 
@@ -664,7 +670,7 @@ int execute(const command_line& c) {
     return 0;
   }
   if (*c.demo) return must(run_demo(c.dir, c.shards));
-  if (*c.serve) return run_serve(c.node_id, c.cluster, c.dir, c.tls);
+  if (*c.serve) return run_serve(c.node_id, c.cluster, c.dir, c.tls, c.insecure);
   if (*c.cluster_demo) return run_cluster_demo(c.demo_cluster);
   if (*c.bench) {
     bench_command_options o = c.bench_options;

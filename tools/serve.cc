@@ -15,7 +15,7 @@
 namespace magnetite {
 
 int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std::string& data_dir,
-              const replication::tls_files& tls) {
+              const replication::tls_files& tls, bool insecure) {
   auto text = read_whole_file(env::posix(), cluster_path);
   if (!text) {
     fmt::print(stderr, "magnetite serve: cluster file {}: {}\n", cluster_path, text.error().message());
@@ -37,6 +37,20 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
   if (!cluster->tls && tls_given) {
     fmt::print(stderr, "magnetite serve: --tls-cert, --tls-key and --tls-ca need `tls on` in {}\n", cluster_path);
     return 2;
+  }
+  if (const auto* open = cluster->beyond_loopback(); open && !cluster->tls) {
+    if (!insecure) {
+      fmt::print(stderr,
+                 "magnetite serve: {}: node {} is at {}, beyond loopback, and the cluster has no TLS: anyone who can "
+                 "reach a node's port could read and write its data. Put `tls on` in the cluster file, or start "
+                 "with --insecure on a network that is itself private\n",
+                 cluster_path, open->id, open->host);
+      return 2;
+    }
+    fmt::print(stderr,
+               "magnetite serve: INSECURE: cluster {} runs without TLS on addresses beyond loopback ({}): anyone "
+               "who can reach its ports can read and write its data (--insecure)\n",
+               cluster->name, open->host);
   }
   // Signals are taken by sigwait below, not by a handler.
   sigset_t stop;
@@ -63,6 +77,7 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
   no.id = node_id;
   no.cluster = *cluster;
   no.db = db->get();
+  no.insecure = insecure;
   auto n = replication::node::start(no);
   if (!n) {
     fmt::print(stderr, "magnetite serve: {}\n", n.error().to_string());

@@ -7,7 +7,9 @@
 // to wait on. Elections, failover and anti-entropy run in the replicas.
 // A cluster file that says `tls on` needs `tls` (--tls-cert, --tls-key,
 // --tls-ca): this node's own certificate and key and the cluster's CA; one
-// that does not refuses them.
+// that does not refuses them. A cluster file without `tls on` that names an
+// address beyond loopback is refused unless `insecure` (--insecure), which
+// is then said on standard error at every start.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,6 @@
 namespace magnetite {
 
 int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std::string& data_dir,
-              const replication::tls_files& tls = {});
+              const replication::tls_files& tls = {}, bool insecure = false);
 
 }  // namespace magnetite
