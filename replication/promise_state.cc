@@ -52,8 +52,8 @@ result<promise_state> promise_state::decode(std::string_view bytes) {
     s.settled_ns = decode_fixed64_le(p + 40);
   }
   if (s.epoch > s.promised)
-    return status::corruption(fmt::format("promise state has epoch {} above its promise {}", to_string(s.epoch),
-                                          to_string(s.promised)));
+    return status::corruption(
+        fmt::format("promise state has epoch {} above its promise {}", to_string(s.epoch), to_string(s.promised)));
   return s;
 }
 

@@ -217,12 +217,14 @@ caf::result<ok_atom> client_put(self_ptr self, const std::string& key, const std
                                 std::optional<request_id> rid) {
   if (auto s = state_space::check_user_key(key); !s) return to_error(s);
   if (auto s = state_space::check_user_value(value); !s) return to_error(s);
+  auto in = admit_client_write(self);
+  if (!in) return to_error(in.error());
   auto rp = self->make_response_promise<ok_atom>();
   at_most_once(
       self, rid, refusal(rp), [rp](std::uint64_t) mutable { rp.deliver(ok_atom::value); },
-      [self, rp, key, value, ttl_ns](std::optional<stamped_op> record) mutable {
+      [self, rp, key, value, ttl_ns, in = *in](std::optional<stamped_op> record) mutable {
         // `key` stays: with_key reads it after this lambda is made.
-        with_key(self, key, [self, rp, key, value = std::move(value), ttl_ns, record](bool go) mutable {
+        with_key(self, key, [self, rp, key, value = std::move(value), ttl_ns, record, in](bool go) mutable {
           if (!go) {
             drop(self, record);
             return (void)rp.deliver(to_error(not_owner(self)));
@@ -230,7 +232,8 @@ caf::result<ok_atom> client_put(self_ptr self, const std::string& key, const std
           stamped_op op{key, stamp{}, true, std::move(value), ttl_ns > 0, 0};
           if (ttl_ns > 0) op.deadline_ns = self->state.config.clock() + static_cast<std::uint64_t>(ttl_ns);
           replicate(
-              self, std::move(op), [rp](const status& s) mutable { answer(rp, s, ok_atom::value); }, std::move(record));
+              self, std::move(op), [rp, in](const status& s) mutable { answer(rp, s, ok_atom::value); },
+              std::move(record));
         });
       });
   return rp;
@@ -238,11 +241,13 @@ caf::result<ok_atom> client_put(self_ptr self, const std::string& key, const std
 
 caf::result<ok_atom> client_del(self_ptr self, const std::string& key, std::optional<request_id> rid) {
   if (auto s = state_space::check_user_key(key); !s) return to_error(s);
+  auto in = admit_client_write(self);
+  if (!in) return to_error(in.error());
   auto rp = self->make_response_promise<ok_atom>();
   at_most_once(
       self, rid, refusal(rp), [rp](std::uint64_t) mutable { rp.deliver(ok_atom::value); },
-      [self, rp, key](std::optional<stamped_op> record) mutable {
-        with_key(self, key, [self, rp, key, record](bool go) mutable {
+      [self, rp, key, in = *in](std::optional<stamped_op> record) mutable {
+        with_key(self, key, [self, rp, key, record, in](bool go) mutable {
           if (!go) {
             drop(self, record);
             return (void)rp.deliver(to_error(not_owner(self)));
@@ -251,7 +256,7 @@ caf::result<ok_atom> client_del(self_ptr self, const std::string& key, std::opti
           auto purge = st.config.clock() + static_cast<std::uint64_t>(st.config.tombstone_retention.count());
           replicate(
               self, stamped_op{key, stamp{}, false, std::string(), true, purge},
-              [rp](const status& s) mutable { answer(rp, s, ok_atom::value); }, std::move(record));
+              [rp, in](const status& s) mutable { answer(rp, s, ok_atom::value); }, std::move(record));
         });
       });
   return rp;
@@ -261,7 +266,7 @@ caf::result<ok_atom> client_del(self_ptr self, const std::string& key, std::opti
 // writes no record: its retry is a new attempt); a swap is a write.
 void cas_held(self_ptr self, caf::typed_response_promise<bool, bool, std::string> rp, const std::string& key,
               bool has_expected, const std::string& expected, bool has_desired, const std::string& desired,
-              std::int64_t ttl_ns, std::optional<stamped_op> record) {
+              std::int64_t ttl_ns, std::optional<stamped_op> record, admission_ptr in) {
   auto v = view_of(self);
   if (!v) {
     drop(self, record);
@@ -276,7 +281,7 @@ void cas_held(self_ptr self, caf::typed_response_promise<bool, bool, std::string
   if (!matches) {
     drop(self, record);
     // A refusal is a read: it must hold at a moment we still owned the shard.
-    return confirm(self, [self, rp, current = *current](bool ok) mutable {
+    return confirm(self, [self, rp, current = *current, in](bool ok) mutable {
       if (!ok) return (void)rp.deliver(to_error(not_owner(self)));
       rp.deliver(false, current.has_value(), current.value_or(std::string()));
     });
@@ -291,7 +296,7 @@ void cas_held(self_ptr self, caf::typed_response_promise<bool, bool, std::string
     op.deadline_ns = st.config.clock() + static_cast<std::uint64_t>(ttl_ns);
   }
   replicate(
-      self, std::move(op), [rp](const status& s) mutable { answer(rp, s, true, false, std::string()); },
+      self, std::move(op), [rp, in](const status& s) mutable { answer(rp, s, true, false, std::string()); },
       std::move(record));
 }
 
@@ -303,6 +308,9 @@ caf::result<bool, bool, std::string> client_cas(self_ptr self, const std::string
   for (const auto* v : {has_expected ? &expected : nullptr, has_desired ? &desired : nullptr})
     if (v)
       if (auto s = state_space::check_user_value(*v); !s) return to_error(s);
+  auto admitted = admit_client_write(self);
+  if (!admitted) return to_error(admitted.error());
+  admission_ptr in = *admitted;
   auto rp = self->make_response_promise<bool, bool, std::string>();
   at_most_once(
       self, rid, refusal(rp), [rp](std::uint64_t) mutable { rp.deliver(true, false, std::string()); },
@@ -312,7 +320,7 @@ caf::result<bool, bool, std::string> client_cas(self_ptr self, const std::string
             drop(self, record);
             return (void)rp.deliver(to_error(not_owner(self)));
           }
-          cas_held(self, rp, key, has_expected, expected, has_desired, desired, ttl_ns, std::move(record));
+          cas_held(self, rp, key, has_expected, expected, has_desired, desired, ttl_ns, std::move(record), in);
         });
       });
   return rp;

@@ -103,6 +103,11 @@ struct replica_config {
   // (docs/benchmarks.md); more lets a batch go while the one before is
   // still crossing a slow link. A full batch goes out regardless.
   std::size_t batches_in_flight = 1;
+  // Client writes (put, del, cas, conditional batches) the owner holds at
+  // most, admitted and not yet answered: waiting for a key, in a batch, in
+  // a write round. Past it a client write is `busy`, nothing written, so a
+  // flood of clients cannot grow a node without bound.
+  std::size_t max_client_writes = 4096;
   std::size_t pull_batch = 256;         // nodes per fetch
   wall_clock_ns clock = system_now_ns;  // the owner fixes absolute deadlines with it
   // A delete's purge comes this long after it; half of it is the long-absence

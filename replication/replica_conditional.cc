@@ -95,6 +95,7 @@ struct batch_request {
   std::vector<batch_op> ops;
   std::optional<stamped_op> record;
   std::shared_ptr<const std::vector<std::string>> keys;  // checked or written, sorted, held
+  admission_ptr in;                                      // the client write's place in the queue
 };
 
 void release_all(self_ptr self, const batch_request& b) {
@@ -247,8 +248,11 @@ caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> client_apply(self
                                                                             std::vector<batch_op> ops,
                                                                             const request_id& rid) {
   if (auto s = check_batch_request(checks, ops); !s) return to_error(s);
+  auto in = admit_client_write(self);
+  if (!in) return to_error(in.error());
   auto rp = self->make_response_promise<bool, std::uint64_t, std::uint32_t, std::uint64_t>();
   auto b = std::make_shared<batch_request>();
+  b->in = std::move(*in);
   std::vector<std::string> keys;
   keys.reserve(checks.size() + ops.size());
   for (const auto& c : checks) keys.push_back(c.key);

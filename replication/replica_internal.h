@@ -104,6 +104,11 @@ struct replica_state {
   std::uint64_t prepared_term = 0;
   // Reads waiting for the next confirm round, and whether one is out.
   std::vector<queued_read> reads;
+  // Client writes admitted and not yet answered (replica_config::
+  // max_client_writes); shared with their tokens, which may outlive the
+  // state when the actor ends with writes in its queues.
+  std::shared_ptr<std::size_t> client_writes = std::make_shared<std::size_t>(0);
+  std::uint64_t client_refused = 0;
   bool confirming = false;
 
   // Failure detection: heartbeats heard from nobody in a row, and how many a
@@ -172,6 +177,21 @@ struct replica_state {
 };
 
 using self_ptr = replica_actor::stateful_pointer<replica_state>;
+
+// A client write admitted into the owner's bounded queue: it is released
+// when the last closure that holds it goes, which is once the write is
+// answered or refused, whichever path that takes.
+struct client_admission {
+  std::shared_ptr<std::size_t> count;
+  client_admission(const client_admission&) = delete;
+  client_admission& operator=(const client_admission&) = delete;
+  explicit client_admission(std::shared_ptr<std::size_t> c) : count(std::move(c)) { ++*count; }
+  ~client_admission() { --*count; }
+};
+using admission_ptr = std::shared_ptr<const client_admission>;
+// A token, or `busy` (transient, nothing written) while max_client_writes
+// are in: a cluster_client takes busy as "ask again" and backs off.
+result<admission_ptr> admit_client_write(self_ptr self);
 
 inline std::shared_ptr<const read_view> view_of(self_ptr self) { return self->state.config.slot->view.load(); }
 

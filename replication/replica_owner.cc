@@ -18,6 +18,18 @@ status not_owner(self_ptr self) {
   return status::busy(fmt::format("node {} does not own this shard{}", st.config.node, hint));
 }
 
+result<admission_ptr> admit_client_write(self_ptr self) {
+  auto& st = self->state;
+  if (*st.client_writes >= st.config.max_client_writes) {
+    ++st.client_refused;
+    return status::make(status_code::busy, status_category::transient,
+                        fmt::format("node {} holds {} client writes not yet on a majority, its limit: nothing was "
+                                    "written",
+                                    st.config.node, *st.client_writes));
+  }
+  return std::make_shared<const client_admission>(st.client_writes);
+}
+
 status away(self_ptr self) {
   return status::busy(
       fmt::format("node {} was away longer than half the tombstone retention: it is catching up from its peers "

@@ -50,10 +50,11 @@ struct cluster {
   std::chrono::milliseconds beat{0};
   std::chrono::nanoseconds retention{1h};  // of tombstones (the long-absence rule's scale)
   std::size_t batches_in_flight = 1;       // replica_config's, for every replica
+  std::size_t max_client_writes = 4096;    // likewise
 
   explicit cluster(std::size_t n, std::chrono::milliseconds heartbeat = 0ms, std::chrono::nanoseconds keep = 1h,
-                   std::size_t in_flight = 1)
-      : beat(heartbeat), retention(keep), batches_in_flight(in_flight) {
+                   std::size_t in_flight = 1, std::size_t client_writes = 4096)
+      : beat(heartbeat), retention(keep), batches_in_flight(in_flight), max_client_writes(client_writes) {
     cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
     sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
@@ -117,6 +118,7 @@ struct cluster {
     c.initial = from_log(payload).value();
     c.request_timeout = 100ms;
     c.batches_in_flight = batches_in_flight;
+    c.max_client_writes = max_client_writes;
     c.pull_batch = 4;
     c.clock = clock();
     c.tombstone_retention = retention;
@@ -508,6 +510,36 @@ TEST_CASE("replica actors: writes still in the owner's batch when it steps down 
   CHECK(c.links[0][1]->passed == before);  // no rwrite went out
   for (std::uint32_t id = 1; id <= 3; ++id)
     for (int i = 0; i < 5; ++i) CHECK_FALSE(c.local(id, fmt::format("b{}", i)).has_value());
+}
+
+TEST_CASE("replica actors: past max_client_writes a client write is refused busy, written nowhere; room comes back") {
+  cluster c(3, 0ms, 1h, 1, 6);
+  REQUIRE(c.elect(1));
+  c.drain();
+  for (int round = 0; round < 2; ++round) {
+    CAPTURE(round);
+    // Only the owner runs: its rounds go out and stay open, so the 6 it
+    // admits are all still in when the other 4 arrive.
+    for (int i = 0; i < 10; ++i)
+      (*c.client)->send(c.node(1).replica, put_atom::value, fmt::format("r{}-{}", round, i), std::string("v"),
+                        std::int64_t{0});
+    run_replica_alone(c, 1);
+    int busy = 0;
+    for (int i = 0; i < 4; ++i)
+      (*c.client)->receive([&](ok_atom) { FAIL("a write was acknowledged before a majority had it"); },
+                           [&](caf::error& e) {
+                             auto st = to_status(e);
+                             CHECK(st.category() == status_category::transient);
+                             CHECK(st.message().find("client writes not yet on a majority") != std::string::npos);
+                             busy += st.code() == status_code::busy ? 1 : 0;
+                           },
+                           caf::after(std::chrono::seconds(1)) >> [] { FAIL("a refusal did not come at once"); });
+    CHECK(busy == 4);
+    // The peers answer: the 6 land, and their places are free again.
+    c.drain();
+    CHECK(c.puts_answered_ok(6) == 6);
+    for (int i = 0; i < 10; ++i) CHECK(c.local(2, fmt::format("r{}-{}", round, i)).has_value() == (i < 6));
+  }
 }
 
 TEST_CASE("replica actors: with one of three down writes still commit; with two down the owner steps down, ambiguous") {
