@@ -12,6 +12,12 @@ bool admission_budget::fits(std::size_t bytes) const noexcept {
   return c_.requests < max_requests_ && c_.bytes + bytes <= max_bytes_;
 }
 
+void admission_budget::take(std::size_t bytes) noexcept {
+  ++c_.admitted;
+  ++c_.requests;
+  c_.bytes += bytes;
+}
+
 bool admission_budget::try_admit(std::size_t bytes) {
   std::lock_guard lk(mu_);
   // Waiters were here first: a caller that never waits does not pass them.
@@ -19,9 +25,7 @@ bool admission_budget::try_admit(std::size_t bytes) {
     ++c_.refused;
     return false;
   }
-  ++c_.admitted;
-  ++c_.requests;
-  c_.bytes += bytes;
+  take(bytes);
   return true;
 }
 
@@ -42,9 +46,7 @@ bool admission_budget::admit(std::size_t bytes, std::optional<std::chrono::stead
       return false;
     }
   }
-  ++c_.admitted;
-  ++c_.requests;
-  c_.bytes += bytes;
+  take(bytes);
   return true;
 }
 

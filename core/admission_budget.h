@@ -44,6 +44,7 @@ class admission_budget {
 
  private:
   bool fits(std::size_t bytes) const noexcept;  // mu_ held
+  void take(std::size_t bytes) noexcept;        // mu_ held, fits
 
   const std::size_t max_bytes_;
   const std::size_t max_requests_;

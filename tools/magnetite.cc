@@ -429,17 +429,6 @@ void stats(database& db, const command_line& c) {
   shard_usage total;
   std::uint64_t restarts = 0;
   admission_stats admitted;
-  for (std::size_t i = 0; i < st.shards.size(); ++i) {
-    const auto& a = st.admission[i];
-    admitted.admitted += a.admitted;
-    admitted.waited += a.waited;
-    admitted.refused += a.refused;
-    admitted.waiting += a.waiting;
-    admitted.requests += a.requests;
-    admitted.bytes += a.bytes;
-    admitted.max_requests += a.max_requests;
-    admitted.max_bytes += a.max_bytes;
-  }
   auto admission_json = [](const admission_stats& a) {
     return fmt::format(
         "{{\"admitted\":{},\"waited\":{},\"refused\":{},\"waiting\":{},\"requests\":{},\"bytes\":{},"
@@ -456,6 +445,15 @@ void stats(database& db, const command_line& c) {
     sum.expired += s.expired;
     sum.replayed_records += s.replayed_records;
     for (std::size_t b = 0; b < group_size_buckets; ++b) sum.group_sizes[b] += s.group_sizes[b];
+    const auto& a = st.admission[i];
+    admitted.admitted += a.admitted;
+    admitted.waited += a.waited;
+    admitted.refused += a.refused;
+    admitted.waiting += a.waiting;
+    admitted.requests += a.requests;
+    admitted.bytes += a.bytes;
+    admitted.max_requests += a.max_requests;
+    admitted.max_bytes += a.max_bytes;
     total.keys += u.keys;
     total.wal_bytes += u.wal_bytes;
     total.node_bytes += u.node_bytes;
