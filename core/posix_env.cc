@@ -29,6 +29,28 @@ status make_private(int fd, const std::string& path, mode_t mode) {
   return status::ok();
 }
 
+// open(2) with EINTR retried; a file it creates is made private_file. With
+// `keep_existing` (and O_CREAT in flags) it creates with O_EXCL first, so
+// that a file that was there already keeps its mode. -1 and errno on error.
+int open_made_private(const std::string& path, int flags, bool keep_existing) {
+  bool creates = (flags & O_CREAT) != 0;
+  int fd;
+  do fd = ::open(path.c_str(), keep_existing && creates ? flags | O_EXCL : flags, private_file);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0 && errno == EEXIST && keep_existing && creates) {
+    creates = false;
+    do fd = ::open(path.c_str(), flags & ~O_CREAT, private_file);
+    while (fd < 0 && errno == EINTR);
+  }
+  if (fd >= 0 && creates && ::fchmod(fd, private_file) != 0) {
+    int err = errno;
+    ::close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
 status from_errno(std::string_view op, const std::string& path, int err) {
   std::string msg = fmt::format("{} {}: {}", op, path, std::strerror(err));
   switch (err) {
@@ -152,21 +174,9 @@ class posix_env final : public env {
         flags |= O_CREAT | O_TRUNC;
         break;
     }
-    // open_or_create tries to create first, so that it knows whether the
-    // file is its own to make private.
-    bool made = mode != open_mode::open_existing;
-    int fd;
-    do fd = ::open(path.c_str(), mode == open_mode::open_or_create ? flags | O_EXCL : flags, private_file);
-    while (fd < 0 && errno == EINTR);
-    if (fd < 0 && errno == EEXIST && mode == open_mode::open_or_create) {
-      made = false;
-      do fd = ::open(path.c_str(), flags & ~O_CREAT, private_file);
-      while (fd < 0 && errno == EINTR);
-    }
+    int fd = open_made_private(path, flags, mode == open_mode::open_or_create);
     if (fd < 0) return from_errno("open", path, errno);
-    auto f = std::unique_ptr<file>(new posix_file(fd, path));
-    if (made) MAGNETITE_TRY(make_private(fd, path, private_file));
-    return f;
+    return std::unique_ptr<file>(new posix_file(fd, path));
   }
 
   status create_dir(const std::string& path) override {
@@ -242,19 +252,8 @@ class posix_env final : public env {
   }
 
   result<std::unique_ptr<file_lock>> lock(const std::string& path) override {
-    bool made = true;
-    int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, private_file);
-    if (fd < 0 && errno == EEXIST) {
-      made = false;
-      fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-    }
+    int fd = open_made_private(path, O_RDWR | O_CREAT | O_CLOEXEC, true);
     if (fd < 0) return from_errno("open lock file", path, errno);
-    if (made) {
-      if (status s = make_private(fd, path, private_file); !s) {
-        ::close(fd);
-        return s;
-      }
-    }
     // flock locks belong to the open file description, so a second open in the
     // same process conflicts too (fcntl locks would not).
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {

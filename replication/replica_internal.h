@@ -108,7 +108,6 @@ struct replica_state {
   // max_client_writes); shared with their tokens, which may outlive the
   // state when the actor ends with writes in its queues.
   std::shared_ptr<std::size_t> client_writes = std::make_shared<std::size_t>(0);
-  std::uint64_t client_refused = 0;
   bool confirming = false;
 
   // Failure detection: heartbeats heard from nobody in a row, and how many a

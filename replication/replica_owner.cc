@@ -21,7 +21,6 @@ status not_owner(self_ptr self) {
 result<admission_ptr> admit_client_write(self_ptr self) {
   auto& st = self->state;
   if (*st.client_writes >= st.config.max_client_writes) {
-    ++st.client_refused;
     return status::make(status_code::busy, status_category::transient,
                         fmt::format("node {} holds {} client writes not yet on a majority, its limit: nothing was "
                                     "written",
