@@ -39,6 +39,9 @@ void configure_system(caf::actor_system_config& cfg) {
   add_message_types(cfg);
   cfg.set("scheduler.policy", caf::atom("sharing"));
   cfg.set("scheduler.max-threads", std::max<std::size_t>(2, std::thread::hardware_concurrency()));
+  // Traffic on every healthy link, so that guarded_network's idle timeout
+  // cuts only a peer that sends nothing at all.
+  cfg.set("middleman.heartbeat-interval", caf::timespan{heartbeat_interval});
 }
 
 core_options core_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys) {
@@ -136,9 +139,14 @@ result<node_actor> connect_to(caf::actor_system& sys, const std::string& host, s
   if (tls && !sys.has_openssl_manager())
     return status::invalid_argument(
         fmt::format("{}:{}: a TLS link needs an actor system with configure_tls", host, port));
+  return connect_via(sys, tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle(), host, port, tls,
+                     timeout);
+}
+
+result<node_actor> connect_via(caf::actor_system& sys, const caf::io::middleman_actor& mm, const std::string& host,
+                               std::uint16_t port, bool tls, std::chrono::milliseconds timeout) {
   // caf::io::remote_actor and caf::openssl::remote_actor wait for the
   // middleman's answer without a limit; asking its actor ourselves bounds it.
-  caf::io::middleman_actor mm = tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
   caf::scoped_actor asker{sys};
   result<node_actor> out = status::failed("no answer");
   asker->request(mm, timeout, caf::connect_atom::value, host, port)
@@ -245,9 +253,10 @@ node::node(node_options options) : options_(std::move(options)) {}
 
 node::~node() {
   auto& sys = options_.db->core().system();
-  // A TLS port too: both middleman actors hand unpublish to the one BASP
-  // broker that owns every listening port (caf::openssl::unpublish of CAF
-  // 0.17.6 does not compile: it sends the port without the actor).
+  // Published through the guarded middleman actor: every middleman actor
+  // hands unpublish to the one BASP broker that owns every listening port
+  // (caf::openssl::unpublish of CAF 0.17.6 does not compile: it sends the
+  // port without the actor).
   if (port_ != 0) (void)sys.middleman().unpublish(published_, port_);
   caf::anon_send_exit(published_, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(watch_, caf::exit_reason::user_shutdown);
@@ -265,6 +274,7 @@ result<std::unique_ptr<node>> node::start(node_options options) {
         "node's port could read and write its data. Put `tls on` in the cluster file (docs/design/replication.md), "
         "or start with --insecure (node_options::insecure) on a network that is itself private",
         options.cluster.name, open->id, open->host));
+  MAGNETITE_TRY(check_limits(options.network));
   if (options.db->shard_count() != options.cluster.shards)
     return status::invalid_argument(fmt::format("the database has {} shards, cluster {} has {}",
                                                 options.db->shard_count(), options.cluster.name,
@@ -292,6 +302,9 @@ result<std::unique_ptr<node>> node::start(node_options options) {
                     "(replication::configure_tls)",
                     options.cluster.name, options.id));
   std::unique_ptr<node> n(new node(std::move(options)));
+  auto network = guarded_network::start(sys, n->options_.cluster.tls, n->options_.network);
+  if (!network) return network.error();
+  n->network_ = std::move(*network);
   caf::scoped_actor asker{sys};
   std::vector<caf::actor> handles;
   for (std::size_t i = 0; i < n->options_.cluster.shards; ++i) {
@@ -327,12 +340,17 @@ result<std::unique_ptr<node>> node::start(node_options options) {
   n->watch_ = sys.spawn(link_watch, n->gone_);
   n->offered_ = std::make_shared<offered_nodes>();
   n->published_ = sys.spawn(node_behavior, n->options_.id, n->options_.cluster.fingerprint(), handles, n->offered_);
-  auto port = n->options_.cluster.tls
-                  ? caf::openssl::publish(n->published_, self_line->port, self_line->host.c_str(), true)
-                  : sys.middleman().publish(n->published_, self_line->port, self_line->host.c_str(), true);
+  // As caf::io::publish does, through the guarded middleman actor.
+  std::optional<std::uint16_t> port;
+  std::string listen_error = "no answer";
+  asker
+      ->request(n->network_->actor(), caf::infinite, caf::publish_atom::value, self_line->port,
+                caf::actor_cast<caf::strong_actor_ptr>(n->published_), sys.message_types(n->published_),
+                self_line->host, true)
+      .receive([&](std::uint16_t p) { port = p; }, [&](caf::error& e) { listen_error = sys.render(e); });
   if (!port)
     return status::io_error(fmt::format("node {} cannot listen on {}:{}: {}", n->options_.id, self_line->host,
-                                        self_line->port, sys.render(port.error())));
+                                        self_line->port, listen_error));
   n->port_ = *port;
   return n;
 }
@@ -372,7 +390,7 @@ bool node::link(const cluster_node& peer) {
     }
   }
   auto remote = offer ? result<node_actor>(caf::actor_cast<node_actor>(offer))
-                      : connect_to(sys, peer.host, peer.port, tls, options_.request_timeout);
+                      : connect_via(sys, network_->actor(), peer.host, peer.port, tls, options_.request_timeout);
   if (!remote) {
     errors_.push_back(fmt::format("node {} at {}:{}: {}", peer.id, peer.host, peer.port, remote.error().message()));
     return false;

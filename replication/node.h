@@ -29,6 +29,7 @@
 
 #include "actors/database_core.h"
 #include "replication/cluster_file.h"
+#include "replication/guarded_network.h"
 #include "replication/replica_actor.h"
 
 namespace magnetite::replication {
@@ -64,7 +65,10 @@ void add_message_types(caf::actor_system_config& cfg);
 // message itself. Measured in docs/benchmarks.md ("Replication at the speed
 // of its disks"). A database with its own system keeps work stealing: its
 // write has one hop, which its workers' spinning (worker_spin_polls) covers.
+// CAF's BASP heartbeat is on (every heartbeat_interval, on links that have
+// shaken hands), for guarded_network's idle timeout.
 void configure_system(caf::actor_system_config& cfg);
+inline constexpr std::chrono::seconds heartbeat_interval{2};
 
 // The database a node of `cluster` opens in dir: the cluster's shard count and
 // tombstone retention (every replica must purge tombstones alike).
@@ -97,9 +101,12 @@ status configure_tls(caf::actor_system_config& cfg, const tls_files& files);
 // then needs configure_tls). Waits at most `timeout`: a peer that accepts the
 // connection but never answers (a TLS node reached without TLS, or the other
 // way round) is an error, not a hang. Clients (node id 0) use it too, then
-// send hello.
+// send hello. Through CAF's own middleman actor; connect_via() through
+// another (a node's guarded_network).
 result<node_actor> connect_to(caf::actor_system& sys, const std::string& host, std::uint16_t port, bool tls,
                               std::chrono::milliseconds timeout);
+result<node_actor> connect_via(caf::actor_system& sys, const caf::io::middleman_actor& via, const std::string& host,
+                               std::uint16_t port, bool tls, std::chrono::milliseconds timeout);
 
 struct node_options {
   std::uint32_t id = 0;
@@ -118,6 +125,9 @@ struct node_options {
   // this is set, by an operator who has put the network itself in order
   // (`magnetite serve --insecure`, which says so on every start).
   bool insecure = false;
+  // What one connection may send and how long it may stay silent
+  // (guarded_network.h); every connection, TLS or not, both directions.
+  connection_limits network;
 };
 
 class node {
@@ -148,6 +158,8 @@ class node {
 
   replica_actor replica(std::size_t shard) const { return replicas_.at(shard); }
   std::uint16_t port() const noexcept { return port_; }
+  // The connections of this node's port and to its peers: refused, cut, open.
+  network_stats network() const { return network_->stats(); }
 
  private:
   explicit node(node_options options);
@@ -157,6 +169,7 @@ class node {
   void tell_replicas_their_peers();
 
   node_options options_;
+  std::shared_ptr<guarded_network> network_;
   std::vector<replica_actor> replicas_;
   node_actor published_;
   std::uint16_t port_ = 0;

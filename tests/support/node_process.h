@@ -24,6 +24,7 @@ struct node_process_options {
   std::chrono::milliseconds heartbeat{0};
   std::chrono::milliseconds request_timeout{3000};
   std::optional<replication::tls_files> tls;
+  replication::connection_limits network;
 };
 
 struct node_process {
@@ -44,6 +45,7 @@ struct node_process {
     no.db = db.get();
     no.request_timeout = o.request_timeout;
     no.heartbeat = o.heartbeat;
+    no.network = o.network;
     n = must(replication::node::start(no));
   }
   ~node_process() {

@@ -1,0 +1,364 @@
+#include "replication/guarded_network.h"
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <set>
+
+#include <caf/detail/socket_guard.hpp>
+#include <caf/io/middleman_actor_impl.hpp>
+#include <caf/io/network/default_multiplexer.hpp>
+#include <caf/io/network/doorman_impl.hpp>
+#include <caf/io/network/stream_impl.hpp>
+#include <caf/openssl/session.hpp>
+#include <caf/policy/tcp.hpp>
+
+#include "replication/frame_guard.h"
+
+namespace magnetite::replication {
+
+status check_limits(const connection_limits& l) {
+  if (l.max_handshake_bytes < 1024)
+    return status::invalid_argument(
+        fmt::format("max_handshake_bytes {} is below 1024: a peer's handshake would not fit", l.max_handshake_bytes));
+  if (l.max_message_bytes < l.max_handshake_bytes)
+    return status::invalid_argument(fmt::format("max_message_bytes {} is below max_handshake_bytes {}",
+                                                l.max_message_bytes, l.max_handshake_bytes));
+  if (l.handshake_timeout.count() <= 0 || l.idle_timeout.count() <= 0)
+    return status::invalid_argument("handshake_timeout and idle_timeout must be positive");
+  if (l.max_pending_connections == 0) return status::invalid_argument("max_pending_connections must be at least 1");
+  return status::ok();
+}
+
+namespace {
+
+using clock = std::chrono::steady_clock;
+using caf::io::network::native_socket;
+using caf::io::network::rw_state;
+using sweep_atom = caf::atom_constant<caf::atom("sweep")>;
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+// Every guarded connection of one network, for the sweep and the counts.
+class connection_watch {
+ public:
+  struct entry {
+    native_socket fd;
+    bool accepted;
+    std::int64_t opened_ns;
+    std::atomic<std::int64_t> heard_ns;
+    std::atomic<bool> shook{false};
+    bool cut = false;  // shut down by the sweep (under the watch's lock)
+  };
+
+  explicit connection_watch(connection_limits limits) : limits_(limits) {}
+  const connection_limits& limits() const { return limits_; }
+
+  // Whether an accepted connection may be taken: fewer than the limit have
+  // not shaken hands. Counts it either way.
+  bool admit() {
+    std::lock_guard<std::mutex> lock(m_);
+    ++accepted_;
+    if (pending_locked() >= limits_.max_pending_connections) {
+      ++refused_pending_;
+      return false;
+    }
+    return true;
+  }
+
+  entry* add(native_socket fd, bool accepted) {
+    auto e = std::make_unique<entry>();
+    e->fd = fd;
+    e->accepted = accepted;
+    e->opened_ns = now_ns();
+    e->heard_ns = e->opened_ns;
+    std::lock_guard<std::mutex> lock(m_);
+    return entries_.insert(std::move(e)).first->get();
+  }
+
+  // Before the socket is closed (see the header).
+  void remove(entry* e) {
+    std::lock_guard<std::mutex> lock(m_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->get() == e) {
+        entries_.erase(it);
+        return;
+      }
+  }
+
+  void refused(const std::string& why) {
+    std::lock_guard<std::mutex> lock(m_);
+    ++refused_frames_;
+    last_refusal_ = why;
+  }
+
+  void sweep() {
+    auto now = now_ns();
+    auto over = [now](std::int64_t since, std::chrono::milliseconds limit) {
+      return now - since > std::chrono::duration_cast<std::chrono::nanoseconds>(limit).count();
+    };
+    std::lock_guard<std::mutex> lock(m_);
+    for (auto& e : entries_) {
+      if (e->cut) continue;
+      if (!e->shook.load(std::memory_order_relaxed) && over(e->opened_ns, limits_.handshake_timeout)) {
+        ++timed_out_;
+      } else if (over(e->heard_ns.load(std::memory_order_relaxed), limits_.idle_timeout)) {
+        ++idle_;
+      } else {
+        continue;
+      }
+      e->cut = true;
+      ::shutdown(e->fd, SHUT_RDWR);
+    }
+  }
+
+  network_stats stats() const {
+    std::lock_guard<std::mutex> lock(m_);
+    network_stats s;
+    s.accepted = accepted_;
+    s.refused_pending = refused_pending_;
+    s.refused_frames = refused_frames_;
+    s.timed_out = timed_out_;
+    s.idle = idle_;
+    s.open = entries_.size();
+    s.pending = pending_locked();
+    s.last_refusal = last_refusal_;
+    return s;
+  }
+
+ private:
+  std::size_t pending_locked() const {
+    std::size_t n = 0;
+    for (auto& e : entries_) n += e->accepted && !e->cut && !e->shook.load(std::memory_order_relaxed);
+    return n;
+  }
+
+  const connection_limits limits_;
+  mutable std::mutex m_;
+  std::set<std::unique_ptr<entry>> entries_;
+  std::uint64_t accepted_ = 0, refused_pending_ = 0, refused_frames_ = 0, timed_out_ = 0, idle_ = 0;
+  std::string last_refusal_;
+};
+
+namespace {
+
+// The transports under the guard: CAF's plain TCP, or an OpenSSL session of
+// CAF's module (what its own scribes use).
+struct plain_transport {
+  rw_state read_some(size_t& n, native_socket fd, void* buf, size_t len) {
+    return caf::policy::tcp::read_some(n, fd, buf, len);
+  }
+  rw_state write_some(size_t& n, native_socket fd, const void* buf, size_t len) {
+    return caf::policy::tcp::write_some(n, fd, buf, len);
+  }
+  bool must_read_more(native_socket, size_t) { return false; }
+};
+
+struct tls_transport {
+  caf::openssl::session_ptr session;
+  rw_state read_some(size_t& n, native_socket fd, void* buf, size_t len) { return session->read_some(n, fd, buf, len); }
+  rw_state write_some(size_t& n, native_socket fd, const void* buf, size_t len) {
+    return session->write_some(n, fd, buf, len);
+  }
+  bool must_read_more(native_socket fd, size_t threshold) { return session->must_read_more(fd, threshold); }
+};
+
+// The stream policy: the transport's bytes, judged before CAF sees them.
+template <class Transport>
+class guarded_policy {
+ public:
+  guarded_policy(Transport t, std::shared_ptr<connection_watch> watch, native_socket fd, bool accepted)
+      : transport_(std::move(t)),
+        watch_(std::move(watch)),
+        entry_(watch_->add(fd, accepted)),
+        guard_(accepted ? frame_guard::side::accepted : frame_guard::side::connected,
+               watch_->limits().max_handshake_bytes, watch_->limits().max_message_bytes) {}
+  ~guarded_policy() { watch_->remove(entry_); }
+  guarded_policy(const guarded_policy&) = delete;
+  guarded_policy& operator=(const guarded_policy&) = delete;
+
+  rw_state read_some(size_t& n, native_socket fd, void* buf, size_t len) {
+    rw_state s = transport_.read_some(n, fd, buf, len);
+    if (s != rw_state::success || n == 0) return s;
+    entry_->heard_ns.store(now_ns(), std::memory_order_relaxed);
+    if (!guard_.take({static_cast<const std::uint8_t*>(buf), n})) {
+      watch_->refused(guard_.refusal());
+      n = 0;
+      return rw_state::failure;
+    }
+    if (guard_.shook()) entry_->shook.store(true, std::memory_order_relaxed);
+    return s;
+  }
+  rw_state write_some(size_t& n, native_socket fd, const void* buf, size_t len) {
+    return transport_.write_some(n, fd, buf, len);
+  }
+  bool must_read_more(native_socket fd, size_t threshold) { return transport_.must_read_more(fd, threshold); }
+
+ private:
+  Transport transport_;
+  std::shared_ptr<connection_watch> watch_;
+  connection_watch::entry* entry_;
+  frame_guard guard_;
+};
+
+// A scribe (CAF's connection object) over a guarded stream; as CAF's own
+// scribe_impl, and its OpenSSL module's, are.
+template <class Transport>
+class guarded_scribe : public caf::io::scribe {
+ public:
+  guarded_scribe(caf::io::network::default_multiplexer& mpx, native_socket fd, Transport t,
+                 std::shared_ptr<connection_watch> watch, bool accepted)
+      : caf::io::scribe(caf::io::network::conn_hdl_from_socket(fd)),
+        stream_(mpx, fd, std::move(t), std::move(watch), fd, accepted) {}
+
+  void configure_read(caf::io::receive_policy::config config) override {
+    stream_.configure_read(config);
+    if (!launched_) launch();
+  }
+  void ack_writes(bool enable) override { stream_.ack_writes(enable); }
+  std::vector<char>& wr_buf() override { return stream_.wr_buf(); }
+  std::vector<char>& rd_buf() override { return stream_.rd_buf(); }
+  void graceful_shutdown() override {
+    stream_.graceful_shutdown();
+    detach(&stream_.backend(), false);
+  }
+  void flush() override { stream_.flush(this); }
+  std::string addr() const override {
+    auto x = caf::io::network::remote_addr_of_fd(stream_.fd());
+    return x ? *x : std::string();
+  }
+  uint16_t port() const override {
+    auto x = caf::io::network::remote_port_of_fd(stream_.fd());
+    return x ? *x : 0;
+  }
+  void add_to_loop() override { stream_.activate(this); }
+  void remove_from_loop() override { stream_.passivate(); }
+
+ private:
+  void launch() {
+    launched_ = true;
+    stream_.start(this);
+    // TLS may still have to finish SSL_accept / SSL_connect, which needs a
+    // write event even with nothing to write (as CAF's OpenSSL scribe does).
+    if constexpr (std::is_same_v<Transport, tls_transport>) stream_.force_empty_write(this);
+  }
+
+  bool launched_ = false;
+  caf::io::network::stream_impl<guarded_policy<Transport>> stream_;
+};
+
+caf::io::network::default_multiplexer& backend_of(caf::actor_system& sys) {
+  return static_cast<caf::io::network::default_multiplexer&>(sys.middleman().backend());
+}
+
+// A scribe for fd, or nullptr when TLS cannot make a session for it.
+caf::io::scribe_ptr make_scribe(caf::actor_system& sys, native_socket fd, bool accepted, bool tls,
+                                const std::shared_ptr<connection_watch>& watch) {
+  auto& mpx = backend_of(sys);
+  (void)caf::io::network::keepalive(fd, true);
+  if (!tls) return caf::make_counted<guarded_scribe<plain_transport>>(mpx, fd, plain_transport{}, watch, accepted);
+  auto session = caf::openssl::make_session(sys, fd, accepted);
+  if (!session) return nullptr;
+  return caf::make_counted<guarded_scribe<tls_transport>>(mpx, fd, tls_transport{std::move(session)}, watch, accepted);
+}
+
+class guarded_doorman : public caf::io::network::doorman_impl {
+ public:
+  guarded_doorman(caf::io::network::default_multiplexer& mpx, native_socket fd, bool tls,
+                  std::shared_ptr<connection_watch> watch)
+      : caf::io::network::doorman_impl(mpx, fd), tls_(tls), watch_(std::move(watch)) {}
+
+  bool new_connection() override {
+    if (detached()) return false;  // as CAF's: the broker let go of us already
+    auto& mpx = acceptor_.backend();
+    native_socket fd = acceptor_.accepted_socket();
+    caf::detail::socket_guard closed_unless_taken{fd};
+    if (!watch_->admit()) return false;
+    caf::io::network::nonblocking(fd, true);
+    auto scribe = make_scribe(parent()->system(), fd, true, tls_, watch_);
+    if (!scribe) return false;
+    closed_unless_taken.release();
+    auto hdl = scribe->hdl();
+    parent()->add_scribe(std::move(scribe));
+    return doorman::new_connection(&mpx, hdl);
+  }
+
+ private:
+  bool tls_;
+  std::shared_ptr<connection_watch> watch_;
+};
+
+class guarded_middleman_actor : public caf::io::middleman_actor_impl {
+ public:
+  guarded_middleman_actor(caf::actor_config& cfg, caf::actor broker, bool tls, std::shared_ptr<connection_watch> watch)
+      : caf::io::middleman_actor_impl(cfg, std::move(broker)), tls_(tls), watch_(std::move(watch)) {}
+
+  const char* name() const override { return "magnetite::guarded_middleman_actor"; }
+
+ protected:
+  caf::expected<caf::io::scribe_ptr> connect(const std::string& host, uint16_t port) override {
+    auto fd = caf::io::network::new_tcp_connection(host, port);
+    if (!fd) return std::move(fd.error());
+    caf::detail::socket_guard closed_unless_taken{*fd};
+    caf::io::network::nonblocking(*fd, true);
+    auto scribe = make_scribe(system(), *fd, false, tls_, watch_);
+    if (!scribe) return caf::make_error(caf::sec::cannot_connect_to_node);
+    closed_unless_taken.release();
+    return scribe;
+  }
+
+  caf::expected<caf::io::doorman_ptr> open(uint16_t port, const char* addr, bool reuse) override {
+    auto fd = caf::io::network::new_tcp_acceptor_impl(port, addr, reuse);
+    if (!fd) return std::move(fd.error());
+    return caf::make_counted<guarded_doorman>(backend_of(system()), *fd, tls_, watch_);
+  }
+
+ private:
+  bool tls_;
+  std::shared_ptr<connection_watch> watch_;
+};
+
+caf::behavior sweeper(caf::event_based_actor* self, std::shared_ptr<connection_watch> watch) {
+  auto& l = watch->limits();
+  // A quarter of the shorter limit: a connection is cut at most 25% late.
+  auto period = std::clamp(std::min(l.handshake_timeout, l.idle_timeout) / 4, std::chrono::milliseconds(10),
+                           std::chrono::milliseconds(1000));
+  self->send(self, sweep_atom::value);
+  return {
+      [self, watch, period](sweep_atom) {
+        watch->sweep();
+        self->delayed_send(self, period, sweep_atom::value);
+      },
+  };
+}
+
+}  // namespace
+
+result<std::shared_ptr<guarded_network>> guarded_network::start(caf::actor_system& sys, bool tls,
+                                                                const connection_limits& limits) {
+  MAGNETITE_TRY(check_limits(limits));
+  if (tls && !sys.has_openssl_manager())
+    return status::invalid_argument("a guarded TLS network needs an actor system with configure_tls");
+  std::shared_ptr<guarded_network> n(new guarded_network());
+  n->watch_ = std::make_shared<connection_watch>(limits);
+  auto broker = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  n->middleman_ = sys.spawn<guarded_middleman_actor, caf::hidden>(broker, tls, n->watch_);
+  n->sweeper_ = sys.spawn<caf::hidden>(sweeper, n->watch_);
+  return n;
+}
+
+guarded_network::~guarded_network() {
+  // CAF's middleman actors ignore exit messages but `kill`.
+  caf::anon_send_exit(middleman_, caf::exit_reason::kill);
+  caf::anon_send_exit(sweeper_, caf::exit_reason::kill);
+}
+
+network_stats guarded_network::stats() const { return watch_->stats(); }
+
+}  // namespace magnetite::replication

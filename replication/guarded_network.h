@@ -1,0 +1,88 @@
+// guarded_network: the door of a node's port (docs/design/replication.md, 8).
+//
+// CAF's own network layer (the io middleman, or its OpenSSL module for a
+// cluster with `tls on`), with two things of ours on every connection:
+//   - a frame_guard on the bytes it delivers (plain text, or what TLS
+//     decrypted): no header that claims more than the limit, none but the
+//     handshake first; the connection is closed at the header it refuses,
+//     before CAF's BASP broker reads it;
+//   - a connection_watch: a connection that has not shaken hands within
+//     handshake_timeout, or has sent nothing for idle_timeout, is shut down;
+//     past max_pending_connections accepted connections that have not
+//     shaken hands, a new one is closed as it is accepted.
+// A node publishes its actor and connects to its peers through actor(), the
+// middleman actor this makes; CAF's default one (sys.middleman()) stays as
+// it was, unguarded, for whatever else the host does with the system.
+//
+// Idle detection needs traffic on healthy links: configure_system() turns on
+// CAF's heartbeat (every 2 s, both ways, once a link has shaken hands), so
+// only a peer that sends nothing at all reaches idle_timeout.
+//
+// Shutting a connection down from the sweep is ::shutdown() on its socket:
+// the network thread then reads end-of-file and CAF closes the connection
+// the usual way. The watch holds a connection's entry, under its lock, until
+// the stream that owns the socket is destroyed, before the socket is closed,
+// so a sweep never touches a descriptor the kernel has given to another.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/caf_headers.h"  // before any other CAF header
+#include "core/status.h"
+
+namespace magnetite::replication {
+
+struct connection_limits {
+  // The largest payload a frame may claim before the peer's handshake (BASP's
+  // handshakes carry a node id, application ids and an interface: a few
+  // hundred bytes) and after it. After: at least the largest message a node
+  // or client sends (a client's batch of limits::max_batch_bytes, or a
+  // replication batch with the largest value on top).
+  std::uint32_t max_handshake_bytes = 16 << 10;
+  std::uint32_t max_message_bytes = 96 << 20;
+  std::chrono::milliseconds handshake_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::size_t max_pending_connections = 64;
+};
+
+// Limits a node can run with, or an error that names the one that is not.
+status check_limits(const connection_limits& limits);
+
+struct network_stats {
+  std::uint64_t accepted = 0;         // connections taken in (refused ones included)
+  std::uint64_t refused_pending = 0;  // closed on accept: too many had not shaken hands
+  std::uint64_t refused_frames = 0;   // closed at a frame the guard refused
+  std::uint64_t timed_out = 0;        // no handshake within handshake_timeout
+  std::uint64_t idle = 0;             // nothing received for idle_timeout
+  std::uint64_t open = 0;             // guarded connections now, both directions
+  std::uint64_t pending = 0;          // of them accepted and not shaken hands
+  std::string last_refusal;           // the guard's reason, for the log and tests
+};
+
+class connection_watch;
+
+class guarded_network {
+ public:
+  // A guarded middleman actor on sys, over TLS when `tls` (the system then
+  // needs replication::configure_tls), and its sweep.
+  static result<std::shared_ptr<guarded_network>> start(caf::actor_system& sys, bool tls,
+                                                        const connection_limits& limits);
+  ~guarded_network();
+  guarded_network(const guarded_network&) = delete;
+  guarded_network& operator=(const guarded_network&) = delete;
+
+  // Publish (publish_atom) and connect (connect_atom) through this.
+  const caf::io::middleman_actor& actor() const { return middleman_; }
+  network_stats stats() const;
+
+ private:
+  guarded_network() = default;
+  std::shared_ptr<connection_watch> watch_;
+  caf::io::middleman_actor middleman_;
+  caf::actor sweeper_;
+};
+
+}  // namespace magnetite::replication

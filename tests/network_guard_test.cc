@@ -1,0 +1,396 @@
+// What a stranger can do to a node's port (replication/frame_guard.h,
+// replication/guarded_network.h): the guard's judgement of a byte stream,
+// pinned to the installed CAF's BASP header; then raw TCP sockets on
+// loopback against a real node, which sends garbage, huge lengths, empty
+// handshakes, nothing at all, or too many connections at once, while the
+// test checks that each connection is cut, that the node's memory did not
+// grow with what the stranger claimed, and that the node still serves.
+#include <doctest/doctest.h>
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "actors/caf_headers.h"  // before any other CAF header
+
+#include <caf/io/basp/header.hpp>
+
+#include "replication/frame_guard.h"
+#include "replication/node.h"
+#include "tests/support/node_process.h"
+#include "tests/support/poll.h"
+#include "tests/support/temp_dir.h"
+
+using namespace magnetite;
+using namespace magnetite::replication;
+using magnetite::testing::must;
+
+namespace {
+
+using bytes = std::vector<std::uint8_t>;
+
+// A BASP header as CAF 0.17 writes it (frame_guard.h); the first case checks
+// this against CAF's own serializer.
+bytes basp_header(std::uint8_t op, std::uint32_t length, std::uint64_t op_data = 0, std::uint64_t source = 0,
+                  std::uint64_t dest = 0, std::uint8_t flags = 0) {
+  bytes out{op, 0, 0, flags};
+  auto put = [&out](std::uint64_t x, int n) {
+    for (int i = n - 1; i >= 0; --i) out.push_back(static_cast<std::uint8_t>(x >> (8 * i)));
+  };
+  put(length, 4);
+  put(op_data, 8);
+  put(source, 8);
+  put(dest, 8);
+  return out;
+}
+
+bytes operator+(bytes a, const bytes& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+constexpr std::uint8_t direct = 2, heartbeat = 6;
+
+frame_guard accepted_guard(std::uint32_t before = 1024, std::uint32_t after = 1 << 20) {
+  return frame_guard(frame_guard::side::accepted, before, after);
+}
+
+}  // namespace
+
+TEST_CASE("frame_guard: the header layout is the installed CAF's") {
+  caf::io::basp::header h{caf::io::basp::message_type::direct_message, 0x02, 0x01020304, 0x1122334455667788, 7, 9};
+  std::vector<char> written;
+  caf::binary_serializer sink{nullptr, written};
+  REQUIRE(!sink(h));
+  REQUIRE(written.size() == frame_guard::header_bytes);
+  REQUIRE(written.size() == caf::io::basp::header_size);
+  auto ours = basp_header(direct, 0x01020304, 0x1122334455667788, 7, 9, 0x02);
+  CHECK(bytes(written.begin(), written.end()) == ours);
+  // And the guard reads the length where CAF put it: a limit one below it refuses.
+  auto hs = basp_header(frame_guard::client_handshake, 16) + bytes(16, 0);
+  auto g = frame_guard(frame_guard::side::accepted, 64, 0x01020303);
+  REQUIRE(g.take(hs));
+  CHECK_FALSE(g.take(ours));
+  CHECK(g.refusal().find("16909060 bytes") != std::string::npos);  // 0x01020304
+}
+
+TEST_CASE("frame_guard: nothing but the peer's handshake first, and it must carry a payload") {
+  SUBCASE("a direct message before the handshake") {
+    auto g = accepted_guard();
+    CHECK_FALSE(g.take(basp_header(direct, 8, 0, 0, 1)));
+    CHECK(g.refusal() == "a direct message before its client handshake");
+  }
+  SUBCASE("a heartbeat before the handshake") {
+    auto g = accepted_guard();
+    CHECK_FALSE(g.take(basp_header(heartbeat, 0)));
+  }
+  SUBCASE("the wrong handshake for our side") {
+    auto accepted = accepted_guard();
+    CHECK_FALSE(accepted.take(basp_header(frame_guard::server_handshake, 8, 1)));
+    frame_guard connected(frame_guard::side::connected, 1024, 1 << 20);
+    CHECK_FALSE(connected.take(basp_header(frame_guard::client_handshake, 8)));
+    frame_guard connected2(frame_guard::side::connected, 1024, 1 << 20);
+    CHECK(connected2.take(basp_header(frame_guard::server_handshake, 8, 1) + bytes(8, 0)));
+    CHECK(connected2.shook());
+  }
+  SUBCASE("an empty handshake") {
+    auto g = accepted_guard();
+    CHECK_FALSE(g.take(basp_header(frame_guard::client_handshake, 0)));
+    CHECK(g.refusal().find("without a payload") != std::string::npos);
+  }
+  SUBCASE("an operation BASP does not have") {
+    auto g = accepted_guard();
+    CHECK_FALSE(g.take(basp_header(7, 0)));
+    auto h = accepted_guard();
+    CHECK_FALSE(h.take(basp_header(0xff, 0)));
+    CHECK(h.refusal() == "a frame of unknown operation 0xff");
+  }
+}
+
+TEST_CASE("frame_guard: the limits before and after the handshake, at the byte") {
+  auto g = accepted_guard(100, 1000);
+  CHECK_FALSE(accepted_guard(100, 1000).take(basp_header(frame_guard::client_handshake, 101)));
+  REQUIRE(g.take(basp_header(frame_guard::client_handshake, 100)));
+  CHECK_FALSE(g.shook());  // its payload has not come yet
+  REQUIRE(g.take(bytes(99, 0)));
+  CHECK_FALSE(g.shook());
+  REQUIRE(g.take(bytes(1, 0)));
+  CHECK(g.shook());
+  // After it: up to 1000, heartbeats, a second handshake (CAF repeats it).
+  CHECK(g.take(basp_header(direct, 1000, 0, 0, 1) + bytes(1000, 0x5a)));
+  CHECK(g.take(basp_header(heartbeat, 0)));
+  CHECK(g.take(basp_header(frame_guard::client_handshake, 20, 0, 0, 0, 0x02) + bytes(20, 0)));
+  CHECK(g.frames() == 4);
+  CHECK_FALSE(g.take(basp_header(direct, 1001, 0, 0, 1)));
+  CHECK(g.refusal().find("over the 1000 allowed after the handshake") != std::string::npos);
+  // Refused is final, whatever comes next.
+  CHECK_FALSE(g.take(basp_header(heartbeat, 0)));
+  CHECK(g.frames() == 4);
+}
+
+TEST_CASE("frame_guard: pieces of any size are judged as the whole") {
+  // A valid stream, then a header the guard must refuse at its last byte.
+  auto stream = basp_header(frame_guard::client_handshake, 40) + bytes(40, 1) + basp_header(direct, 500, 0, 0, 3) +
+                bytes(500, 2) + basp_header(heartbeat, 0);
+  auto bad = basp_header(direct, 5000, 0, 0, 3);
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    auto g = accepted_guard(64, 4096);
+    std::size_t at = 0;
+    while (at < stream.size()) {
+      std::size_t n = std::min<std::size_t>(stream.size() - at, 1 + rng() % 70);
+      REQUIRE(g.take({stream.data() + at, n}));
+      at += n;
+    }
+    CHECK(g.frames() == 3);
+    // The refusal comes with the piece that completes the bad header, not before.
+    std::size_t split = rng() % frame_guard::header_bytes;
+    CHECK(g.take({bad.data(), split}));
+    CHECK_FALSE(g.take({bad.data() + split, bad.size() - split}));
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Raw sockets against a node.
+
+namespace {
+
+std::uint16_t guard_base_port() { return static_cast<std::uint16_t>(24000 + (::getpid() % 400) * 10); }
+
+int dial(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  return fd;
+}
+
+void send_all(int fd, const bytes& b) {
+  std::size_t at = 0;
+  while (at < b.size()) {
+    auto n = ::send(fd, b.data() + at, b.size() - at, MSG_NOSIGNAL);
+    if (n <= 0) return;  // the node may cut us while we send: what follows checks that
+    at += static_cast<std::size_t>(n);
+  }
+}
+
+// Whether the node closed the connection within `limit` (what it sent
+// before, its handshake and heartbeats, is read and dropped).
+bool closed_within(int fd, std::chrono::milliseconds limit) {
+  auto until = std::chrono::steady_clock::now() + limit;
+  char buf[4096];
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    auto n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return true;
+  }
+}
+
+struct rss {
+  // Resets the peak (VmHWM) to what is resident now.
+  static void reset_peak() { std::ofstream("/proc/self/clear_refs") << "5"; }
+  static std::uint64_t kib(const char* field) {
+    std::ifstream in("/proc/self/status");
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind(field, 0) == 0) return std::stoull(line.substr(std::strlen(field)));
+    return 0;
+  }
+};
+
+// A client handshake's payload: the node id of another actor system, as
+// CAF serializes it.
+bytes client_handshake_payload(caf::actor_system& other) {
+  std::vector<char> out;
+  caf::binary_serializer sink{other, out};
+  REQUIRE(!sink(other.node()));
+  return bytes(out.begin(), out.end());
+}
+
+struct guarded_node {
+  testing::temp_dir dir{"guard"};
+  std::uint16_t port;
+  cluster_file cluster;
+  std::unique_ptr<testing::node_process> p;
+  guarded_node(std::uint16_t port_, const connection_limits& limits)
+      : port(port_),
+        cluster(must(cluster_file::parse(fmt::format("cluster guard\nshards 1\nnode 1 127.0.0.1 {}\n", port_)))) {
+    testing::node_process_options o;
+    o.network = limits;
+    p = std::make_unique<testing::node_process>(dir / "node1", cluster, 1, o);
+  }
+  // A real client gets the node's replicas; its write of `value_bytes` lands.
+  status put_as_client(std::size_t value_bytes, std::chrono::seconds timeout = std::chrono::seconds(10)) {
+    caf::actor_system_config cfg;
+    configure_system(cfg);
+    caf::actor_system sys{cfg};
+    auto remote = connect_to(sys, "127.0.0.1", port, false, std::chrono::seconds(10));
+    REQUIRE_MESSAGE(remote.is_ok(), remote.error().message());
+    caf::scoped_actor asker{sys};
+    std::vector<caf::actor> replicas;
+    asker
+        ->request(*remote, std::chrono::seconds(10), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
+                  protocol_version)
+        .receive([&](const std::vector<caf::actor>& r) { replicas = r; },
+                 [&](caf::error& e) { FAIL(to_status(e).message()); });
+    REQUIRE(replicas.size() == 1);
+    bool owns = false;
+    asker->request(caf::actor_cast<replica_actor>(replicas[0]), std::chrono::seconds(10), elect_atom::value)
+        .receive([&](bool b) { owns = b; }, [&](caf::error& e) { FAIL(to_status(e).message()); });
+    REQUIRE(owns);
+    status out = status::failed("no answer");
+    asker
+        ->request(caf::actor_cast<replica_actor>(replicas[0]), timeout, put_atom::value, std::string("after"),
+                  std::string(value_bytes, 'v'), std::int64_t{0})
+        .receive([&](ok_atom) { out = status::ok(); }, [&](caf::error& e) { out = to_status(e); });
+    return out;
+  }
+  void still_serves() { CHECK(put_as_client(16).is_ok()); }
+};
+
+}  // namespace
+
+TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; memory stays flat") {
+  connection_limits limits;  // the defaults
+  guarded_node node(guard_base_port(), limits);
+  caf::actor_system_config other_cfg;
+  configure_system(other_cfg);
+  caf::actor_system other{other_cfg};
+  auto handshake = basp_header(frame_guard::client_handshake, 0) + client_handshake_payload(other);
+  auto payload_len = static_cast<std::uint32_t>(handshake.size() - frame_guard::header_bytes);
+  handshake[4] = static_cast<std::uint8_t>(payload_len >> 24),
+  handshake[5] = static_cast<std::uint8_t>(payload_len >> 16);
+  handshake[6] = static_cast<std::uint8_t>(payload_len >> 8), handshake[7] = static_cast<std::uint8_t>(payload_len);
+
+  std::mt19937 rng(11);
+  bytes garbage(4096);
+  for (auto& b : garbage) b = static_cast<std::uint8_t>(rng());
+  garbage[0] = 0x99;  // not an operation: the first header is refused whatever the rest
+  struct attack {
+    const char* what;
+    bytes sent;
+    const char* reason;  // in last_refusal
+  };
+  const std::uint32_t huge = 0xfffffff0;
+  std::vector<attack> attacks = {
+      {"garbage", garbage, "unknown operation"},
+      {"a 4 GiB handshake", basp_header(frame_guard::client_handshake, huge), "before the handshake"},
+      {"an empty handshake", basp_header(frame_guard::client_handshake, 0), "without a payload"},
+      {"a message to actor 1 without a handshake", basp_header(direct, 64, 0, 0, 1) + bytes(64, 0),
+       "before its client handshake"},
+      {"a 4 GiB message after a handshake", handshake + basp_header(direct, huge, 0, 0, 1), "after the handshake"},
+      {"a message over the limit after a handshake",
+       handshake + basp_header(direct, limits.max_message_bytes + 1, 0, 0, 1), "after the handshake"},
+  };
+  rss::reset_peak();
+  auto before = rss::kib("VmRSS:");
+  std::uint64_t refused = 0;
+  for (const auto& a : attacks) {
+    CAPTURE(a.what);
+    int fd = dial(node.port);
+    send_all(fd, a.sent);
+    CHECK(closed_within(fd, std::chrono::seconds(10)));
+    ::close(fd);
+    auto s = node.p->n->network();
+    CHECK(s.refused_frames == ++refused);
+    CHECK(s.last_refusal.find(a.reason) != std::string::npos);
+  }
+  // Each claim of 4 GiB cost nothing: CAF never read those headers.
+  auto peak = rss::kib("VmHWM:");
+  CHECK(peak < before + 64 * 1024);
+  node.still_serves();
+}
+
+TEST_CASE("network guard: silent connections are cut; past the pending limit a new one is closed at once") {
+  connection_limits limits;
+  // Idle longer than the handshake's limit: a silent stranger is cut as one
+  // that never shook hands, the quiet peer below as idle.
+  limits.handshake_timeout = std::chrono::seconds(3);
+  limits.idle_timeout = std::chrono::seconds(4);
+  limits.max_pending_connections = 3;
+  guarded_node node(guard_base_port() + 1, limits);
+  auto wait_for = [&](auto pred) {
+    return testing::poll_until([&] { return pred(node.p->n->network()); }, std::chrono::seconds(10));
+  };
+  std::vector<int> silent;
+  for (int i = 0; i < 3; ++i) silent.push_back(dial(node.port));
+  REQUIRE(wait_for([](const network_stats& s) { return s.pending == 3; }));
+  auto opened = std::chrono::steady_clock::now();
+  int fourth = dial(node.port);
+  CHECK(closed_within(fourth, std::chrono::seconds(10)));
+  ::close(fourth);
+  auto s = node.p->n->network();
+  CHECK(s.refused_pending == 1);
+  CHECK(s.accepted == 4);
+  // Closed at accept, not at the timeout: the three are still open.
+  if (std::chrono::steady_clock::now() - opened < limits.handshake_timeout) {
+    for (int fd : silent) CHECK_FALSE(closed_within(fd, std::chrono::milliseconds(0)));
+  }
+  // Then no handshake in time cuts each, and the node serves on.
+  for (int fd : silent) {
+    CHECK(closed_within(fd, std::chrono::seconds(10)));
+    ::close(fd);
+  }
+  CHECK(wait_for([](const network_stats& s) { return s.timed_out == 3 && s.pending == 0; }));
+  node.still_serves();
+
+  // A peer that shook hands and then sends nothing is cut at the idle timeout.
+  caf::actor_system_config other_cfg;
+  configure_system(other_cfg);
+  caf::actor_system other{other_cfg};
+  auto payload = client_handshake_payload(other);
+  int quiet = dial(node.port);
+  send_all(quiet, basp_header(frame_guard::client_handshake, static_cast<std::uint32_t>(payload.size())) + payload);
+  CHECK(closed_within(quiet, std::chrono::seconds(10)));
+  ::close(quiet);
+  CHECK(wait_for([](const network_stats& s) { return s.idle >= 1; }));
+  CHECK(node.p->n->network().refused_frames == 0);
+}
+
+TEST_CASE("network guard: a real client's message over max_message_bytes is cut, and the node serves on") {
+  connection_limits limits;
+  limits.max_message_bytes = 64 << 10;
+  guarded_node node(guard_base_port() + 2, limits);
+  CHECK(node.put_as_client(60 << 10).is_ok());
+  CHECK_FALSE(node.put_as_client(100 << 10, std::chrono::seconds(2)).is_ok());  // no answer: the link was cut
+  auto s = node.p->n->network();
+  CHECK(s.refused_frames == 1);
+  CHECK(s.last_refusal.find("over the 65536 allowed after the handshake") != std::string::npos);
+  node.still_serves();
+}
+
+TEST_CASE("network guard: limits a node cannot run with are refused at start") {
+  testing::temp_dir dir("guard-limits");
+  auto cluster =
+      must(cluster_file::parse(fmt::format("cluster guard\nshards 1\nnode 1 127.0.0.1 {}\n", guard_base_port() + 3)));
+  caf::actor_system_config cfg;
+  configure_system(cfg);
+  caf::actor_system sys{cfg};
+  auto db = must(open_database(core_options_for(cluster, dir / "n", sys)));
+  auto with = [&](auto change) {
+    node_options o;
+    o.id = 1;
+    o.cluster = cluster;
+    o.db = db.get();
+    change(o.network);
+    return node::start(o);
+  };
+  auto small = with([](connection_limits& l) { l.max_handshake_bytes = 100; });
+  REQUIRE_FALSE(small.is_ok());
+  CHECK(small.error().message().find("max_handshake_bytes 100") != std::string::npos);
+  CHECK_FALSE(with([](connection_limits& l) { l.max_message_bytes = 2000; }).is_ok());
+  CHECK_FALSE(with([](connection_limits& l) { l.idle_timeout = std::chrono::milliseconds(0); }).is_ok());
+  CHECK_FALSE(with([](connection_limits& l) { l.max_pending_connections = 0; }).is_ok());
+  CHECK(with([](connection_limits&) {}).is_ok());
+}
