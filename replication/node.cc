@@ -431,6 +431,8 @@ bool node::link(const cluster_node& peer) {
 
 // Every local replica learns the replicas of its shard on the linked nodes.
 void node::tell_replicas_their_peers() {
+  // From an actor of this system: a replica ignores `peers` from elsewhere.
+  caf::scoped_actor teller{options_.db->core().system()};
   for (std::size_t i = 0; i < replicas_.size(); ++i) {
     std::vector<std::uint32_t> ids{options_.id};
     std::vector<caf::actor> actors{caf::actor_cast<caf::actor>(replicas_[i])};
@@ -438,7 +440,7 @@ void node::tell_replicas_their_peers() {
       ids.push_back(id);
       actors.push_back(remote.replicas[i]);
     }
-    caf::anon_send(replicas_[i], peers_atom::value, ids, actors);
+    teller->send(replicas_[i], peers_atom::value, ids, actors);
   }
 }
 

@@ -39,10 +39,22 @@ void on_down(self_ptr self, const caf::down_msg& m) {
   if (st.patience > soon) st.silent = std::max(st.silent, st.patience - soon);
 }
 
+// Messages only this process may send: membership from an actor of this
+// actor system, our timers from ourselves. Anyone who can reach the node's
+// port can send a replica any message of its interface (over TLS: anyone
+// with a certificate of the cluster's CA, clients included); a `peers` or a
+// `beat` from them would re-point replication or hurry elections. Ignored.
+bool sent_here(self_ptr self) {
+  const auto& s = self->current_sender();
+  return s && s->node() == self->node();
+}
+bool sent_by_self(self_ptr self) { return self->current_sender() == self->ctrl(); }
+
 // Membership: the node tells us our peers' replicas (again after a peer
 // restarted under a new handle).
 auto membership_handlers(self_ptr self) {
   return std::make_tuple([=](peers_atom, const std::vector<std::uint32_t>& ids, const std::vector<caf::actor>& actors) {
+    if (!sent_here(self)) return;
     auto& st = self->state;
     st.peers.clear();
     for (std::size_t i = 0; i < ids.size() && i < actors.size(); ++i) {
@@ -149,12 +161,16 @@ auto transfer_handlers(self_ptr self) {
       [=](fetch_atom, const std::vector<hash128>& hashes) -> caf::result<std::vector<std::string>> {
         auto v = view_of(self);
         if (!v) return to_error(status::io_error("the shard is not serving", status_category::transient));
+        // A prefix of what was asked, within fetch_reply_bytes but at least
+        // one node: the answer must pass the asker's max_message_bytes.
         std::vector<std::string> out;
-        out.reserve(hashes.size());
+        std::size_t bytes = 0;
         for (const auto& h : hashes) {
+          if (bytes >= fetch_reply_bytes) break;
           auto n = v->store()->read(h);
           if (!n) return to_error(n.error());
           out.emplace_back((*n)->encode());
+          bytes += out.back().size();
         }
         return out;
       },
@@ -198,7 +214,7 @@ auto election_handlers(self_ptr self) {
       },
       [=](beat_atom, std::uint64_t chain) {
         auto& st = self->state;
-        if (chain != st.chain) return;
+        if (chain != st.chain || !sent_by_self(self)) return;
         self->delayed_send(self, st.config.heartbeat, beat_atom::value, chain);
         ++st.ticks;
         if (st.absent()) {
@@ -330,9 +346,13 @@ caf::result<bool, bool, std::string> client_cas(self_ptr self, const std::string
 // batches (rflush: every client message queued before it was taken).
 auto client_handlers(self_ptr self) {
   return std::make_tuple(
-      [=](rflush_atom) { flush_batch(self); },
+      [=](rflush_atom) {
+        if (sent_by_self(self)) flush_batch(self);
+      },
       [=](rvote_atom, std::uint64_t round, const vote& v) { on_write_vote(self, round, v); },
-      [=](rexpire_atom) { expire_write_rounds(self); },
+      [=](rexpire_atom) {
+        if (sent_by_self(self)) expire_write_rounds(self);
+      },
       [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) {
         return client_put(self, key, value, ttl_ns, std::nullopt);
       },

@@ -19,8 +19,11 @@
 #include <utility>
 #include <vector>
 
+#include "core/limits.h"
 #include "engine/prepared_transactions.h"
+#include "replication/guarded_network.h"
 #include "replication/replica_actor.h"
+#include "tree/node_store.h"
 
 namespace magnetite::replication::replica_internal {
 
@@ -48,6 +51,17 @@ struct pending_write {
 // with one value of the largest size on top.
 inline constexpr std::size_t max_batch_writes = 1024;
 inline constexpr std::size_t max_batch_bytes = 4 << 20;
+// A fetch is answered with nodes up to this many bytes, and one more.
+inline constexpr std::size_t fetch_reply_bytes = 8 << 20;
+
+// Every message a node sends must pass its peers' frame guard at the default
+// limit (guarded_network.h), with 1 MiB for CAF's envelope and our fields:
+// a client's largest batch, shipped in a replication batch on top of the
+// largest value; a fetch answer of fetch_reply_bytes and the largest node.
+inline constexpr std::size_t envelope_room = 1 << 20;
+static_assert(connection_limits{}.max_message_bytes >=
+              limits::max_batch_bytes + max_batch_bytes + limits::max_value_bytes + envelope_room);
+static_assert(connection_limits{}.max_message_bytes >= fetch_reply_bytes + tree::max_node_bytes + envelope_room);
 
 // A read (or a CAS refusal) waiting for a confirm round.
 struct queued_read {

@@ -143,7 +143,9 @@ struct cluster {
         relays.push_back(r);
         actors.push_back(r);
       }
-      if (nodes[i].up) caf::anon_send(nodes[i].replica, peers_atom::value, ids, actors);
+      // From an actor of this system, as the node sends it: a replica ignores
+      // `peers` from anywhere else.
+      if (nodes[i].up) caf::send_as(actors[i], nodes[i].replica, peers_atom::value, ids, actors);
     }
     sched->run();
   }
@@ -489,6 +491,23 @@ TEST_CASE("replica actors: bad keys and values are refused before anything is qu
   CHECK(c.del(1, "").code() == status_code::invalid_argument);
   CHECK(c.cas(1, "", std::nullopt, std::string("v")).error().code() == status_code::invalid_argument);
   CHECK(c.info(1).batched_writes == 0);
+}
+
+TEST_CASE("replica actors: a `peers` message from outside the node's process is ignored") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  // No sender of this system (what a message off the network looks like to
+  // the check): were it taken, the owner would have no peers, and no majority.
+  caf::anon_send(c.node(1).replica, peers_atom::value, std::vector<std::uint32_t>{1},
+                 std::vector<caf::actor>{caf::actor_cast<caf::actor>(c.node(1).replica)});
+  c.drain();
+  CHECK(c.put(1, "k", "after").is_ok());
+  CHECK(c.local(2, "k").has_value());
+  // The same from an actor of this system is taken: now it cannot reach a majority.
+  caf::send_as(caf::actor_cast<caf::actor>(c.node(1).replica), c.node(1).replica, peers_atom::value,
+               std::vector<std::uint32_t>{1}, std::vector<caf::actor>{caf::actor_cast<caf::actor>(c.node(1).replica)});
+  c.drain();
+  CHECK_FALSE(c.put(1, "k2", "alone").is_ok());
 }
 
 TEST_CASE("replica actors: writes still in the owner's batch when it steps down are refused busy and written nowhere") {

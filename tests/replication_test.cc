@@ -169,13 +169,17 @@ void load(shard& s, std::uint64_t n, ballot epoch, std::uint64_t seq0 = 0) {
 }
 
 // Pulls `root` from `from` into `to` with requests of at most batch nodes.
-pull_stats pull(shard& from, shard& to, const hash128& root, std::size_t batch = 64) {
+// With `short_answers`, the peer answers a random prefix of each request (at
+// least one node), as a replica bounding its answer's bytes does.
+pull_stats pull(shard& from, shard& to, const hash128& root, std::size_t batch = 64,
+                std::mt19937_64* short_answers = nullptr) {
   tree_puller p(root, [&](const hash128& h) { return to.holds_node(h); });
   auto import = [&](const hash128& h, std::string_view bytes) { return to.import_node(h, bytes); };
   while (!p.done()) {
     auto want = p.next_request(batch);
+    std::size_t answered = short_answers ? 1 + (*short_answers)() % want.size() : want.size();
     std::vector<std::string> got;
-    for (const auto& h : want) got.push_back(must(from.node_encoding(h)));
+    for (std::size_t i = 0; i < answered; ++i) got.push_back(must(from.node_encoding(want[i])));
     REQUIRE(p.take(want, got, import).is_ok());
   }
   REQUIRE(p.finish(import).is_ok());
@@ -272,11 +276,14 @@ TEST_CASE("delta transfer: a peer's wrong bytes are refused and never stored; no
           status_code::corruption);  // broken stays broken
     CHECK_FALSE(b->holds_node(root));
   }
-  // An answer of the wrong length.
+  // An answer of the wrong length: nothing, or more than was asked.
   {
     tree_puller p(root, [&](const hash128& h) { return b->holds_node(h); });
     auto want = p.next_request(8);
     CHECK(p.take(want, std::vector<std::string>{}, import).code() == status_code::corruption);
+    tree_puller q(root, [&](const hash128& h) { return b->holds_node(h); });
+    want = q.next_request(8);
+    CHECK(q.take(want, std::vector<std::string>{root_bytes, root_bytes}, import).code() == status_code::corruption);
   }
   // The shard itself refuses a wrong name, and an internal node before its children.
   CHECK(b->import_node(root, "\x00\x00").code() == status_code::corruption);

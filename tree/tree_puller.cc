@@ -35,10 +35,10 @@ status tree_puller::take(std::span<const hash128> asked, std::span<const std::st
     broken_ = s;
     return s;
   };
-  if (asked.size() != encodings.size() || asked.size() > outstanding_)
+  if (encodings.size() > asked.size() || asked.size() > outstanding_ || (!asked.empty() && encodings.empty()))
     return broken(status::corruption(fmt::format("peer answered {} nodes for {} asked ({} outstanding)",
                                                  encodings.size(), asked.size(), outstanding_)));
-  for (std::size_t i = 0; i < asked.size(); ++i) {
+  for (std::size_t i = 0; i < encodings.size(); ++i) {
     const std::string& bytes = encodings[i];
     if (hash128::of(bytes) != asked[i])
       return broken(status::corruption(fmt::format("peer sent {} bytes for node {} that hash to {}", bytes.size(),
@@ -59,6 +59,8 @@ status tree_puller::take(std::span<const hash128> asked, std::span<const std::st
     }
     internal_.emplace_back(asked[i], bytes);
   }
+  // What a short answer left out is asked for again, first, in order.
+  for (std::size_t i = asked.size(); i-- > encodings.size();) frontier_.push_front(asked[i]);
   outstanding_ -= asked.size();
   if (frontier_.empty() && outstanding_ == 0 && !next_level_.empty()) {
     frontier_.assign(next_level_.begin(), next_level_.end());

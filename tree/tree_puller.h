@@ -56,8 +56,10 @@ class tree_puller {
   // Up to max_nodes hashes to request next (a prefix of the current level).
   std::vector<hash128> next_request(std::size_t max_nodes);
   // The peer's answer to `asked` (the last next_request): one encoding per
-  // hash, in order. Corruption if one does not hash to its name or does not
-  // decode; the puller is then unusable.
+  // hash, in order, for a prefix of at least one of them (a peer bounds the
+  // bytes of one answer; the rest is asked for again next). Corruption if one
+  // does not hash to its name or does not decode, or nothing was answered;
+  // the puller is then unusable.
   status take(std::span<const hash128> asked, std::span<const std::string> encodings, const import_fn& import);
   // Imports the kept internal nodes, deepest first.
   status finish(const import_fn& import);
