@@ -31,14 +31,16 @@ const char* operation_name(std::uint8_t op) {
 
 }  // namespace
 
-frame_guard::frame_guard(side s, std::uint32_t max_handshake_bytes, std::uint32_t max_message_bytes)
-    : side_(s), max_handshake_(max_handshake_bytes), max_message_(max_message_bytes) {}
+frame_guard::frame_guard(side s, std::uint32_t max_handshake_bytes, std::uint32_t max_message_bytes,
+                         payload_check check)
+    : side_(s), max_handshake_(max_handshake_bytes), max_message_(max_message_bytes), check_(std::move(check)) {}
 
 bool frame_guard::take(std::span<const std::uint8_t> bytes) {
   while (!bytes.empty()) {
     if (refused()) return false;
     if (payload_left_ > 0) {
       auto n = std::min<std::uint64_t>(payload_left_, bytes.size());
+      if (check_) payload_.insert(payload_.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(n));
       payload_left_ -= n;
       bytes = bytes.subspan(n);
       if (payload_left_ == 0) end_of_frame();
@@ -91,6 +93,15 @@ bool frame_guard::judge_header() {
 }
 
 void frame_guard::end_of_frame() {
+  if (check_ && payload_left_ == 0 && !payload_.empty()) {
+    refusal_ = check_(header_[0], payload_);
+    // A large payload's room is not kept for a connection that may idle.
+    if (payload_.capacity() > (1u << 20))
+      std::vector<std::uint8_t>().swap(payload_);
+    else
+      payload_.clear();
+    if (refused()) return;
+  }
   ++frames_;
   if (in_handshake_) shook_ = true;
   in_handshake_ = false;

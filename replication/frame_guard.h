@@ -22,16 +22,25 @@
 //     max_message_bytes after it;
 //   - is a handshake without a payload (CAF 0.17 would read it from a null
 //     buffer: 32 bytes from anyone would end the node).
+// With a payload_check, the guard also keeps each frame's payload as it
+// arrives (grown with the bytes that came, never sized to the claim) and
+// hands it whole to the check at its last byte; an answer other than "" is
+// the refusal. CAF's decoder trusts the lengths inside a payload, too (a
+// byte vector of a message is sized to its claim): guarded_network's check
+// reads them first.
 // Refused is final: every later take() refuses too. The caller then closes
 // the connection without passing the refused bytes on, so BASP never reads
-// that header. The guard is a function of the bytes alone: no clock, no
-// socket (a silent connection is connection_watch's, guarded_network.h).
+// that header (or that payload). The guard is a function of the bytes (and
+// the check) alone: no clock, no socket (a silent connection is
+// connection_watch's, guarded_network.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace magnetite::replication {
 
@@ -46,7 +55,10 @@ class frame_guard {
   // handshake before anything else.
   enum class side { accepted, connected };
 
-  frame_guard(side s, std::uint32_t max_handshake_bytes, std::uint32_t max_message_bytes);
+  // (operation, whole payload) -> "" to pass, else why not.
+  using payload_check = std::function<std::string(std::uint8_t, std::span<const std::uint8_t>)>;
+
+  frame_guard(side s, std::uint32_t max_handshake_bytes, std::uint32_t max_message_bytes, payload_check check = {});
 
   // Takes the next bytes; false once refused (refusal() says why).
   bool take(std::span<const std::uint8_t> bytes);
@@ -68,7 +80,9 @@ class frame_guard {
   std::uint8_t header_[header_bytes] = {};
   std::size_t header_have_ = 0;
   std::uint64_t payload_left_ = 0;
-  bool in_handshake_ = false;  // the frame being read is the peer's handshake
+  payload_check check_;
+  std::vector<std::uint8_t> payload_;  // the frame's so far, with a check
+  bool in_handshake_ = false;          // the frame being read is the peer's handshake
   bool shook_ = false;
   std::uint64_t frames_ = 0;
   std::string refusal_;

@@ -16,6 +16,7 @@
 #include <caf/policy/tcp.hpp>
 
 #include "replication/frame_guard.h"
+#include "replication/payload_reader.h"
 
 namespace magnetite::replication {
 
@@ -57,8 +58,12 @@ class connection_watch {
     bool cut = false;  // shut down by the sweep (under the watch's lock)
   };
 
-  explicit connection_watch(connection_limits limits) : limits_(limits) {}
+  connection_watch(caf::actor_system& sys, connection_limits limits) : limits_(limits), reader_(sys) {}
   const connection_limits& limits() const { return limits_; }
+  // On the network thread only (every guarded stream's reads run there).
+  std::string check_payload(std::uint8_t op, std::span<const std::uint8_t> payload) {
+    return reader_.check(op, payload);
+  }
 
   // Whether an accepted connection may be taken: fewer than the limit have
   // not shaken hands. Counts it either way.
@@ -140,6 +145,7 @@ class connection_watch {
   }
 
   const connection_limits limits_;
+  payload_reader reader_;
   mutable std::mutex m_;
   std::set<std::unique_ptr<entry>> entries_;
   std::uint64_t accepted_ = 0, refused_pending_ = 0, refused_frames_ = 0, timed_out_ = 0, idle_ = 0;
@@ -178,7 +184,10 @@ class guarded_policy {
         watch_(std::move(watch)),
         entry_(watch_->add(fd, accepted)),
         guard_(accepted ? frame_guard::side::accepted : frame_guard::side::connected,
-               watch_->limits().max_handshake_bytes, watch_->limits().max_message_bytes) {}
+               watch_->limits().max_handshake_bytes, watch_->limits().max_message_bytes,
+               [w = watch_.get()](std::uint8_t op, std::span<const std::uint8_t> payload) {
+                 return w->check_payload(op, payload);
+               }) {}
   ~guarded_policy() { watch_->remove(entry_); }
   guarded_policy(const guarded_policy&) = delete;
   guarded_policy& operator=(const guarded_policy&) = delete;
@@ -346,7 +355,7 @@ result<std::shared_ptr<guarded_network>> guarded_network::start(caf::actor_syste
   if (tls && !sys.has_openssl_manager())
     return status::invalid_argument("a guarded TLS network needs an actor system with configure_tls");
   std::shared_ptr<guarded_network> n(new guarded_network());
-  n->watch_ = std::make_shared<connection_watch>(limits);
+  n->watch_ = std::make_shared<connection_watch>(sys, limits);
   auto broker = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   n->middleman_ = sys.spawn<guarded_middleman_actor, caf::hidden>(broker, tls, n->watch_);
   n->sweeper_ = sys.spawn<caf::hidden>(sweeper, n->watch_);

@@ -1,0 +1,62 @@
+// payload_reader: what CAF's BASP will decode of a frame's payload, read
+// first by us, bounded (docs/design/replication.md, 8).
+//
+// Why: CAF 0.17's binary deserializer sizes a byte vector to the length it
+// claims before reading it, and any message may carry one (std::vector<char>
+// is a built-in type, "@charbuf"; an error carries a message inside it).
+// Measured: a 44-byte payload claiming 4 GiB for such a vector took a
+// process to 4.2 GB resident, and CAF then answered an empty message and no
+// error. So a node reads every payload first with a deserializer that
+// refuses a sequence claiming more elements than bytes are left (every
+// element of every type a node sends takes at least one byte).
+//
+// Contract: check(op, payload) is "" when BASP may decode the payload of a
+// frame of BASP operation `op` (0 server handshake, 1 client handshake, 2
+// direct, 3 routed, 4 monitor, 5 down), else why not. It decodes what BASP
+// decodes: the handshakes' node id, application ids and interface; the
+// nodes of routed, monitor and down frames and a down frame's error; a
+// message's forwarding stages and header. A message whose element types are
+// all flat (numbers, strings, actor handles, vectors of them, and ours,
+// which are made of the same) passes on its header, since CAF fills those
+// element by element; any other is decoded whole. Nothing is made while
+// reading: remote actors decode as no actor. Not thread-safe: one reader a
+// network thread.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "actors/caf_headers.h"  // before any other CAF header
+
+#include <caf/proxy_registry.hpp>
+#include <caf/scoped_execution_unit.hpp>
+
+namespace magnetite::replication {
+
+class bounded_deserializer;
+
+class payload_reader : private caf::proxy_registry::backend {
+ public:
+  explicit payload_reader(caf::actor_system& sys);
+  ~payload_reader() override;
+  payload_reader(const payload_reader&) = delete;
+  payload_reader& operator=(const payload_reader&) = delete;
+
+  std::string check(std::uint8_t op, std::span<const std::uint8_t> payload);
+
+  // Whether a message of this element type passes on its header.
+  static bool flat_type(std::string_view name);
+
+ private:
+  caf::strong_actor_ptr make_proxy(caf::node_id, caf::actor_id) override;
+  void set_last_hop(caf::node_id*) override;
+  caf::error read(std::uint8_t op, bounded_deserializer& in, std::span<const std::uint8_t> payload);
+  caf::error read_message(bounded_deserializer& in, std::span<const std::uint8_t> payload);
+
+  caf::scoped_execution_unit unit_;
+  caf::proxy_registry proxies_;
+};
+
+}  // namespace magnetite::replication
