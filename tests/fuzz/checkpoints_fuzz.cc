@@ -9,8 +9,8 @@
 // finds the same; an append is found after them; a repair drops the damage.
 #include <vector>
 
-#include "engine/checkpoint_log.h"
 #include "core/fault_env.h"
+#include "engine/checkpoint_log.h"
 #include "tests/fuzz/fuzz_target.h"
 
 using namespace magnetite;
@@ -23,8 +23,8 @@ const std::string dir = "/db";
 bool same(const checkpoint& a, const checkpoint& b) { return a.combined == b.combined && a.roots == b.roots; }
 
 bool same(const std::deque<checkpoint>& a, const std::deque<checkpoint>& b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                            [](const checkpoint& x, const checkpoint& y) { return same(x, y); });
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](const checkpoint& x, const checkpoint& y) { return same(x, y); });
 }
 
 checkpoint_log reopen(fault_env& e, std::size_t shards) {

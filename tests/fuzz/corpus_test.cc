@@ -59,9 +59,9 @@ int feed(const target& t, std::string_view bytes) {
 }
 
 // The targets, in the order docs/fuzzing.md lists them.
-const char* const all_targets[] = {"wal_frame", "wal_record", "wal_recovery", "tree_node",   "node_store",
-                                   "db_manifest", "checkpoints", "ttl_envelope", "cli_text", "state_value",
-                                   "replication_message"};
+const char* const all_targets[] = {"wal_frame",  "wal_record",  "wal_recovery",       "tree_node",
+                                   "node_store", "db_manifest", "checkpoints",        "ttl_envelope",
+                                   "cli_text",   "state_value", "replication_message", "frame_guard", "basp_payload"};
 
 void run_corpus(const char* name) {
   const target* t = find_target(name);
@@ -102,3 +102,6 @@ TEST_CASE("fuzz corpus: checkpoints") { run_corpus("checkpoints"); }
 TEST_CASE("fuzz corpus: ttl_envelope") { run_corpus("ttl_envelope"); }
 TEST_CASE("fuzz corpus: cli_text") { run_corpus("cli_text"); }
 TEST_CASE("fuzz corpus: state_value") { run_corpus("state_value"); }
+TEST_CASE("fuzz corpus: replication_message") { run_corpus("replication_message"); }
+TEST_CASE("fuzz corpus: frame_guard") { run_corpus("frame_guard"); }
+TEST_CASE("fuzz corpus: basp_payload") { run_corpus("basp_payload"); }

@@ -6,15 +6,23 @@
 //   ninja -C build tests/fuzz/fuzz_make_corpus && build/tests/fuzz/fuzz_make_corpus tests/fuzz/corpus
 //
 // Salts are random, so each run writes other bytes with the same meaning.
+// Targets named after the directory get their seeds alone:
+//
+//   build/tests/fuzz/fuzz_make_corpus tests/fuzz/corpus frame_guard basp_payload
+#include "actors/caf_headers.h"  // before any other CAF header
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "core/coding.h"
 #include "core/fault_env.h"
 #include "engine/checkpoint_log.h"
+#include "replication/frame_guard.h"
+#include "replication/node.h"
 #include "replication/replica_interface.h"
 #include "tree/node.h"
 #include "tree/node_store.h"
@@ -30,6 +38,7 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path out_dir;
+std::set<std::string> only;  // empty: every target
 int written = 0;
 
 void must(bool ok, const char* what) {
@@ -41,6 +50,7 @@ void must(bool ok, const char* what) {
 #define MUST(x) must(static_cast<bool>(x), #x)
 
 void seed(const std::string& target, const std::string& name, std::string_view bytes) {
+  if (!only.empty() && !only.count(target)) return;
   fs::create_directories(out_dir / target);
   std::ofstream f(out_dir / target / name, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -357,12 +367,83 @@ void small_seeds() {
 
 }  // namespace
 
+// What a node's connection carries: frames (frame_guard) and payloads
+// (basp_payload), made by CAF's own serializer.
+void network_seeds() {
+  using replication::frame_guard;
+  auto header = [](std::uint8_t op, std::uint32_t length, std::uint64_t dest = 0) {
+    std::string h{static_cast<char>(op), 0, 0, 0};
+    for (int i = 3; i >= 0; --i) h.push_back(static_cast<char>(length >> (8 * i)));
+    for (int i = 0; i < 8; ++i) h.push_back(0);  // operation data
+    for (int i = 0; i < 8; ++i) h.push_back(0);  // source actor
+    for (int i = 7; i >= 0; --i) h.push_back(static_cast<char>(dest >> (8 * i)));
+    return h;
+  };
+  caf::actor_system_config cfg;
+  replication::add_message_types(cfg);
+  cfg.set("scheduler.max-threads", 1);
+  caf::actor_system sys{cfg};
+  auto bytes_of = [&](auto&&... xs) {
+    std::vector<char> out;
+    caf::binary_serializer sink{sys, out};
+    MUST(!sink(xs...));
+    return std::string(out.begin(), out.end());
+  };
+  auto message = [&](caf::message m) { return bytes_of(std::vector<caf::strong_actor_ptr>{}, m); };
+  std::string node = bytes_of(sys.node());
+  // frame_guard: mode byte, piece seed, stream.
+  std::string hello = header(frame_guard::client_handshake, static_cast<std::uint32_t>(node.size())) + node;
+  std::string put = message(caf::make_message(put_atom::value, std::string("k"), std::string("v"), std::int64_t{0}));
+  seed("frame_guard", "handshake-put-heartbeat",
+       std::string("\x00\x07") + hello + header(2, static_cast<std::uint32_t>(put.size()), 3) + put + header(6, 0));
+  seed("frame_guard", "server-side", std::string("\x01\x03") + header(0, 8) + std::string(8, '\x01') + header(6, 0));
+  seed("frame_guard", "claims-4gib", std::string("\x00\x05") + header(1, 0xfffffff0u));
+  seed("frame_guard", "direct-first", std::string("\x02\x09") + header(2, 5, 1) + "abcde");
+  // basp_payload: operation byte, payload.
+  seed("basp_payload", "client-handshake", std::string("\x01") + node);
+  seed("basp_payload", "server-handshake",
+       std::string("\x00") + bytes_of(sys.node(), std::vector<std::string>{"generic-caf-app"}, caf::actor_id{7},
+                                      std::set<std::string>{"caf::replies_to<@atom>::with<bool>"}));
+  seed("basp_payload", "put", "\x02" + put);
+  seed("basp_payload", "del", "\x02" + message(caf::make_message(del_atom::value, std::string("k"))));
+  seed("basp_payload", "cas",
+       "\x02" + message(caf::make_message(cas_atom::value, std::string("k"), true, std::string("old"), true,
+                                          std::string("new"), std::int64_t{0}, replication::request_id{9, 3})));
+  seed("basp_payload", "get", "\x02" + message(caf::make_message(get_atom::value, std::string("k"))));
+  seed(
+      "basp_payload", "apply",
+      "\x02" + message(caf::make_message(apply_atom::value, std::vector<state_check>{{"s/k", 4}},
+                                         std::vector<batch_op>{{"s/k", true, "v", 0}}, replication::request_id{1, 2})));
+  seed("basp_payload", "srange",
+       "\x02" + message(caf::make_message(replication::srange_atom::value, std::string("a"), std::string(""),
+                                          std::uint64_t{10}, false)));
+  seed("basp_payload", "peers",
+       "\x02" + message(caf::make_message(replication::peers_atom::value, std::vector<std::uint32_t>{1, 2},
+                                          std::vector<caf::actor>{caf::actor{}, caf::actor{}})));
+  seed("basp_payload", "hello",
+       "\x02" + message(caf::make_message(replication::hello_atom::value, std::uint32_t{0},
+                                          hash128::of(std::string_view("cluster")), replication::protocol_version)));
+  std::vector<stamped_op> ops{{"key", stamp{{3, 1}, 7}, true, "value", false, 0}};
+  seed("basp_payload", "rwrite",
+       "\x02" + message(caf::make_message(replication::rwrite_atom::value, ballot{3, 1}, std::uint64_t{17}, ops)));
+  seed("basp_payload", "error-reply",
+       "\x02" + message(caf::make_message(caf::make_error(caf::sec::runtime_error, std::string("why")))));
+  std::string charbuf = message(caf::make_message(std::vector<char>(4, 'c')));
+  charbuf.resize(charbuf.size() - 5);
+  charbuf += std::string("\xf0\xff\xff\xff\x0f") + std::string(4, 'c');  // claims 4 GiB
+  seed("basp_payload", "charbuf-claims-4gib", "\x02" + charbuf);
+  seed("basp_payload", "down",
+       std::string("\x05") + bytes_of(sys.node(), sys.node(), caf::make_error(caf::sec::runtime_error)));
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: %s CORPUS_DIR   (tests/fuzz/corpus)\n", argv[0]);
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s CORPUS_DIR [TARGET...]   (tests/fuzz/corpus)\n", argv[0]);
     return 2;
   }
   out_dir = argv[1];
+  for (int i = 2; i < argc; ++i) only.insert(argv[i]);
+  network_seeds();
   wal_seeds();
   tree_seeds();
   database_seeds();

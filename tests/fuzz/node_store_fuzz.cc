@@ -80,8 +80,10 @@ void walk_pack(std::string& b, std::uint64_t salt, bool fix, std::vector<hash128
         if (want != ZSTD_CONTENTSIZE_ERROR && want != ZSTD_CONTENTSIZE_UNKNOWN && want <= (1u << 20)) {
           raw.assign(static_cast<std::size_t>(want), '\0');
           auto got = ZSTD_decompress(raw.data(), raw.size(), payload.data(), payload.size());
-          if (ZSTD_isError(got)) raw.assign(payload);
-          else raw.resize(got);
+          if (ZSTD_isError(got))
+            raw.assign(payload);
+          else
+            raw.resize(got);
         }
       }
       encode_fixed32_le(at(b, off + 12), static_cast<std::uint32_t>(raw.size()));
@@ -158,9 +160,15 @@ MAGNETITE_FUZZ_TARGET(node_store) {
   std::optional<std::uint64_t> committed;
   std::uint32_t top = pack_sizes.empty() ? 0 : pack_sizes.rbegin()->first;
   switch (mode & 3) {
-    case 1: if (top) committed = make_position(top, pack_sizes[top]); break;
-    case 2: committed = x; break;
-    case 3: if (top) committed = make_position(top, x % (pack_sizes[top] + 1)); break;
+    case 1:
+      if (top) committed = make_position(top, pack_sizes[top]);
+      break;
+    case 2:
+      committed = x;
+      break;
+    case 3:
+      if (top) committed = make_position(top, x % (pack_sizes[top] + 1));
+      break;
   }
 
   node_store_options options;

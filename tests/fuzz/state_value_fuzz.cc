@@ -39,8 +39,10 @@ MAGNETITE_FUZZ_TARGET(state_value) {
       FUZZ_CHECK(d.error().code() == status_code::corruption);
     }
     auto s = state::decode_stream_meta(v->body, "fuzz");
-    if (s) FUZZ_CHECK(state::encode_stream_meta(*s) == v->body);
-    else FUZZ_CHECK(s.error().code() == status_code::corruption);
+    if (s)
+      FUZZ_CHECK(state::encode_stream_meta(*s) == v->body);
+    else
+      FUZZ_CHECK(s.error().code() == status_code::corruption);
   }
   // The input as a key under a record namespace and a stream's entries.
   std::string ns_prefix = state::record_prefix("ns");

@@ -22,9 +22,9 @@ using magnetite::tree::node;
 namespace {
 
 std::size_t reference_lower_bound(const std::vector<std::string>& keys, std::string_view k) {
-  return static_cast<std::size_t>(std::lower_bound(keys.begin(), keys.end(), k,
-                                                   [](const std::string& a, std::string_view b) { return a < b; }) -
-                                  keys.begin());
+  return static_cast<std::size_t>(
+      std::lower_bound(keys.begin(), keys.end(), k, [](const std::string& a, std::string_view b) { return a < b; }) -
+      keys.begin());
 }
 
 void check_search(const node& n, const std::vector<std::string>& keys, std::string_view probe) {
@@ -58,8 +58,10 @@ void check_views(const node& n, std::string_view encoding) {
 MAGNETITE_FUZZ_TARGET(tree_node) {
   std::string_view in = as_view(data, size);
 
-  if (auto r = tree::child_ref::decode(in)) FUZZ_CHECK(r->encode() == in);
-  else FUZZ_CHECK(r.error().code() == status_code::corruption);
+  if (auto r = tree::child_ref::decode(in))
+    FUZZ_CHECK(r->encode() == in);
+  else
+    FUZZ_CHECK(r.error().code() == status_code::corruption);
 
   auto n = node::decode(in);
   if (!n) {

@@ -32,8 +32,8 @@ MAGNETITE_FUZZ_TARGET(ttl_envelope) {
       FUZZ_CHECK(!u->tombstone);
       FUZZ_CHECK(ttl::wrap(u->value, u->expires_at_ns) == in);
     }
-    for (std::uint64_t now : {std::uint64_t{0}, u->expires_at_ns.value_or(1) - 1, u->expires_at_ns.value_or(1),
-                              ~std::uint64_t{0}}) {
+    for (std::uint64_t now :
+         {std::uint64_t{0}, u->expires_at_ns.value_or(1) - 1, u->expires_at_ns.value_or(1), ~std::uint64_t{0}}) {
       auto live = ttl::live_value(in, now);
       FUZZ_CHECK(live.is_ok());
       FUZZ_CHECK(live->has_value() == (!u->tombstone && !u->expired(now)));
