@@ -8,7 +8,9 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -636,4 +638,42 @@ TEST_CASE(
     CHECK(slurp(out).find("INSECURE: cluster open runs without TLS on addresses beyond loopback (10.255.255.1)") !=
           std::string::npos);
   }
+}
+
+TEST_CASE("cluster processes: serve takes the network limits, refuses ones it cannot run with, and cuts a stranger") {
+  testing::temp_dir dir("limits");
+  auto base = static_cast<std::uint16_t>(29000 + (::getpid() % 1000) * 2);
+  std::string path = dir / "cluster";
+  std::ofstream(path) << fmt::format("cluster limits\nshards 1\nnode 1 127.0.0.1 {}\n", base);
+  std::string out = dir / "out";
+  auto refused = testing::run_magnetite(
+      {"--data", dir / "node1", "serve", "--node", "1", "--cluster", path, "--max-handshake-bytes", "100"}, out);
+  CHECK(refused.first == 2);
+  CHECK(refused.second.find("max_handshake_bytes 100 is below 1024") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir / "node1"));
+  // Running with a 500 ms handshake timeout: a silent connection is cut by then.
+  pid_t pid = testing::spawn_magnetite(
+      {"--data", dir / "node1", "serve", "--node", "1", "--cluster", path, "--handshake-timeout-ms", "500"}, out);
+  bool listening = testing::poll_until([&] { return slurp(out).find("listening on") != std::string::npos; },
+                                       std::chrono::seconds(60));
+  REQUIRE(listening);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(base);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  timeval limit{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  auto began = std::chrono::steady_clock::now();
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) {
+  }  // the node's handshake, then end of file when it cuts us
+  auto took = std::chrono::steady_clock::now() - began;
+  ::close(fd);
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  CHECK(n == 0);
+  CHECK(took < std::chrono::seconds(9));
 }

@@ -135,9 +135,12 @@ struct command_line {
   std::uint32_t node_id = 0;
   std::string cluster;
   CLI::App* cluster_demo = nullptr;
-  cluster_demo_options demo_cluster;  // cluster-demo
-  replication::tls_files tls;         // serve, for a cluster file with `tls on`
-  bool insecure = false;              // serve: no TLS beyond loopback, on purpose
+  cluster_demo_options demo_cluster;       // cluster-demo
+  replication::tls_files tls;              // serve, for a cluster file with `tls on`
+  bool insecure = false;                   // serve: no TLS beyond loopback, on purpose
+  replication::connection_limits network;  // serve: what one connection may send
+  std::int64_t handshake_timeout_ms = replication::connection_limits{}.handshake_timeout.count();
+  std::int64_t idle_timeout_ms = replication::connection_limits{}.idle_timeout.count();
 };
 
 // Every command and option of the tool, in the order --help lists them. Long
@@ -260,6 +263,24 @@ void declare(CLI::App& app, command_line& c) {
   c.serve->add_flag("--insecure", c.insecure,
                     "run a cluster file without `tls on` that names addresses beyond loopback (refused otherwise): "
                     "only on a network that is itself private");
+  c.serve
+      ->add_option("--max-message-bytes", c.network.max_message_bytes,
+                   "the largest message a connection may send once it shook hands (docs/design/replication.md, 8)")
+      ->capture_default_str();
+  c.serve
+      ->add_option("--max-handshake-bytes", c.network.max_handshake_bytes,
+                   "the largest message a connection may send before it shook hands")
+      ->capture_default_str();
+  c.serve
+      ->add_option("--handshake-timeout-ms", c.handshake_timeout_ms,
+                   "a connection that has not shaken hands by then is cut")
+      ->capture_default_str();
+  c.serve->add_option("--idle-timeout-ms", c.idle_timeout_ms, "a connection that sent nothing that long is cut")
+      ->capture_default_str();
+  c.serve
+      ->add_option("--max-pending-connections", c.network.max_pending_connections,
+                   "past this many connections that have not shaken hands, a new one is closed at once")
+      ->capture_default_str();
   c.cluster_demo = app.add_subcommand(
       "cluster-demo", "three serve processes on loopback: failover after SIGKILL, nothing lost, catch-up by delta");
   c.cluster_demo->add_option("--dir", c.demo_cluster.dir, "a new directory for the nodes (default: a temporary one)");
@@ -668,7 +689,12 @@ int execute(const command_line& c) {
     return 0;
   }
   if (*c.demo) return must(run_demo(c.dir, c.shards));
-  if (*c.serve) return run_serve(c.node_id, c.cluster, c.dir, c.tls, c.insecure);
+  if (*c.serve) {
+    replication::connection_limits network = c.network;
+    network.handshake_timeout = std::chrono::milliseconds(c.handshake_timeout_ms);
+    network.idle_timeout = std::chrono::milliseconds(c.idle_timeout_ms);
+    return run_serve(c.node_id, c.cluster, c.dir, c.tls, c.insecure, network);
+  }
   if (*c.cluster_demo) return run_cluster_demo(c.demo_cluster);
   if (*c.bench) {
     bench_command_options o = c.bench_options;

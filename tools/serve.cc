@@ -15,7 +15,7 @@
 namespace magnetite {
 
 int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std::string& data_dir,
-              const replication::tls_files& tls, bool insecure) {
+              const replication::tls_files& tls, bool insecure, const replication::connection_limits& network) {
   auto text = read_whole_file(env::posix(), cluster_path);
   if (!text) {
     fmt::print(stderr, "magnetite serve: cluster file {}: {}\n", cluster_path, text.error().message());
@@ -36,6 +36,10 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
   }
   if (!cluster->tls && tls_given) {
     fmt::print(stderr, "magnetite serve: --tls-cert, --tls-key and --tls-ca need `tls on` in {}\n", cluster_path);
+    return 2;
+  }
+  if (auto s = replication::check_limits(network); !s.is_ok()) {
+    fmt::print(stderr, "magnetite serve: {}\n", s.message());
     return 2;
   }
   if (const auto* open = cluster->beyond_loopback(); open && !cluster->tls) {
@@ -78,6 +82,7 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
   no.cluster = *cluster;
   no.db = db->get();
   no.insecure = insecure;
+  no.network = network;
   auto n = replication::node::start(no);
   if (!n) {
     fmt::print(stderr, "magnetite serve: {}\n", n.error().to_string());

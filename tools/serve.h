@@ -9,7 +9,10 @@
 // --tls-ca): this node's own certificate and key and the cluster's CA; one
 // that does not refuses them. A cluster file without `tls on` that names an
 // address beyond loopback is refused unless `insecure` (--insecure), which
-// is then said on standard error at every start.
+// is then said on standard error at every start. `network` bounds what one
+// connection may send and how long it may stay silent (--max-message-bytes,
+// --max-handshake-bytes, --handshake-timeout-ms, --idle-timeout-ms,
+// --max-pending-connections; replication/guarded_network.h).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +23,7 @@
 namespace magnetite {
 
 int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std::string& data_dir,
-              const replication::tls_files& tls = {}, bool insecure = false);
+              const replication::tls_files& tls = {}, bool insecure = false,
+              const replication::connection_limits& network = {});
 
 }  // namespace magnetite
