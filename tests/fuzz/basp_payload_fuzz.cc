@@ -35,7 +35,9 @@ struct world : caf::proxy_registry::backend {
   caf::scoped_execution_unit unit;
   world() {
     add_message_types(cfg);
-    cfg.set("scheduler.max-threads", 1);
+    // CAF's test coordinator: no scheduler threads, which the thread
+    // sanitizer (fuzz_corpus_tests runs under it) could not see into.
+    cfg.set("scheduler.policy", caf::atom("testing"));
     sys = std::make_unique<caf::actor_system>(cfg);
     reader = std::make_unique<payload_reader>(*sys);
     proxies = std::make_unique<caf::proxy_registry>(*sys, *this);
