@@ -32,8 +32,16 @@ const char* operation_name(std::uint8_t op) {
 }  // namespace
 
 frame_guard::frame_guard(side s, std::uint32_t max_handshake_bytes, std::uint32_t max_message_bytes,
-                         payload_check check)
-    : side_(s), max_handshake_(max_handshake_bytes), max_message_(max_message_bytes), check_(std::move(check)) {}
+                         payload_check check, claim_budget budget)
+    : side_(s),
+      max_handshake_(max_handshake_bytes),
+      max_message_(max_message_bytes),
+      check_(std::move(check)),
+      budget_(std::move(budget)) {}
+
+frame_guard::~frame_guard() {
+  if (claimed_ > 0) budget_(-static_cast<std::int64_t>(claimed_));
+}
 
 bool frame_guard::take(std::span<const std::uint8_t> bytes) {
   while (!bytes.empty()) {
@@ -87,12 +95,25 @@ bool frame_guard::judge_header() {
                            shook_ ? "after" : "before");
     return false;
   }
+  if (budget_ && length > 0) {
+    if (!budget_(length)) {
+      refusal_ =
+          fmt::format("a {} of {} bytes, over what is left of the budget all connections share for payloads in flight",
+                      operation_name(op), length);
+      return false;
+    }
+    claimed_ = length;
+  }
   payload_left_ = length;
   if (payload_left_ == 0) end_of_frame();
   return true;
 }
 
 void frame_guard::end_of_frame() {
+  if (claimed_ > 0) {
+    budget_(-static_cast<std::int64_t>(claimed_));
+    claimed_ = 0;
+  }
   if (check_ && payload_left_ == 0 && !payload_.empty()) {
     refusal_ = check_(header_[0], payload_);
     // A large payload's room is not kept for a connection that may idle.

@@ -1,6 +1,6 @@
 // frame_guard: what one network connection may send a node, judged on its
 // raw bytes before CAF's BASP broker reads them (docs/design/replication.md,
-// 8, "What a stranger can do").
+// 7.1, "What a stranger can do").
 //
 // Why: CAF 0.17's BASP reads a 32-byte header, then exactly the payload
 // length the header claims, and sizes (zero-fills) its read buffer to that
@@ -21,7 +21,10 @@
 //   - claims a payload over max_handshake_bytes before the handshake, or over
 //     max_message_bytes after it;
 //   - is a handshake without a payload (CAF 0.17 would read it from a null
-//     buffer: 32 bytes from anyone would end the node).
+//     buffer: 32 bytes from anyone would end the node);
+//   - claims more than is left of a claim_budget shared with the other
+//     connections (a stranger may shake hands, then claim the limit again
+//     and again on many connections).
 // With a payload_check, the guard also keeps each frame's payload as it
 // arrives (grown with the bytes that came, never sized to the claim) and
 // hands it whole to the check at its last byte; an answer other than "" is
@@ -58,7 +61,17 @@ class frame_guard {
   // (operation, whole payload) -> "" to pass, else why not.
   using payload_check = std::function<std::string(std::uint8_t, std::span<const std::uint8_t>)>;
 
-  frame_guard(side s, std::uint32_t max_handshake_bytes, std::uint32_t max_message_bytes, payload_check check = {});
+  // A budget shared by connections for the payloads they claimed and have
+  // not delivered whole (what CAF has sized its read buffers to): called
+  // with +length as a header passes (false: refused, nothing taken) and
+  // with -length when its payload is whole or the guard goes away first.
+  using claim_budget = std::function<bool(std::int64_t)>;
+
+  frame_guard(side s, std::uint32_t max_handshake_bytes, std::uint32_t max_message_bytes, payload_check check = {},
+              claim_budget budget = {});
+  ~frame_guard();
+  frame_guard(const frame_guard&) = delete;
+  frame_guard& operator=(const frame_guard&) = delete;
 
   // Takes the next bytes; false once refused (refusal() says why).
   bool take(std::span<const std::uint8_t> bytes);
@@ -81,6 +94,8 @@ class frame_guard {
   std::size_t header_have_ = 0;
   std::uint64_t payload_left_ = 0;
   payload_check check_;
+  claim_budget budget_;
+  std::uint32_t claimed_ = 0;          // taken from the budget for the frame being read
   std::vector<std::uint8_t> payload_;  // the frame's so far, with a check
   bool in_handshake_ = false;          // the frame being read is the peer's handshake
   bool shook_ = false;

@@ -29,6 +29,10 @@ status check_limits(const connection_limits& l) {
                                                 l.max_message_bytes, l.max_handshake_bytes));
   if (l.handshake_timeout.count() <= 0 || l.idle_timeout.count() <= 0)
     return status::invalid_argument("handshake_timeout and idle_timeout must be positive");
+  if (l.max_inflight_bytes < l.max_message_bytes)
+    return status::invalid_argument(fmt::format(
+        "max_inflight_bytes {} is below max_message_bytes {}: a message of the largest size could never be taken",
+        l.max_inflight_bytes, l.max_message_bytes));
   if (l.max_pending_connections == 0) return status::invalid_argument("max_pending_connections must be at least 1");
   return status::ok();
 }
@@ -97,6 +101,14 @@ class connection_watch {
       }
   }
 
+  // The claim budget (frame_guard::claim_budget).
+  bool claim(std::int64_t delta) {
+    std::lock_guard<std::mutex> lock(m_);
+    if (delta > 0 && inflight_ + static_cast<std::uint64_t>(delta) > limits_.max_inflight_bytes) return false;
+    inflight_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(inflight_) + delta);
+    return true;
+  }
+
   void refused(const std::string& why) {
     std::lock_guard<std::mutex> lock(m_);
     ++refused_frames_;
@@ -129,6 +141,7 @@ class connection_watch {
     s.accepted = accepted_;
     s.refused_pending = refused_pending_;
     s.refused_frames = refused_frames_;
+    s.inflight_bytes = inflight_;
     s.timed_out = timed_out_;
     s.idle = idle_;
     s.open = entries_.size();
@@ -149,6 +162,7 @@ class connection_watch {
   mutable std::mutex m_;
   std::set<std::unique_ptr<entry>> entries_;
   std::uint64_t accepted_ = 0, refused_pending_ = 0, refused_frames_ = 0, timed_out_ = 0, idle_ = 0;
+  std::uint64_t inflight_ = 0;
   std::string last_refusal_;
 };
 
@@ -183,11 +197,13 @@ class guarded_policy {
       : transport_(std::move(t)),
         watch_(std::move(watch)),
         entry_(watch_->add(fd, accepted)),
-        guard_(accepted ? frame_guard::side::accepted : frame_guard::side::connected,
-               watch_->limits().max_handshake_bytes, watch_->limits().max_message_bytes,
-               [w = watch_.get()](std::uint8_t op, std::span<const std::uint8_t> payload) {
-                 return w->check_payload(op, payload);
-               }) {}
+        guard_(
+            accepted ? frame_guard::side::accepted : frame_guard::side::connected, watch_->limits().max_handshake_bytes,
+            watch_->limits().max_message_bytes,
+            [w = watch_.get()](std::uint8_t op, std::span<const std::uint8_t> payload) {
+              return w->check_payload(op, payload);
+            },
+            [w = watch_.get()](std::int64_t delta) { return w->claim(delta); }) {}
   ~guarded_policy() { watch_->remove(entry_); }
   guarded_policy(const guarded_policy&) = delete;
   guarded_policy& operator=(const guarded_policy&) = delete;

@@ -1,11 +1,12 @@
-// guarded_network: the door of a node's port (docs/design/replication.md, 8).
+// guarded_network: the door of a node's port (docs/design/replication.md, 7.1).
 //
 // CAF's own network layer (the io middleman, or its OpenSSL module for a
 // cluster with `tls on`), with two things of ours on every connection:
 //   - a frame_guard on the bytes it delivers (plain text, or what TLS
 //     decrypted): no header that claims more than the limit, none but the
 //     handshake first; the connection is closed at the header it refuses,
-//     before CAF's BASP broker reads it;
+//     before CAF's BASP broker reads it; all connections together may
+//     have claimed at most max_inflight_bytes of payload not yet whole;
 //   - a connection_watch: a connection that has not shaken hands within
 //     handshake_timeout, or has sent nothing for idle_timeout, is shut down;
 //     past max_pending_connections accepted connections that have not
@@ -43,6 +44,9 @@ struct connection_limits {
   // replication batch with the largest value on top).
   std::uint32_t max_handshake_bytes = 16 << 10;
   std::uint32_t max_message_bytes = 96 << 20;
+  // What all connections together may have claimed and not delivered
+  // whole (CAF sizes a read buffer to each claim as its header arrives).
+  std::uint64_t max_inflight_bytes = 256ull << 20;
   std::chrono::milliseconds handshake_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
   std::size_t max_pending_connections = 64;
@@ -55,6 +59,7 @@ struct network_stats {
   std::uint64_t accepted = 0;         // connections taken in (refused ones included)
   std::uint64_t refused_pending = 0;  // closed on accept: too many had not shaken hands
   std::uint64_t refused_frames = 0;   // closed at a frame the guard refused
+  std::uint64_t inflight_bytes = 0;   // claimed by open connections' frames, not yet whole
   std::uint64_t timed_out = 0;        // no handshake within handshake_timeout
   std::uint64_t idle = 0;             // nothing received for idle_timeout
   std::uint64_t open = 0;             // guarded connections now, both directions

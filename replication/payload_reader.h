@@ -1,5 +1,5 @@
 // payload_reader: what CAF's BASP will decode of a frame's payload, read
-// first by us, bounded (docs/design/replication.md, 8).
+// first by us, bounded (docs/design/replication.md, 7.1).
 //
 // Why: CAF 0.17's binary deserializer sizes a byte vector to the length it
 // claims before reading it, and any message may carry one (std::vector<char>

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -134,6 +135,32 @@ TEST_CASE("frame_guard: the limits before and after the handshake, at the byte")
   CHECK(g.frames() == 4);
 }
 
+TEST_CASE("frame_guard: a claim takes from the shared budget until its payload is whole, or the guard is gone") {
+  std::int64_t left = 1000;
+  std::vector<std::int64_t> calls;
+  auto budget = [&](std::int64_t delta) {
+    calls.push_back(delta);
+    if (delta > left) return false;
+    left -= delta;
+    return true;
+  };
+  {
+    frame_guard a(frame_guard::side::accepted, 1000, 1000, {}, budget);
+    REQUIRE(a.take(basp_header(frame_guard::client_handshake, 600) + bytes(599, 0)));
+    CHECK(left == 400);
+    frame_guard b(frame_guard::side::accepted, 1000, 1000, {}, budget);
+    CHECK_FALSE(b.take(basp_header(frame_guard::client_handshake, 401)));
+    CHECK(b.refusal().find("budget all connections share") != std::string::npos);
+    CHECK(left == 400);  // a refusal takes nothing
+    REQUIRE(a.take(bytes(1, 0)));
+    CHECK(left == 1000);  // whole: given back
+    REQUIRE(a.take(basp_header(direct, 700, 0, 0, 1) + bytes(10, 0)));
+    CHECK(left == 300);
+  }  // a went away in the middle of its frame
+  CHECK(left == 1000);
+  CHECK(calls == std::vector<std::int64_t>{600, 401, -600, 700, -700});
+}
+
 TEST_CASE("frame_guard: pieces of any size are judged as the whole") {
   // A valid stream, then a header the guard must refuse at its last byte.
   auto stream = basp_header(frame_guard::client_handshake, 40) + bytes(40, 1) + basp_header(direct, 500, 0, 0, 3) +
@@ -211,11 +238,14 @@ bool closed_within(int fd, std::chrono::milliseconds limit) {
   char buf[4096];
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-    if (left.count() <= 0) return false;
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-    auto n = ::recv(fd, buf, sizeof buf, 0);
-    if (n <= 0) return true;
+    // At least one look, also with no time left: what already came counts.
+    if (::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, left.count()))) > 0) {
+      auto n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+      if (n > 0) continue;
+    }
+    if (left.count() <= 0) return false;
   }
 }
 
@@ -401,6 +431,43 @@ TEST_CASE("network guard: silent connections are cut; past the pending limit a n
   CHECK(node.p->n->network().refused_frames == 0);
 }
 
+TEST_CASE("network guard: claims of many connections together stop at max_inflight_bytes") {
+  connection_limits limits;
+  limits.max_message_bytes = 1 << 20;
+  limits.max_inflight_bytes = 3 << 20;
+  guarded_node node(guard_base_port() + 4, limits);
+  caf::actor_system_config other_cfg;
+  configure_system(other_cfg);
+  caf::actor_system other{other_cfg};
+  auto payload = client_handshake_payload(other);
+  auto handshake = basp_header(frame_guard::client_handshake, static_cast<std::uint32_t>(payload.size())) + payload;
+  // Each shakes hands, then claims the largest message and sends none of it;
+  // one after another, each judged before the next comes.
+  std::vector<int> held;
+  for (int i = 0; i < 5; ++i) {
+    int fd = dial(node.port);
+    send_all(fd, handshake + basp_header(direct, 1 << 20, 0, 0, 1));
+    held.push_back(fd);
+    CHECK(testing::poll_until(
+        [&] {
+          auto s = node.p->n->network();
+          return s.inflight_bytes + s.refused_frames * (1 << 20) == static_cast<std::uint64_t>(i + 1) << 20;
+        },
+        std::chrono::seconds(10)));
+  }
+  // The first three fit the budget and stay; the last two are cut.
+  CHECK(closed_within(held[3], std::chrono::seconds(10)));
+  CHECK(closed_within(held[4], std::chrono::seconds(10)));
+  for (int i = 0; i < 3; ++i) CHECK_FALSE(closed_within(held[i], std::chrono::milliseconds(0)));
+  auto s = node.p->n->network();
+  CHECK(s.refused_frames == 2);
+  CHECK(s.inflight_bytes == (3u << 20));
+  CHECK(s.last_refusal.find("budget all connections share") != std::string::npos);
+  for (int fd : held) ::close(fd);
+  CHECK(testing::poll_until([&] { return node.p->n->network().inflight_bytes == 0; }, std::chrono::seconds(10)));
+  node.still_serves();
+}
+
 TEST_CASE("network guard: a real client's message over max_message_bytes is cut, and the node serves on") {
   connection_limits limits;
   limits.max_message_bytes = 64 << 10;
@@ -435,5 +502,6 @@ TEST_CASE("network guard: limits a node cannot run with are refused at start") {
   CHECK_FALSE(with([](connection_limits& l) { l.max_message_bytes = 2000; }).is_ok());
   CHECK_FALSE(with([](connection_limits& l) { l.idle_timeout = std::chrono::milliseconds(0); }).is_ok());
   CHECK_FALSE(with([](connection_limits& l) { l.max_pending_connections = 0; }).is_ok());
+  CHECK_FALSE(with([](connection_limits& l) { l.max_inflight_bytes = l.max_message_bytes - 1; }).is_ok());
   CHECK(with([](connection_limits&) {}).is_ok());
 }

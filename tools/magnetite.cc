@@ -265,11 +265,15 @@ void declare(CLI::App& app, command_line& c) {
                     "only on a network that is itself private");
   c.serve
       ->add_option("--max-message-bytes", c.network.max_message_bytes,
-                   "the largest message a connection may send once it shook hands (docs/design/replication.md, 8)")
+                   "the largest message a connection may send once it shook hands (docs/design/replication.md, 7.1)")
       ->capture_default_str();
   c.serve
       ->add_option("--max-handshake-bytes", c.network.max_handshake_bytes,
                    "the largest message a connection may send before it shook hands")
+      ->capture_default_str();
+  c.serve
+      ->add_option("--max-inflight-bytes", c.network.max_inflight_bytes,
+                   "what all connections together may have claimed and not yet delivered")
       ->capture_default_str();
   c.serve
       ->add_option("--handshake-timeout-ms", c.handshake_timeout_ms,

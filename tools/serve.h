@@ -11,7 +11,7 @@
 // address beyond loopback is refused unless `insecure` (--insecure), which
 // is then said on standard error at every start. `network` bounds what one
 // connection may send and how long it may stay silent (--max-message-bytes,
-// --max-handshake-bytes, --handshake-timeout-ms, --idle-timeout-ms,
+// --max-handshake-bytes, --max-inflight-bytes, --handshake-timeout-ms, --idle-timeout-ms,
 // --max-pending-connections; replication/guarded_network.h).
 #pragma once
 
