@@ -2,6 +2,8 @@
 // owner, following it when it moves, and retries that keep their request id.
 #include "magnetite/cluster_client.h"
 
+#include <limits>
+
 #include "actors/caf_headers.h"  // before any other CAF header
 
 #include "core/env.h"
@@ -21,6 +23,8 @@ cluster_client::~cluster_client() = default;
 result<std::unique_ptr<cluster_client>> cluster_client::connect(cluster_client_options options) {
   if (options.call_timeout.count() <= 0 || options.attempt_timeout.count() <= 0 || options.resolve_after.count() <= 0)
     return status::invalid_argument("cluster client: call_timeout, attempt_timeout and resolve_after must be positive");
+  if (options.max_calls_in_flight == 0)
+    return status::invalid_argument("cluster client: max_calls_in_flight must be at least 1");
   auto text = read_whole_file(env::posix(), options.cluster_file);
   if (!text)
     return status::invalid_argument(fmt::format("cluster file {}: {}", options.cluster_file, text.error().message()));
@@ -38,6 +42,7 @@ result<std::unique_ptr<cluster_client>> cluster_client::connect(cluster_client_o
                       options.cluster_file));
     MAGNETITE_TRY(configure_tls(p->cfg, tls_files{options.tls_certificate, options.tls_key, options.tls_ca}));
   }
+  p->calls = std::make_unique<admission_budget>(std::numeric_limits<std::size_t>::max(), options.max_calls_in_flight);
   p->options = std::move(options);
   p->sys = std::make_unique<caf::actor_system>(p->cfg);
   p->owners = std::make_unique<std::atomic<std::uint32_t>[]>(p->cluster.shards);
@@ -54,6 +59,10 @@ std::uint32_t cluster_client::owner_of(std::size_t shard) const noexcept {
   return shard < impl_->cluster.shards ? impl_->owners[shard].load() : 0;
 }
 std::uint64_t cluster_client::retries() const noexcept { return impl_->retried.load(); }
+admission_stats cluster_client::calls() const {
+  auto n = impl_->calls->now();
+  return {n.admitted, n.waited, n.refused, n.waiting, n.requests, n.bytes, impl_->calls->max_requests(), 0};
+}
 state_storage& cluster_client::state_store() noexcept { return *impl_->state; }
 
 namespace {

@@ -15,6 +15,7 @@
 #include "actors/caf_headers.h"  // before any other CAF header
 
 #include "actors/state_storage.h"
+#include "core/admission_budget.h"
 #include "core/hash128.h"
 #include "magnetite/cluster_client.h"
 #include "replication/node.h"
@@ -85,6 +86,9 @@ struct cluster_client::impl {
     }
     return std::make_unique<caf::scoped_actor>(*sys);
   }
+
+  // max_calls_in_flight (a call takes a request, no bytes).
+  std::unique_ptr<admission_budget> calls;
 
   hash128 session = random_hash128();
   std::atomic<std::uint64_t> next_seq{1};
@@ -202,6 +206,15 @@ struct cluster_client::impl {
   status call(std::size_t shard, bool write, Attempt attempt, std::optional<clock_type::time_point> until = {}) {
     auto deadline = clock_type::now() + options.call_timeout;
     if (until && *until < deadline) deadline = *until;
+    if (!calls->admit(0, deadline))
+      return status::busy(
+          fmt::format("the client has {} calls in flight, its max_calls_in_flight, and none ended "
+                      "before this one's deadline: nothing was sent",
+                      calls->max_requests()));
+    struct release_on_return {
+      admission_budget& b;
+      ~release_on_return() { b.release(0); }
+    } released{*calls};
     borrowed lent(this, lend());
     caf::scoped_actor& self = *lent;
     bool maybe_applied = false;

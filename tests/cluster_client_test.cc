@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <thread>
 
 #include "actors/caf_headers.h"  // before any other CAF header
 
 #include "magnetite/cluster_client.h"
 #include "replication/node.h"
+#include "tests/support/poll.h"
 #include "tests/support/three_nodes.h"
 
 using namespace magnetite;
@@ -93,6 +95,46 @@ TEST_CASE("cluster client: with no owner a call ends at its deadline, saying not
   auto g = client->get("k");
   REQUIRE_FALSE(g.is_ok());
   CHECK(g.error().code() == status_code::timeout);
+}
+
+TEST_CASE("cluster client: past max_calls_in_flight a call waits for room, and answers busy at its deadline") {
+  // No owner: every call lasts to its deadline, holding its place.
+  testing::three_nodes c(testing::three_nodes::base_port(42), "client");
+  cluster_client_options o;
+  o.cluster_file = c.file;
+  o.call_timeout = std::chrono::milliseconds(3000);
+  o.attempt_timeout = std::chrono::milliseconds(500);
+  o.max_calls_in_flight = 2;
+  auto client = must(cluster_client::connect(o));
+  std::vector<std::thread> callers;
+  std::vector<status> answers(4);
+  for (int i = 0; i < 4; ++i) callers.emplace_back([&, i] { answers[i] = client->put(fmt::format("k{}", i), "v"); });
+  // Two in, two waiting for room: the limit holds calls back, it does not
+  // let them through.
+  CHECK(testing::poll_until(
+      [&] {
+        auto n = client->calls();
+        return n.requests == 2 && n.waiting == 2;
+      },
+      std::chrono::seconds(10)));
+  for (auto& t : callers) t.join();
+  auto n = client->calls();
+  CHECK(n.max_requests == 2);
+  CHECK(n.requests == 0);
+  CHECK(n.waited == 2);
+  CHECK(n.admitted + n.refused == 4);
+  // Each call ended transient with nothing written: no owner, or no room.
+  int busy = 0;
+  for (const auto& a : answers) {
+    CHECK_FALSE(a.is_ok());
+    CHECK(a.category() == status_category::transient);
+    busy += a.code() == status_code::busy ? 1 : 0;
+  }
+  CHECK(busy == static_cast<int>(n.refused));
+  for (std::uint32_t id = 1; id <= 3; ++id)
+    for (int i = 0; i < 4; ++i) CHECK_FALSE(c.local(id, fmt::format("k{}", i)).has_value());
+  o.max_calls_in_flight = 0;
+  CHECK(cluster_client::connect(o).error().code() == status_code::invalid_argument);
 }
 
 TEST_CASE("cluster client: bad input and a bad cluster file are refused before anything is sent") {

@@ -39,6 +39,7 @@
 #include <string_view>
 
 #include "magnetite/config.h"
+#include "magnetite/stats.h"
 #include "magnetite/status.h"
 #include "magnetite/write.h"
 
@@ -66,6 +67,11 @@ struct cluster_client_options {
   // Shorter than a commit's own calls can take, it aborts commits that are
   // only slow (they then answer a conflict, nothing written).
   std::chrono::milliseconds resolve_after{30'000};
+  // Calls (of every thread, state's included) in flight at once. Past it a
+  // call waits for room until its call_timeout, then answers `busy`
+  // (transient, nothing sent): a host with unbounded threads meets a bound
+  // here, not in the owners' queues and its own memory.
+  std::size_t max_calls_in_flight = 1024;
 };
 
 class MAGNETITE_API cluster_client {
@@ -90,6 +96,8 @@ class MAGNETITE_API cluster_client {
   std::uint32_t owner_of(std::size_t shard) const noexcept;
   // Calls sent again after a lost answer or a moved owner, since connect.
   std::uint64_t retries() const noexcept;
+  // max_calls_in_flight's counts since connect (bytes are not counted).
+  admission_stats calls() const;
 
   // The way <magnetite/state.h> reaches the cluster (state::records has a
   // constructor from a cluster_client); not for hosts to call.
