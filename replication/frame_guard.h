@@ -9,7 +9,7 @@
 // or not the sender ever shook hands. The frame layout is CAF's (header:
 // operation u8, two pad bytes, flags u8, payload length u32 big-endian,
 // operation data u64, source and destination actor ids u64; then the
-// payload); tests/frame_guard_test.cc pins it to the installed CAF.
+// payload); tests/network_guard_test.cc pins it to the installed CAF.
 //
 // Contract: take() is given every byte the connection delivers, in order, in
 // pieces of any size. It refuses at the byte that completes the first header

@@ -59,9 +59,9 @@ int feed(const target& t, std::string_view bytes) {
 }
 
 // The targets, in the order docs/fuzzing.md lists them.
-const char* const all_targets[] = {"wal_frame",  "wal_record",  "wal_recovery",       "tree_node",
-                                   "node_store", "db_manifest", "checkpoints",        "ttl_envelope",
-                                   "cli_text",   "state_value", "replication_message", "frame_guard", "basp_payload"};
+const char* const all_targets[] = {"wal_frame",           "wal_record",  "wal_recovery", "tree_node", "node_store",
+                                   "db_manifest",         "checkpoints", "ttl_envelope", "cli_text",  "state_value",
+                                   "replication_message", "frame_guard", "basp_payload"};
 
 void run_corpus(const char* name) {
   const target* t = find_target(name);
