@@ -22,6 +22,7 @@ class bounded_deserializer final : public caf::deserializer {
   // A sequence claimed more elements than bytes were left (refused then,
   // before anything was sized to the claim).
   bool overclaimed() const { return overclaimed_; }
+  bool floating() const { return floating_; }
 
   caf::error begin_object(uint16_t& nr, std::string& name) override { return inner_.begin_object(nr, name); }
   caf::error end_object() override { return inner_.end_object(); }
@@ -46,16 +47,25 @@ class bounded_deserializer final : public caf::deserializer {
   caf::error apply_impl(uint32_t& x) override { return inner_(x); }
   caf::error apply_impl(int64_t& x) override { return inner_(x); }
   caf::error apply_impl(uint64_t& x) override { return inner_(x); }
-  caf::error apply_impl(float& x) override { return inner_(x); }
-  caf::error apply_impl(double& x) override { return inner_(x); }
-  caf::error apply_impl(long double& x) override { return inner_(x); }
+  // No node sends a floating-point number, and CAF 0.17 loops forever
+  // serializing an infinite one (found by basp_payload: all-ones bits decode
+  // to infinity): refused wherever it is, so nothing can echo one.
+  caf::error apply_impl(float&) override { return refuse_floating(); }
+  caf::error apply_impl(double&) override { return refuse_floating(); }
+  caf::error apply_impl(long double&) override { return refuse_floating(); }
   caf::error apply_impl(std::string& x) override { return inner_(x); }
   caf::error apply_impl(std::u16string& x) override { return inner_(x); }
   caf::error apply_impl(std::u32string& x) override { return inner_(x); }
 
  private:
+  caf::error refuse_floating() {
+    floating_ = true;
+    return caf::make_error(caf::sec::unknown_type);
+  }
+
   caf::binary_deserializer inner_;
   bool overclaimed_ = false;
+  bool floating_ = false;
 };
 
 // payload_reader.h says what makes a type flat; a vector of a flat type is.
@@ -63,8 +73,7 @@ bool payload_reader::flat_type(std::string_view name) {
   static const std::set<std::string_view> flat = {
       "@actor", "@addr", "@atom", "@duration", "@i16", "@i32", "@i64", "@i8", "@ldouble", "@message_id", "@node",
       "@str", "@strmap", "@strong_actor_ptr", "@strset", "@strvec", "@timespan", "@timestamp", "@u16", "@u16_str",
-      "@u32", "@u32_str", "@u64", "@u8", "@unit", "@weak_actor_ptr", "@actorvec", "@addrvec", "double", "float",
-      "uint32_t",
+      "@u32", "@u32_str", "@u64", "@u8", "@unit", "@weak_actor_ptr", "@actorvec", "@addrvec", "uint32_t",
       // replication::add_message_types's own
       "magnetite::ballot", "magnetite::stamp", "magnetite::hash128", "magnetite::stamped_op", "magnetite::merge_report",
       "magnetite::replication::promise_reply", "magnetite::replication::vote", "magnetite::replication::replica_info",
@@ -90,7 +99,7 @@ void payload_reader::set_last_hop(caf::node_id*) {}
 std::string payload_reader::check(std::uint8_t op, std::span<const std::uint8_t> payload) {
   bounded_deserializer in(&unit_, payload);
   caf::error e = read(op, in, payload);
-  if (!e && in.overclaimed()) e = caf::make_error(caf::sec::end_of_stream);
+  if (!e && (in.overclaimed() || in.floating())) e = caf::make_error(caf::sec::end_of_stream);
   proxies_.clear();
   if (!e) return {};
   return fmt::format("a {}-byte payload of operation {} that does not decode within its bytes ({})", payload.size(), op,
@@ -145,8 +154,8 @@ caf::error payload_reader::read_message(bounded_deserializer& in, std::span<cons
   caf::message m;
   auto e = whole(stages, m);
   // CAF 0.17 loses an element's error inside a message (it answers an
-  // empty message and no error): the claim is remembered instead.
-  if (!e && whole.overclaimed()) e = caf::make_error(caf::sec::end_of_stream);
+  // empty message and no error): the claim, or the number, is remembered.
+  if (!e && (whole.overclaimed() || whole.floating())) e = caf::make_error(caf::sec::end_of_stream);
   return e;
 }
 

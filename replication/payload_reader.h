@@ -16,11 +16,13 @@
 // decodes: the handshakes' node id, application ids and interface; the
 // nodes of routed, monitor and down frames and a down frame's error; a
 // message's forwarding stages and header. A message whose element types are
-// all flat (numbers, strings, actor handles, vectors of them, and ours,
+// all flat (integers, strings, actor handles, vectors of them, and ours,
 // which are made of the same) passes on its header, since CAF fills those
-// element by element; any other is decoded whole. Nothing is made while
-// reading: remote actors decode as no actor. Not thread-safe: one reader a
-// network thread.
+// element by element; any other is decoded whole. A floating-point number
+// anywhere is refused: no node sends one, and CAF 0.17 loops forever
+// serializing an infinite one (found by the basp_payload fuzz target).
+// Nothing is made while reading: remote actors decode as no actor. Not
+// thread-safe: one reader a network thread.
 #pragma once
 
 #include <cstdint>
