@@ -73,9 +73,9 @@ class connection_watch {
   // not shaken hands. Counts it either way.
   bool admit() {
     std::lock_guard<std::mutex> lock(m_);
-    ++accepted_;
+    ++c_.accepted;
     if (pending_locked() >= limits_.max_pending_connections) {
-      ++refused_pending_;
+      ++c_.refused_pending;
       return false;
     }
     return true;
@@ -104,15 +104,15 @@ class connection_watch {
   // The claim budget (frame_guard::claim_budget).
   bool claim(std::int64_t delta) {
     std::lock_guard<std::mutex> lock(m_);
-    if (delta > 0 && inflight_ + static_cast<std::uint64_t>(delta) > limits_.max_inflight_bytes) return false;
-    inflight_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(inflight_) + delta);
+    if (delta > 0 && c_.inflight_bytes + static_cast<std::uint64_t>(delta) > limits_.max_inflight_bytes) return false;
+    c_.inflight_bytes = static_cast<std::uint64_t>(static_cast<std::int64_t>(c_.inflight_bytes) + delta);
     return true;
   }
 
   void refused(const std::string& why) {
     std::lock_guard<std::mutex> lock(m_);
-    ++refused_frames_;
-    last_refusal_ = why;
+    ++c_.refused_frames;
+    c_.last_refusal = why;
   }
 
   void sweep() {
@@ -124,9 +124,9 @@ class connection_watch {
     for (auto& e : entries_) {
       if (e->cut) continue;
       if (!e->shook.load(std::memory_order_relaxed) && over(e->opened_ns, limits_.handshake_timeout)) {
-        ++timed_out_;
+        ++c_.timed_out;
       } else if (over(e->heard_ns.load(std::memory_order_relaxed), limits_.idle_timeout)) {
-        ++idle_;
+        ++c_.idle;
       } else {
         continue;
       }
@@ -137,16 +137,9 @@ class connection_watch {
 
   network_stats stats() const {
     std::lock_guard<std::mutex> lock(m_);
-    network_stats s;
-    s.accepted = accepted_;
-    s.refused_pending = refused_pending_;
-    s.refused_frames = refused_frames_;
-    s.inflight_bytes = inflight_;
-    s.timed_out = timed_out_;
-    s.idle = idle_;
+    network_stats s = c_;
     s.open = entries_.size();
     s.pending = pending_locked();
-    s.last_refusal = last_refusal_;
     return s;
   }
 
@@ -161,9 +154,7 @@ class connection_watch {
   payload_reader reader_;
   mutable std::mutex m_;
   std::set<std::unique_ptr<entry>> entries_;
-  std::uint64_t accepted_ = 0, refused_pending_ = 0, refused_frames_ = 0, timed_out_ = 0, idle_ = 0;
-  std::uint64_t inflight_ = 0;
-  std::string last_refusal_;
+  network_stats c_;  // the counts; open and pending are counted when asked
 };
 
 namespace {
