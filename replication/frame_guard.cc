@@ -85,8 +85,9 @@ bool frame_guard::judge_header() {
     limit = max_handshake_;
   }
   // CAF reads a handshake's payload without checking that there is one: an
-  // empty handshake would have it dereference a null buffer.
-  if (in_handshake_ && length == 0) {
+  // empty handshake, before or after the first, would have it dereference a
+  // null buffer.
+  if ((op == client_handshake || op == server_handshake) && length == 0) {
     refusal_ = fmt::format("a {} without a payload", operation_name(op));
     return false;
   }

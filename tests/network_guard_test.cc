@@ -128,6 +128,11 @@ TEST_CASE("frame_guard: the limits before and after the handshake, at the byte")
   CHECK(g.take(basp_header(heartbeat, 0)));
   CHECK(g.take(basp_header(frame_guard::client_handshake, 20, 0, 0, 0, 0x02) + bytes(20, 0)));
   CHECK(g.frames() == 4);
+  {
+    auto h = accepted_guard(100, 1000);
+    REQUIRE(h.take(basp_header(frame_guard::client_handshake, 10) + bytes(10, 0)));
+    CHECK_FALSE(h.take(basp_header(frame_guard::server_handshake, 0)));  // empty, after the handshake too
+  }
   CHECK_FALSE(g.take(basp_header(direct, 1001, 0, 0, 1)));
   CHECK(g.refusal().find("over the 1000 allowed after the handshake") != std::string::npos);
   // Refused is final, whatever comes next.
@@ -356,6 +361,8 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
       {"garbage", garbage, "unknown operation"},
       {"a 4 GiB handshake", basp_header(frame_guard::client_handshake, huge), "before the handshake"},
       {"an empty handshake", basp_header(frame_guard::client_handshake, 0), "without a payload"},
+      {"an empty handshake after a real one", handshake + basp_header(frame_guard::client_handshake, 0),
+       "without a payload"},
       {"a message to actor 1 without a handshake", basp_header(direct, 64, 0, 0, 1) + bytes(64, 0),
        "before its client handshake"},
       {"a 4 GiB message after a handshake", handshake + basp_header(direct, huge, 0, 0, 1), "after the handshake"},
