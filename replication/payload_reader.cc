@@ -98,9 +98,23 @@ void payload_reader::set_last_hop(caf::node_id*) {}
 
 std::string payload_reader::check(std::uint8_t op, std::span<const std::uint8_t> payload) {
   bounded_deserializer in(&unit_, payload);
-  caf::error e = read(op, in, payload);
-  if (!e && (in.overclaimed() || in.floating())) e = caf::make_error(caf::sec::end_of_stream);
+  caf::error e;
+  std::string thrown;
+  // CAF 0.17 throws from some decoders (a config value's variant of an
+  // unknown index: std::runtime_error "invalid type found", found by
+  // basp_payload); on the network thread, or in BASP's worker, nothing
+  // catches it and the process ends. Thrown here, it is a refusal.
+  try {
+    e = read(op, in, payload);
+  } catch (const std::exception& x) {
+    thrown = x.what();
+  } catch (...) {
+    thrown = "an exception";
+  }
   proxies_.clear();
+  if (!thrown.empty())
+    return fmt::format("a {}-byte payload of operation {} whose decoding threw ({})", payload.size(), op, thrown);
+  if (!e && (in.overclaimed() || in.floating())) e = caf::make_error(caf::sec::end_of_stream);
   if (!e) return {};
   return fmt::format("a {}-byte payload of operation {} that does not decode within its bytes ({})", payload.size(), op,
                      unit_.system().render(e));

@@ -20,7 +20,9 @@
 // which are made of the same) passes on its header, since CAF fills those
 // element by element; any other is decoded whole. A floating-point number
 // anywhere is refused: no node sends one, and CAF 0.17 loops forever
-// serializing an infinite one (found by the basp_payload fuzz target).
+// serializing an infinite one; so is a payload whose decoding throws (CAF
+// throws from some decoders, and nothing on its network thread catches it;
+// both found by the basp_payload fuzz target).
 // Nothing is made while reading: remote actors decode as no actor. Not
 // thread-safe: one reader a network thread.
 #pragma once
