@@ -347,6 +347,13 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
   auto byte_vector = claiming(caf::make_message(std::string("x"), std::vector<char>(16, 'c')));
   auto in_an_error = claiming(caf::make_message(caf::make_error(caf::sec::runtime_error, std::vector<char>(16, 'c'))));
 
+  // A config value of a kind CAF does not know: its decoder throws, and a
+  // CAF 0.17 process without the guard aborts (std::terminate).
+  bytes unknown_kind{0, 0, 0, 17};
+  for (char ch : std::string_view("@<>+@config_value")) unknown_kind.push_back(static_cast<std::uint8_t>(ch));
+  unknown_kind.insert(unknown_kind.end(), 8, 0xff);
+  auto config_value = basp_header(direct, static_cast<std::uint32_t>(unknown_kind.size()), 0, 0, 1) + unknown_kind;
+
   std::mt19937 rng(11);
   bytes garbage(4096);
   for (auto& b : garbage) b = static_cast<std::uint8_t>(rng());
@@ -369,6 +376,7 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
       {"a byte vector claiming 4 GiB in a message", handshake + byte_vector, "does not decode within its bytes"},
       {"a byte vector claiming 4 GiB in an error's context", handshake + in_an_error,
        "does not decode within its bytes"},
+      {"a config value CAF throws on", handshake + config_value, "whose decoding threw"},
       {"a message over the limit after a handshake",
        handshake + basp_header(direct, limits.max_message_bytes + 1, 0, 0, 1), "after the handshake"},
   };
