@@ -3,7 +3,7 @@
 // without it, in one run.
 //
 //   flood_bench [--seconds S] [--threads T] [--value-bytes B] [--shards N]
-//               [--unbounded-writes W] [--dir DIR]
+//               [--unbounded-writes W] [--keys K] [--dir DIR]
 //
 // Three cases, each in a child process of its own (the peak RSS reported is
 // that child's, from wait4), each on a new data directory:
@@ -53,6 +53,9 @@ struct config {
   std::size_t value_bytes = 1024;
   std::size_t shards = 2;
   std::uint64_t unbounded_writes = 1'000'000;
+  // Keys a thread writes, over and over (0: a new key every write). With a
+  // bound the data stops growing, so what memory still grows is the flood's.
+  std::uint64_t keys = 0;
   std::string dir = "bench-data/flood";
 };
 
@@ -99,7 +102,27 @@ std::unique_ptr<database> open_fresh(const config& c, const std::string& name, b
   return std::move(*db);
 }
 
-std::string key_for(int thread, std::uint64_t i) { return fmt::format("t{}-{:012}", thread, i); }
+std::uint64_t key_space = 0;  // config::keys, for key_for
+std::string key_for(int thread, std::uint64_t i) {
+  return fmt::format("t{}-{:012}", thread, key_space ? i % key_space : i);
+}
+
+// The resident set four times a second until `stop`: its peak over the
+// first quarter of the run beside its peak over the rest says whether it
+// still grows.
+struct rss_quarters {
+  double first = 0, rest = 0;
+};
+std::thread sample_rss(const std::atomic<bool>& stop, clock_type::time_point start, double seconds, rss_quarters& out) {
+  return std::thread([&stop, start, seconds, &out] {
+    while (!stop) {
+      double r = rss_now_mib();
+      double& peak = since(start) < seconds / 4 ? out.first : out.rest;
+      peak = std::max(peak, r);
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    }
+  });
+}
 
 // T threads, each with at most `window` writes unanswered.
 std::vector<double> run_closed(const config& c) {
@@ -125,9 +148,14 @@ std::vector<double> run_closed(const config& c) {
       }
       while (out.load() > 0) std::this_thread::yield();
     });
+  rss_quarters rss;
+  std::thread sampler = sample_rss(stop, start, c.seconds, rss);
   for (auto& t : ts) t.join();
+  sampler.join();
   std::vector<double> r(slots);
   r[acked_per_s] = static_cast<double>(acked) / since(start);
+  r[rss_first_quarter_mib] = rss.first;
+  r[rss_rest_mib] = rss.rest;
   return r;
 }
 
@@ -156,17 +184,8 @@ std::vector<double> run_flood(const config& c) {
         if ((i & 1023) == 0 && since(start) >= c.seconds) stop = true;
       }
     });
-  // The resident set four times a second: its peak over the first quarter
-  // of the flood beside its peak over the rest says whether it still grows.
-  double first_quarter = 0, rest = 0;
-  std::thread sampler([&] {
-    while (!stop) {
-      double r = rss_now_mib();
-      (since(start) < c.seconds / 4 ? first_quarter : rest) =
-          std::max(since(start) < c.seconds / 4 ? first_quarter : rest, r);
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-  });
+  rss_quarters rss;
+  std::thread sampler = sample_rss(stop, start, c.seconds, rss);
   std::vector<double> latencies;
   std::thread blocking([&] {
     for (std::uint64_t i = 0; !stop; ++i) {
@@ -190,8 +209,8 @@ std::vector<double> run_flood(const config& c) {
     r[blocking_max_us] = latencies.back();
   }
   r[blocking_n] = static_cast<double>(latencies.size());
-  r[rss_first_quarter_mib] = first_quarter;
-  r[rss_rest_mib] = rest;
+  r[rss_first_quarter_mib] = rss.first;
+  r[rss_rest_mib] = rss.rest;
   return r;
 }
 
@@ -289,6 +308,8 @@ int main(int argc, char** argv) {
       c.shards = std::stoul(next());
     else if (a == "--unbounded-writes")
       c.unbounded_writes = std::stoull(next());
+    else if (a == "--keys")
+      c.keys = std::stoull(next());
     else if (a == "--dir")
       c.dir = next();
     else {
@@ -296,6 +317,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  key_space = c.keys;
   database_options defaults;
   fmt::print(
       "flood_bench {}: {} threads, {}-byte values, {} shards, {} s a case; admission budget {} MiB and {} "
@@ -304,6 +326,8 @@ int main(int argc, char** argv) {
       defaults.admission_requests);
   auto closed = in_child(run_closed, c);
   fmt::print("closed     {:>9.0f} writes/s  peak RSS {:>7.1f} MiB\n", closed.r[acked_per_s], closed.rss_mib);
+  fmt::print("           resident set: at most {:.1f} MiB in the first quarter, {:.1f} MiB after\n",
+             closed.r[rss_first_quarter_mib], closed.r[rss_rest_mib]);
   auto flood = in_child(run_flood, c);
   fmt::print("flood      {:>9.0f} writes/s  peak RSS {:>7.1f} MiB  {:.0f} refused busy\n", flood.r[acked_per_s],
              flood.rss_mib, flood.r[refused]);
@@ -319,11 +343,14 @@ int main(int argc, char** argv) {
   double ratio = flood.r[acked_per_s] / closed.r[acked_per_s];
   double over = flood.rss_mib - closed.rss_mib;
   double growth = flood.r[rss_rest_mib] - flood.r[rss_first_quarter_mib];
+  // What the database's caches and layers grow by anyway, at the same time
+  // into the run, is the closed run's growth: the flood may add its budget.
+  double closed_growth = closed.r[rss_rest_mib] - closed.r[rss_first_quarter_mib];
   fmt::print(
       "flood / closed throughput {:.2f}x (target >= 0.9x: {}); flood's peak RSS {:.1f} MiB above closed's, "
-      "budget {} MiB; grew {:.1f} MiB after its first quarter (bounded: {})\n",
-      ratio, ratio >= 0.9 ? "met" : "NOT met", over, defaults.admission_bytes >> 20, growth,
-      growth <= static_cast<double>(defaults.admission_bytes >> 20) ? "yes" : "NO");
+      "budget {} MiB; after the first quarter the flood grew {:.1f} MiB, closed {:.1f} MiB (bounded: {})\n",
+      ratio, ratio >= 0.9 ? "met" : "NOT met", over, defaults.admission_bytes >> 20, growth, closed_growth,
+      growth <= closed_growth + static_cast<double>(defaults.admission_bytes >> 20) ? "yes" : "NO");
   std::filesystem::remove_all(c.dir);
   return 0;
 }
