@@ -210,6 +210,20 @@ TEST_CASE(
     MESSAGE("plain client: " << plain.error().to_string() << " after " << seconds_since(t0) << " s");
     CHECK(seconds_since(t0) < 2.5);
   }
+  // A client with a certificate of another CA fails the TLS handshake: it
+  // never gets the node's actor, so no message of it reaches one.
+  {
+    caf::actor_system_config cfg;
+    configure_system(cfg);
+    REQUIRE(configure_tls(cfg, stranger_files()).is_ok());
+    caf::actor_system sys{cfg};
+    auto t0 = std::chrono::steady_clock::now();
+    auto stranger = connect_to(sys, "127.0.0.1", static_cast<std::uint16_t>(base + 2), true, std::chrono::seconds(2));
+    CHECK_FALSE(stranger.is_ok());
+    MESSAGE("client of another CA: " << (stranger ? "" : stranger.error().to_string()) << " after " << seconds_since(t0)
+                                     << " s");
+    CHECK(seconds_since(t0) < 2.5);
+  }
 }
 
 TEST_CASE("tls: a node without TLS, or with a certificate of another CA, cannot link to TLS nodes, and says so") {
