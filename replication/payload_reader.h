@@ -4,8 +4,8 @@
 // Why: CAF 0.17's binary deserializer sizes a byte vector to the length it
 // claims before reading it, and any message may carry one (std::vector<char>
 // is a built-in type, "@charbuf"; an error carries a message inside it).
-// Measured: a 44-byte payload claiming 4 GiB for such a vector took a
-// process to 4.2 GB resident, and CAF then answered an empty message and no
+// bench/stranger_bench: such a claim of 4 GiB took a bare CAF node to
+// about 3.5 GiB resident, and CAF then answered an empty message and no
 // error. So a node reads every payload first with a deserializer that
 // refuses a sequence claiming more elements than bytes are left (every
 // element of every type a node sends takes at least one byte).
