@@ -115,7 +115,7 @@ void frame_guard::end_of_frame() {
     budget_(-static_cast<std::int64_t>(claimed_));
     claimed_ = 0;
   }
-  if (check_ && payload_left_ == 0 && !payload_.empty()) {
+  if (check_ && !payload_.empty()) {
     refusal_ = check_(header_[0], payload_);
     // A large payload's room is not kept for a connection that may idle.
     if (payload_.capacity() > (1u << 20))

@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
-#include <set>
 
 #include <caf/detail/socket_guard.hpp>
 #include <caf/io/middleman_actor_impl.hpp>
@@ -87,18 +87,16 @@ class connection_watch {
     e->accepted = accepted;
     e->opened_ns = now_ns();
     e->heard_ns = e->opened_ns;
+    entry* at = e.get();
     std::lock_guard<std::mutex> lock(m_);
-    return entries_.insert(std::move(e)).first->get();
+    entries_.emplace(at, std::move(e));
+    return at;
   }
 
   // Before the socket is closed (see the header).
   void remove(entry* e) {
     std::lock_guard<std::mutex> lock(m_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->get() == e) {
-        entries_.erase(it);
-        return;
-      }
+    entries_.erase(e);
   }
 
   // The claim budget (frame_guard::claim_budget).
@@ -121,7 +119,7 @@ class connection_watch {
       return now - since > std::chrono::duration_cast<std::chrono::nanoseconds>(limit).count();
     };
     std::lock_guard<std::mutex> lock(m_);
-    for (auto& e : entries_) {
+    for (auto& [_, e] : entries_) {
       if (e->cut) continue;
       if (!e->shook.load(std::memory_order_relaxed) && over(e->opened_ns, limits_.handshake_timeout)) {
         ++c_.timed_out;
@@ -146,14 +144,14 @@ class connection_watch {
  private:
   std::size_t pending_locked() const {
     std::size_t n = 0;
-    for (auto& e : entries_) n += e->accepted && !e->cut && !e->shook.load(std::memory_order_relaxed);
+    for (auto& [_, e] : entries_) n += e->accepted && !e->cut && !e->shook.load(std::memory_order_relaxed);
     return n;
   }
 
   const connection_limits limits_;
   payload_reader reader_;
   mutable std::mutex m_;
-  std::set<std::unique_ptr<entry>> entries_;
+  std::map<entry*, std::unique_ptr<entry>> entries_;
   network_stats c_;  // the counts; open and pending are counted when asked
 };
 

@@ -7,12 +7,8 @@
 // grow with what the stranger claimed, and that the node still serves.
 #include <doctest/doctest.h>
 
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -26,11 +22,15 @@
 #include "replication/payload_reader.h"
 #include "tests/support/node_process.h"
 #include "tests/support/poll.h"
+#include "tests/support/raw_socket.h"
 #include "tests/support/temp_dir.h"
 
 using namespace magnetite;
 using namespace magnetite::replication;
+using magnetite::testing::closed_within;
+using magnetite::testing::dial;
 using magnetite::testing::must;
+using magnetite::testing::send_all;
 
 namespace {
 
@@ -215,44 +215,6 @@ TEST_CASE("payload_reader: every type a node registers passes on its header, but
 namespace {
 
 std::uint16_t guard_base_port() { return static_cast<std::uint16_t>(24000 + (::getpid() % 400) * 10); }
-
-int dial(std::uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  return fd;
-}
-
-void send_all(int fd, const bytes& b) {
-  std::size_t at = 0;
-  while (at < b.size()) {
-    auto n = ::send(fd, b.data() + at, b.size() - at, MSG_NOSIGNAL);
-    if (n <= 0) return;  // the node may cut us while we send: what follows checks that
-    at += static_cast<std::size_t>(n);
-  }
-}
-
-// Whether the node closed the connection within `limit` (what it sent
-// before, its handshake and heartbeats, is read and dropped).
-bool closed_within(int fd, std::chrono::milliseconds limit) {
-  auto until = std::chrono::steady_clock::now() + limit;
-  char buf[4096];
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-    pollfd p{fd, POLLIN, 0};
-    // At least one look, also with no time left: what already came counts.
-    if (::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, left.count()))) > 0) {
-      auto n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
-      if (n > 0) continue;
-    }
-    if (left.count() <= 0) return false;
-  }
-}
 
 struct rss {
   // Resets the peak (VmHWM) to what is resident now.
