@@ -18,6 +18,8 @@ void start(self_ptr self, replica_config config) {
   st.durable_synced = st.ps.synced_ns;
   st.rng.seed(st.config.seed != 0 ? st.config.seed : 0x9e3779b97f4a7c15ULL * (st.config.node + 1));
   st.draw_patience();
+  std::random_device secret;
+  st.round_mask = (std::uint64_t{secret()} << 32) ^ secret();
   if (st.config.heartbeat.count() > 0) {
     st.chain = st.rng() | 1;
     self->delayed_send(self, st.config.heartbeat, beat_atom::value, st.chain);

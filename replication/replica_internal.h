@@ -102,6 +102,13 @@ struct replica_state {
   };
   std::map<std::uint64_t, write_round> write_rounds;  // by round: by deadline too
   std::uint64_t next_round = 1;
+  // A secret of this incarnation (std::random_device): a round goes out as
+  // round ^ round_mask, and a vote counts only if its round, unmasked, is
+  // one we sent. Round numbers alone are easy to guess; with the mask,
+  // whoever may send us messages without seeing our peers' traffic (any
+  // holder of a certificate of the cluster's CA) cannot forge a yes (a write
+  // acknowledged without a majority) nor a no that deposes us.
+  std::uint64_t round_mask = 0;
   bool round_timer_armed = false;
   std::uint64_t batches_shipped = 0, writes_shipped = 0;  // for info
   // Conditional batches (replica_conditional.cc): the highest revision this
@@ -294,7 +301,7 @@ void replicate_together(self_ptr self, std::vector<stamped_op> ops, std::functio
                         std::optional<stamped_op> record = std::nullopt);
 void flush_batch(self_ptr self);
 // A peer's vote on our write round `round`, and our round timer.
-void on_write_vote(self_ptr self, std::uint64_t round, const vote& v);
+void on_write_vote(self_ptr self, std::uint64_t sent_round, const vote& v);
 void expire_write_rounds(self_ptr self);
 void confirm(self_ptr self, std::function<void(bool)> done);
 // A client's read of key, linearizable: once no write of it is in flight,

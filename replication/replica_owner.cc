@@ -155,7 +155,7 @@ void write_round_to_peers(self_ptr self, const std::vector<stamped_op>& ops, std
   std::uint64_t round = st.next_round++;
   auto [it, _] = st.write_rounds.emplace(round, write_round{self->clock().now() + st.config.request_timeout, st.epoch,
                                                             st.peers.size(), 1, 0, std::move(done)});
-  for (auto& [id, peer] : st.peers) self->send(peer, rwrite_atom::value, st.epoch, round, ops);
+  for (auto& [id, peer] : st.peers) self->send(peer, rwrite_atom::value, st.epoch, round ^ st.round_mask, ops);
   decide_round(self, it);  // a cluster of one, or no peer linked
   arm_round_timer(self);
 }
@@ -234,9 +234,12 @@ void ship_batch(self_ptr self) {
 }  // namespace
 
 // A vote no with a promise above our epoch deposes us, whichever round it
-// answers (one decided or expired already, even one of an earlier term).
-void on_write_vote(self_ptr self, std::uint64_t round, const vote& v) {
+// answers (one decided or expired already, even one of an earlier term);
+// a vote for a round we never sent counts for nothing (round_mask).
+void on_write_vote(self_ptr self, std::uint64_t sent_round, const vote& v) {
   auto& st = self->state;
+  std::uint64_t round = sent_round ^ st.round_mask;
+  if (round == 0 || round >= st.next_round) return;
   if (!v.accepted && v.promised > st.epoch) step_down(self);
   auto it = st.write_rounds.find(round);
   if (it == st.write_rounds.end()) return;

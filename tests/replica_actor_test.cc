@@ -662,6 +662,39 @@ TEST_CASE("replica actors: a peer's refusal with a higher promise deposes the ow
   CHECK(c.put(1, "k", "w").code() == status_code::busy);
 }
 
+TEST_CASE("replica actors: votes for rounds the owner never sent count for nothing, yes or no") {
+  cluster c(3);
+  REQUIRE(c.elect(1));
+  REQUIRE(c.put(1, "k", "v").is_ok());  // a round or more went out
+  ballot epoch = c.info(1).epoch;
+  // Round numbers are small and counted up: a forger's first guesses. Sent
+  // from an actor of the owner's own system, as a message off the network
+  // arrives (through a proxy): only what the vote says can tell it apart.
+  auto forge = [&](const vote& v) {
+    for (std::uint64_t round = 0; round < 256; ++round)
+      (*c.client)->send(c.node(1).replica, rvote_atom::value, round, v);
+  };
+  SUBCASE("a no with a higher promise would depose the owner: it still owns") {
+    forge(vote{false, ballot{epoch.counter + 1000, 3}});
+    c.drain();
+    CHECK(c.info(1).role == 2);
+    CHECK(c.put(1, "k", "w").is_ok());
+  }
+  SUBCASE("a yes would make a majority of one disk: the write is not acknowledged") {
+    c.partition(1);  // its own round cannot reach a majority
+    (*c.client)->send(c.node(1).replica, put_atom::value, std::string("lone"), std::string("v"), std::int64_t{0});
+    c.sched->run();  // the round is out; its deadline not yet passed
+    forge(vote{true, epoch});
+    c.drain();
+    bool acknowledged = false;
+    (*c.client)->receive([&](ok_atom) { acknowledged = true; }, [](caf::error&) {},
+                         caf::after(std::chrono::seconds(1)) >> [] { FAIL("the put was not answered"); });
+    CHECK_FALSE(acknowledged);
+    CHECK_FALSE(c.local(2, "lone").has_value());
+    CHECK_FALSE(c.local(3, "lone").has_value());
+  }
+}
+
 TEST_CASE("replica actors: write rounds to a peer that never answers leave nothing waiting in CAF's clock") {
   cluster c(3);
   REQUIRE(c.elect(1));
