@@ -1,6 +1,7 @@
 #include "replication/payload_reader.h"
 
 #include <set>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -112,6 +113,7 @@ std::string payload_reader::check(std::uint8_t op, std::span<const std::uint8_t>
     thrown = "an exception";
   }
   proxies_.clear();
+  if (!misrouted_.empty()) return std::exchange(misrouted_, std::string());
   if (!thrown.empty())
     return fmt::format("a {}-byte payload of operation {} whose decoding threw ({})", payload.size(), op, thrown);
   if (!e && (in.overclaimed() || in.floating())) e = caf::make_error(caf::sec::end_of_stream);
@@ -133,6 +135,11 @@ caf::error payload_reader::read(std::uint8_t op, bounded_deserializer& in, std::
       return in(from);
     case 3:  // routed: the nodes, then as direct
       if (auto e = in(from, to)) return e;
+      if (from == unit_.system().node() || to != unit_.system().node()) {
+        misrouted_ = from == unit_.system().node() ? "a routed message that claims to come from this node"
+                                                   : "a routed message for another node";
+        return caf::make_error(caf::sec::invalid_argument);
+      }
       [[fallthrough]];
     case 2:
       return read_message(in, payload);

@@ -23,6 +23,13 @@
 // serializing an infinite one; so is a payload whose decoding throws (CAF
 // throws from some decoders, and nothing on its network thread catches it;
 // both found by the basp_payload fuzz target).
+// A routed message names its source node in its payload, and BASP takes
+// that name as it is: one claiming to come from this very node is delivered
+// as if a local actor sent it (CAF looks the source actor up in our own
+// registry), which would pass a replica's checks for messages only its own
+// process or itself may send (`peers`, its timers). Such a message is
+// refused, and so is one for another node (we relay nothing; the nodes of
+// a cluster are linked each to each).
 // Nothing is made while reading: remote actors decode as no actor. Not
 // thread-safe: one reader a network thread.
 #pragma once
@@ -61,6 +68,7 @@ class payload_reader : private caf::proxy_registry::backend {
 
   caf::scoped_execution_unit unit_;
   caf::proxy_registry proxies_;
+  std::string misrouted_;  // why read() refused a routed message's nodes
 };
 
 }  // namespace magnetite::replication

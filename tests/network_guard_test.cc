@@ -56,7 +56,7 @@ bytes operator+(bytes a, const bytes& b) {
   return a;
 }
 
-constexpr std::uint8_t direct = 2, heartbeat = 6;
+constexpr std::uint8_t direct = 2, routed_op = 3, heartbeat = 6;
 
 frame_guard accepted_guard(std::uint32_t before = 1024, std::uint32_t after = 1 << 20) {
   return frame_guard(frame_guard::side::accepted, before, after);
@@ -316,6 +316,19 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
   unknown_kind.insert(unknown_kind.end(), 8, 0xff);
   auto config_value = basp_header(direct, static_cast<std::uint32_t>(unknown_kind.size()), 0, 0, 1) + unknown_kind;
 
+  // A routed message names its source node in its payload, and BASP takes
+  // the name: one naming the node itself is delivered as if a local actor
+  // sent it, here a `peers` that would re-point the node's replicas.
+  auto routed = [&](const caf::node_id& from, const caf::node_id& to) {
+    std::vector<char> out;
+    caf::binary_serializer sink{other, out};
+    REQUIRE(!sink(from, to, std::vector<caf::strong_actor_ptr>{},
+                  caf::make_message(peers_atom::value, std::vector<std::uint32_t>{1}, std::vector<caf::actor>{})));
+    bytes b(out.begin(), out.end());
+    return basp_header(routed_op, static_cast<std::uint32_t>(b.size()), 0, 1, 1) + b;
+  };
+  caf::node_id victim = node.p->sys->node();
+
   std::mt19937 rng(11);
   bytes garbage(4096);
   for (auto& b : garbage) b = static_cast<std::uint8_t>(rng());
@@ -339,6 +352,10 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
       {"a byte vector claiming 4 GiB in an error's context", handshake + in_an_error,
        "does not decode within its bytes"},
       {"a config value CAF throws on", handshake + config_value, "whose decoding threw"},
+      {"a routed message claiming to come from the node itself", handshake + routed(victim, victim),
+       "claims to come from this node"},
+      {"a routed message for another node", handshake + routed(other.node(), other.node()),
+       "for another node"},
       {"a message over the limit after a handshake",
        handshake + basp_header(direct, limits.max_message_bytes + 1, 0, 0, 1), "after the handshake"},
   };
