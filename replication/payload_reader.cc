@@ -133,14 +133,12 @@ caf::error payload_reader::read(std::uint8_t op, bounded_deserializer& in, std::
     }
     case frame_guard::client_handshake:
       return in(from);
-    case 3:  // routed: the nodes, then as direct
+    case 3:  // routed (payload_reader.h): refused once its nodes are read
       if (auto e = in(from, to)) return e;
-      if (from == unit_.system().node() || to != unit_.system().node()) {
-        misrouted_ = from == unit_.system().node() ? "a routed message that claims to come from this node"
-                                                   : "a routed message for another node";
-        return caf::make_error(caf::sec::invalid_argument);
-      }
-      [[fallthrough]];
+      misrouted_ = from == unit_.system().node()
+                       ? "a routed message that claims to come from this node"
+                       : "a routed message (a node relays nothing, and takes direct messages only)";
+      return caf::make_error(caf::sec::invalid_argument);
     case 2:
       return read_message(in, payload);
     case 4:

@@ -23,13 +23,16 @@
 // serializing an infinite one; so is a payload whose decoding throws (CAF
 // throws from some decoders, and nothing on its network thread catches it;
 // both found by the basp_payload fuzz target).
-// A routed message names its source node in its payload, and BASP takes
-// that name as it is: one claiming to come from this very node is delivered
-// as if a local actor sent it (CAF looks the source actor up in our own
-// registry), which would pass a replica's checks for messages only its own
-// process or itself may send (`peers`, its timers). Such a message is
-// refused, and so is one for another node (we relay nothing; the nodes of
-// a cluster are linked each to each).
+// Routed messages are refused. One names its source node in its payload,
+// and BASP takes that name as it is: claiming this very node, it is
+// delivered as if a local actor sent it (CAF looks the source actor up in
+// our own registry), which passes a replica's checks for what only its own
+// process or itself may send (`peers`, its timers); claiming another node,
+// it speaks for that node's actors. A direct message's source node is the
+// connection's, from its handshake. CAF routes a message only through a
+// node that is not linked to its destination, or on behalf of another
+// node's actor; the nodes of a cluster are linked each to each, a client to
+// each node, and none forwards another node's messages.
 // Nothing is made while reading: remote actors decode as no actor. Not
 // thread-safe: one reader a network thread.
 #pragma once
@@ -68,7 +71,7 @@ class payload_reader : private caf::proxy_registry::backend {
 
   caf::scoped_execution_unit unit_;
   caf::proxy_registry proxies_;
-  std::string misrouted_;  // why read() refused a routed message's nodes
+  std::string misrouted_;  // why read() refused a routed message
 };
 
 }  // namespace magnetite::replication

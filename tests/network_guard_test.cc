@@ -318,7 +318,8 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
 
   // A routed message names its source node in its payload, and BASP takes
   // the name: one naming the node itself is delivered as if a local actor
-  // sent it, here a `peers` that would re-point the node's replicas.
+  // sent it, here a `peers` that would re-point the node's replicas; one
+  // naming another node speaks for that node's actors.
   auto routed = [&](const caf::node_id& from, const caf::node_id& to) {
     std::vector<char> out;
     caf::binary_serializer sink{other, out};
@@ -354,8 +355,10 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
       {"a config value CAF throws on", handshake + config_value, "whose decoding threw"},
       {"a routed message claiming to come from the node itself", handshake + routed(victim, victim),
        "claims to come from this node"},
+      {"a routed message from the stranger's own node", handshake + routed(other.node(), victim),
+       "a routed message (a node relays nothing"},
       {"a routed message for another node", handshake + routed(other.node(), other.node()),
-       "for another node"},
+       "a routed message (a node relays nothing"},
       {"a message over the limit after a handshake",
        handshake + basp_header(direct, limits.max_message_bytes + 1, 0, 0, 1), "after the handshake"},
   };
