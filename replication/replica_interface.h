@@ -8,7 +8,8 @@
 //                                        its fsync (or at once, refused) we send the writer
 //                                        (rvote, round, vote): no reply, so the writer's round
 //                                        waits in no CAF request, and no CAF clock timeout
-//   (rvote, round, vote)                 a peer's answer to our rwrite of that round
+//   (rvote, round, vote)                 a peer's answer to our rwrite of that round (the round as
+//                                        we sent it, masked: replica_state::round_mask)
 //   (confirm, epoch)                     -> vote                 does epoch still hold our promise
 //   (fetch, [hash])                      -> [encoding]           nodes of our store, for a pull
 //   (sync, root, from node)              -> merge_report         pull root from that peer, merge
