@@ -215,10 +215,22 @@ result<admission_ptr> admit_client_write(self_ptr self);
 
 inline std::shared_ptr<const read_view> view_of(self_ptr self) { return self->state.config.slot->view.load(); }
 
+// Whether the reply being handled came from the node of `asked`. CAF
+// matches a reply to its request by message id alone: a sender that
+// guessed a pending request's id could answer in the peer's place (a
+// forged promise could win an election). Routed messages are refused at
+// the door (payload_reader.h), so a reply's source node is its
+// connection's own.
+inline bool replied_by_node_of(self_ptr self, const replica_actor& asked) {
+  const auto& from = self->current_sender();
+  return from != nullptr && from->node() == asked.node();
+}
+
 // One round to every peer, counting ourselves as the first yes: `yes` judges
-// each reply (a failed request is a no). `done(true)` as soon as the yes
-// count reaches a majority, `done(false)` once every peer answered short of
-// it; `done` runs exactly once.
+// each reply (a failed request, or a reply from another node than the
+// peer's, is a no). `done(true)` as soon as the yes count reaches a
+// majority, `done(false)` once every peer answered short of it; `done` runs
+// exactly once.
 template <class Reply, class... Ts>
 void majority_round(self_ptr self, caf::timespan timeout, std::function<bool(std::uint32_t, const Reply&)> yes,
                     std::function<void(bool)> done, const Ts&... xs) {
@@ -240,8 +252,8 @@ void majority_round(self_ptr self, caf::timespan timeout, std::function<bool(std
   for (auto& [id, peer] : self->state.peers)
     self->request(peer, timeout, xs...)
         .then(
-            [t, check, yes, id = id](const Reply& r) {
-              if (yes(id, r)) ++t->yes;
+            [self, t, check, yes, id = id, asked = peer](const Reply& r) {
+              if (replied_by_node_of(self, asked) && yes(id, r)) ++t->yes;
               ++t->answered;
               check();
             },
@@ -251,8 +263,9 @@ void majority_round(self_ptr self, caf::timespan timeout, std::function<bool(std
             });
 }
 
-// Asks every peer the same request; `done` gets each peer's answer (an error
-// or a timeout: none) once all are in.
+// Asks every peer the same request; `done` gets each peer's answer (an error,
+// a timeout or a reply from another node than the peer's: none) once all
+// are in.
 template <class Reply, class... Ts>
 void ask_every_peer(self_ptr self, caf::timespan timeout,
                     std::function<void(std::vector<std::pair<std::uint32_t, std::optional<Reply>>>)> done,
@@ -267,7 +280,11 @@ void ask_every_peer(self_ptr self, caf::timespan timeout,
   };
   for (auto& [id, peer] : self->state.peers)
     self->request(peer, timeout, xs...)
-        .then([add, id = id](const Reply& r) { add(id, r); }, [add, id = id](caf::error&) { add(id, std::nullopt); });
+        .then(
+            [self, add, id = id, asked = peer](const Reply& r) {
+              add(id, replied_by_node_of(self, asked) ? std::optional<Reply>(r) : std::nullopt);
+            },
+            [add, id = id](caf::error&) { add(id, std::nullopt); });
 }
 
 // Answers rp with xs when s is ok, else with s.

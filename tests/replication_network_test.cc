@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <thread>
 
@@ -287,4 +288,119 @@ TEST_CASE(
   auto late = nodes[dead]->db->core().slot_of(0)->view.load()->get("late", system_now_ns());
   REQUIRE(late.is_ok());
   CHECK(*late == std::optional<std::string>("x"));
+}
+
+namespace {
+
+// A node of the cluster file that links and then never answers: it hands
+// out, for every shard, one actor that swallows every message and
+// remembers the id of the last request it took.
+struct silent_node {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::shared_ptr<std::atomic<std::uint64_t>> last_request = std::make_shared<std::atomic<std::uint64_t>>(0);
+  std::shared_ptr<std::atomic<int>> hellos = std::make_shared<std::atomic<int>>(0);
+  caf::actor sink;
+  node_actor published;
+
+  silent_node(std::uint16_t port, std::size_t shards) {
+    configure_system(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sink = sys->spawn([seen = last_request](caf::event_based_actor* self) -> caf::behavior {
+      self->set_default_handler([self, seen](caf::scheduled_actor*, caf::message_view&) -> caf::result<caf::message> {
+        if (self->current_message_id().is_request()) seen->store(self->current_message_id().integer_value());
+        return caf::delegated<caf::message>{};  // never answered
+      });
+      return {[](caf::unit_t) {}};
+    });
+    published =
+        sys->spawn([replicas = std::vector<caf::actor>(shards, sink), hellos = hellos]() -> node_actor::behavior_type {
+          return {
+              [replicas, hellos](hello_atom, std::uint32_t, const hash128&, std::uint32_t) {
+                ++*hellos;
+                return replicas;
+              },
+              [](offer_atom, std::uint32_t, const caf::actor&) { return false; },
+          };
+        });
+    REQUIRE(sys->middleman().publish(published, port, "127.0.0.1", true));
+  }
+  ~silent_node() {
+    (void)sys->middleman().unpublish(published, 0);
+    caf::anon_send_exit(sink, caf::exit_reason::kill);
+    caf::anon_send_exit(published, caf::exit_reason::kill);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("network: a reply counts only from the node of the peer asked; another's, with the right id, does not") {
+  testing::temp_dir dir("net-forged-reply");
+  auto base = base_port();  // the first case's: its nodes are gone, and nodes listen with SO_REUSEADDR
+  auto cluster = must(cluster_file::parse(cluster_text("forged", base)));
+  testing::node_process_options o;
+  o.request_timeout = std::chrono::milliseconds(1500);
+  testing::node_process one(dir / "node1", cluster, 1, o);
+  {
+    // A real cluster first: node 2 takes shard 0 over, and node 1 pulls
+    // from it, so node 1 is not absent (design 6) when it campaigns below.
+    testing::node_process two(dir / "node2", cluster, 2, o), three(dir / "node3", cluster, 3, o);
+    for (auto* p : {&one, &two, &three}) REQUIRE(p->n->connect_peers().empty());
+    caf::scoped_actor c2{*two.sys};
+    bool owns = false;
+    c2->request(two.n->replica(0), std::chrono::seconds(10), elect_atom::value)
+        .receive([&](bool b) { owns = b; }, [&](caf::error& e) { FAIL(to_status(e).message()); });
+    REQUIRE(owns);
+  }
+  // Nodes 2 and 3 are gone; at their addresses now, nodes that link and
+  // never answer.
+  silent_node two(static_cast<std::uint16_t>(base + 1), cluster.shards),
+      three(static_cast<std::uint16_t>(base + 2), cluster.shards);
+  // Linked once node 1 saw the old links go and said hello to both.
+  REQUIRE(testing::poll_until([&] { return one.n->connect_peers().empty() && *two.hellos > 0 && *three.hellos > 0; },
+                              std::chrono::seconds(10)));
+  // A client of the cluster (node id 0): any holder of the cluster's CA
+  // certificate can be one. It reaches node 1's replica through hello.
+  caf::actor_system_config client_cfg;
+  configure_system(client_cfg);
+  caf::actor_system client_sys{client_cfg};
+  auto node1 = must(connect_to(client_sys, "127.0.0.1", base, false, std::chrono::seconds(5)));
+  caf::scoped_actor client{client_sys};
+  std::vector<caf::actor> replicas;
+  client
+      ->request(node1, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
+                protocol_version)
+      .receive([&](const std::vector<caf::actor>& r) { replicas = r; },
+               [&](caf::error& e) { FAIL(to_status(e).message()); });
+  REQUIRE(replicas.size() == cluster.shards);
+  hash128 root;
+  client->request(replicas[0], std::chrono::seconds(5), info_atom::value)
+      .receive([&](const replica_info& i) { root = i.root; }, [&](caf::error& e) { FAIL(to_status(e).message()); });
+  // Node 1 campaigns for shard 0; nodes 2 and 3 never answer its requests.
+  caf::scoped_actor asker{*one.sys};
+  auto asked_before = two.last_request->load();
+  asker->send(one.n->replica(0), elect_atom::value);
+  // The client answers each request node 1 makes of node 2 in node 2's
+  // place, with its id (a guess that happens to be right): yes to the
+  // prepare, holding node 1's own tree; merged to the sync that follows.
+  // Taken, they would make node 1 the owner with no other node's word.
+  std::uint64_t answered = asked_before;
+  int forged = 0;
+  for (; forged < 2; ++forged) {
+    bool asked = testing::poll_until([&] { return two.last_request->load() != answered || !asker->mailbox().empty(); },
+                                     std::chrono::seconds(5));
+    if (!asked || !asker->mailbox().empty()) break;
+    answered = two.last_request->load();
+    auto reply = forged == 0 ? caf::make_message(promise_reply{true, ballot{}, ballot{}, root})
+                             : caf::make_message(merge_report{});
+    caf::actor_cast<caf::abstract_actor*>(replicas[0])
+        ->enqueue(caf::make_mailbox_element(client->ctrl(), caf::make_message_id(answered).response_id(), {},
+                                            std::move(reply)),
+                  nullptr);
+  }
+  CHECK(forged >= 1);
+  bool owns = true;
+  asker->receive([&](bool b) { owns = b; }, [&](caf::error& e) { FAIL(to_status(e).message()); },
+                 caf::after(std::chrono::seconds(10)) >> [] { FAIL("no answer to elect"); });
+  CHECK_FALSE(owns);
 }
