@@ -65,8 +65,8 @@ class connection_watch {
   connection_watch(caf::actor_system& sys, connection_limits limits) : limits_(limits), reader_(sys) {}
   const connection_limits& limits() const { return limits_; }
   // On the network thread only (every guarded stream's reads run there).
-  std::string check_payload(std::uint8_t op, std::span<const std::uint8_t> payload) {
-    return reader_.check(op, payload);
+  std::string check_payload(std::uint8_t op, std::span<const std::uint8_t> payload, caf::node_id& peer) {
+    return reader_.check(op, payload, peer);
   }
 
   // Whether an accepted connection may be taken: fewer than the limit have
@@ -189,8 +189,8 @@ class guarded_policy {
         guard_(
             accepted ? frame_guard::side::accepted : frame_guard::side::connected, watch_->limits().max_handshake_bytes,
             watch_->limits().max_message_bytes,
-            [w = watch_.get()](std::uint8_t op, std::span<const std::uint8_t> payload) {
-              return w->check_payload(op, payload);
+            [w = watch_.get(), peer = caf::node_id()](std::uint8_t op, std::span<const std::uint8_t> payload) mutable {
+              return w->check_payload(op, payload, peer);
             },
             [w = watch_.get()](std::int64_t delta) { return w->claim(delta); }) {}
   ~guarded_policy() { watch_->remove(entry_); }

@@ -97,7 +97,7 @@ payload_reader::~payload_reader() = default;
 caf::strong_actor_ptr payload_reader::make_proxy(caf::node_id, caf::actor_id) { return nullptr; }
 void payload_reader::set_last_hop(caf::node_id*) {}
 
-std::string payload_reader::check(std::uint8_t op, std::span<const std::uint8_t> payload) {
+std::string payload_reader::check(std::uint8_t op, std::span<const std::uint8_t> payload, caf::node_id& peer) {
   bounded_deserializer in(&unit_, payload);
   caf::error e;
   std::string thrown;
@@ -106,7 +106,7 @@ std::string payload_reader::check(std::uint8_t op, std::span<const std::uint8_t>
   // basp_payload); on the network thread, or in BASP's worker, nothing
   // catches it and the process ends. Thrown here, it is a refusal.
   try {
-    e = read(op, in, payload);
+    e = read(op, in, payload, peer);
   } catch (const std::exception& x) {
     thrown = x.what();
   } catch (...) {
@@ -122,17 +122,29 @@ std::string payload_reader::check(std::uint8_t op, std::span<const std::uint8_t>
                      unit_.system().render(e));
 }
 
-caf::error payload_reader::read(std::uint8_t op, bounded_deserializer& in, std::span<const std::uint8_t> payload) {
+caf::error payload_reader::read(std::uint8_t op, bounded_deserializer& in, std::span<const std::uint8_t> payload,
+                                caf::node_id& peer) {
   caf::node_id from, to;
+  // The node a handshake names is the connection's peer from then on; a
+  // later handshake may not name another.
+  auto shook_with = [&](caf::error e) {
+    if (e) return e;
+    if (peer && peer != from) {
+      misrouted_ = "a second handshake naming another node";
+      return caf::make_error(caf::sec::invalid_argument);
+    }
+    peer = from;
+    return caf::error{};
+  };
   switch (op) {
     case frame_guard::server_handshake: {
       std::vector<std::string> app_ids;
       caf::actor_id aid = 0;
       std::set<std::string> sigs;
-      return in(from, app_ids, aid, sigs);
+      return shook_with(in(from, app_ids, aid, sigs));
     }
     case frame_guard::client_handshake:
-      return in(from);
+      return shook_with(in(from));
     case 3:  // routed (payload_reader.h): refused once its nodes are read
       if (auto e = in(from, to)) return e;
       misrouted_ = from == unit_.system().node()
@@ -141,11 +153,16 @@ caf::error payload_reader::read(std::uint8_t op, bounded_deserializer& in, std::
       return caf::make_error(caf::sec::invalid_argument);
     case 2:
       return read_message(in, payload);
-    case 4:
-      return in(from, to);  // monitor
-    case 5: {               // down
+    case 4:    // monitor: `from` asks to monitor an actor of `to`
+    case 5: {  // down: an actor of `from` is gone, says `from` to `to`
       caf::error reason;
-      return in(from, to, reason);
+      if (auto e = op == 4 ? in(from, to) : in(from, to, reason)) return e;
+      if (!peer || from != peer || to != unit_.system().node()) {
+        misrouted_ = fmt::format("a {} message naming other nodes than the one linked and this one",
+                                 op == 4 ? "monitor" : "down");
+        return caf::make_error(caf::sec::invalid_argument);
+      }
+      return caf::error{};
     }
     default:
       return caf::make_error(caf::sec::unknown_type);

@@ -32,7 +32,13 @@
 // connection's, from its handshake. CAF routes a message only through a
 // node that is not linked to its destination, or on behalf of another
 // node's actor; the nodes of a cluster are linked each to each, a client to
-// each node, and none forwards another node's messages.
+// each node, and none forwards another node's messages (nor links to a
+// remote actor: CAF 0.17 announces such a link with a routed message).
+// Monitor and down frames name nodes too (which node asks to monitor, whose
+// actor died): BASP would take a stranger's word for a down of any node's
+// actor and kill our proxy of it. They are taken only from the node the
+// connection shook hands with, about it, to this node; check() is given
+// that node (`peer`, none until the handshake, which sets it).
 // Nothing is made while reading: remote actors decode as no actor. Not
 // thread-safe: one reader a network thread.
 #pragma once
@@ -58,7 +64,7 @@ class payload_reader : private caf::proxy_registry::backend {
   payload_reader(const payload_reader&) = delete;
   payload_reader& operator=(const payload_reader&) = delete;
 
-  std::string check(std::uint8_t op, std::span<const std::uint8_t> payload);
+  std::string check(std::uint8_t op, std::span<const std::uint8_t> payload, caf::node_id& peer);
 
   // Whether a message of this element type passes on its header.
   static bool flat_type(std::string_view name);
@@ -66,7 +72,7 @@ class payload_reader : private caf::proxy_registry::backend {
  private:
   caf::strong_actor_ptr make_proxy(caf::node_id, caf::actor_id) override;
   void set_last_hop(caf::node_id*) override;
-  caf::error read(std::uint8_t op, bounded_deserializer& in, std::span<const std::uint8_t> payload);
+  caf::error read(std::uint8_t op, bounded_deserializer& in, std::span<const std::uint8_t> payload, caf::node_id& peer);
   caf::error read_message(bounded_deserializer& in, std::span<const std::uint8_t> payload);
 
   caf::scoped_execution_unit unit_;

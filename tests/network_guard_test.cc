@@ -329,6 +329,23 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
     return basp_header(routed_op, static_cast<std::uint32_t>(b.size()), 0, 1, 1) + b;
   };
   caf::node_id victim = node.p->sys->node();
+  // Monitor and down frames name nodes too: a down naming a node it did not
+  // come from would have BASP kill our proxy of that node's actor.
+  auto naming = [&](std::uint8_t op, const caf::node_id& from, const caf::node_id& to) {
+    std::vector<char> out;
+    caf::binary_serializer sink{other, out};
+    if (op == 5)
+      REQUIRE(!sink(from, to, caf::error{}));
+    else
+      REQUIRE(!sink(from, to));
+    bytes b(out.begin(), out.end());
+    // As CAF checks a header: a down names the actor gone (source), a
+    // monitor the actor watched (destination).
+    return basp_header(op, static_cast<std::uint32_t>(b.size()), 0, op == 5 ? 1 : 0, op == 5 ? 0 : 1) + b;
+  };
+  caf::actor_system_config third_cfg;
+  configure_system(third_cfg);
+  caf::actor_system third{third_cfg};  // a node that is not on this connection
 
   std::mt19937 rng(11);
   bytes garbage(4096);
@@ -359,6 +376,12 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
        "a routed message (a node relays nothing"},
       {"a routed message for another node", handshake + routed(other.node(), other.node()),
        "a routed message (a node relays nothing"},
+      {"a down message naming a node it did not come from", handshake + naming(5, third.node(), victim),
+       "down message naming other nodes"},
+      {"a down message for another node", handshake + naming(5, other.node(), third.node()),
+       "down message naming other nodes"},
+      {"a monitor message naming a node it did not come from", handshake + naming(4, third.node(), victim),
+       "monitor message naming other nodes"},
       {"a message over the limit after a handshake",
        handshake + basp_header(direct, limits.max_message_bytes + 1, 0, 0, 1), "after the handshake"},
   };

@@ -69,7 +69,8 @@ MAGNETITE_FUZZ_TARGET(basp_payload) {
   auto& w = the_world();
   std::uint8_t op = data[0] % 6;
   std::span<const std::uint8_t> payload(data + 1, size - 1);
-  std::string verdict = w.reader->check(op, payload);
+  caf::node_id peer;  // a fresh connection's: none until a handshake
+  std::string verdict = w.reader->check(op, payload, peer);
   if (!verdict.empty() || op != 2) return 0;
   // Passed: what BASP's remote_message_handler decodes next, with CAF's own.
   std::vector<caf::strong_actor_ptr> stages;
