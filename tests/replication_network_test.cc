@@ -351,6 +351,17 @@ TEST_CASE("network: a reply counts only from the node of the peer asked; another
     c2->request(two.n->replica(0), std::chrono::seconds(10), elect_atom::value)
         .receive([&](bool b) { owns = b; }, [&](caf::error& e) { FAIL(to_status(e).message()); });
     REQUIRE(owns);
+    // Not absent: else its campaign below would begin with a recovery, and
+    // its first request to node 2 would not be the prepare.
+    caf::scoped_actor c1{*one.sys};
+    REQUIRE(testing::poll_until(
+        [&] {
+          bool absent = true;
+          c1->request(one.n->replica(0), std::chrono::seconds(5), info_atom::value)
+              .receive([&](const replica_info& i) { absent = i.absent; }, [](caf::error&) {});
+          return !absent;
+        },
+        std::chrono::seconds(10)));
   }
   // Nodes 2 and 3 are gone; at their addresses now, nodes that link and
   // never answer.
