@@ -1,7 +1,6 @@
 #include "replication/payload_reader.h"
 
 #include <set>
-#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -100,20 +99,20 @@ void payload_reader::set_last_hop(caf::node_id*) {}
 std::string payload_reader::check(std::uint8_t op, std::span<const std::uint8_t> payload, caf::node_id& peer) {
   bounded_deserializer in(&unit_, payload);
   caf::error e;
-  std::string thrown;
+  std::string refused, thrown;
   // CAF 0.17 throws from some decoders (a config value's variant of an
   // unknown index: std::runtime_error "invalid type found", found by
   // basp_payload); on the network thread, or in BASP's worker, nothing
   // catches it and the process ends. Thrown here, it is a refusal.
   try {
-    e = read(op, in, payload, peer);
+    e = read(op, in, payload, peer, refused);
   } catch (const std::exception& x) {
     thrown = x.what();
   } catch (...) {
     thrown = "an exception";
   }
   proxies_.clear();
-  if (!misrouted_.empty()) return std::exchange(misrouted_, std::string());
+  if (!refused.empty()) return refused;
   if (!thrown.empty())
     return fmt::format("a {}-byte payload of operation {} whose decoding threw ({})", payload.size(), op, thrown);
   if (!e && (in.overclaimed() || in.floating())) e = caf::make_error(caf::sec::end_of_stream);
@@ -123,14 +122,14 @@ std::string payload_reader::check(std::uint8_t op, std::span<const std::uint8_t>
 }
 
 caf::error payload_reader::read(std::uint8_t op, bounded_deserializer& in, std::span<const std::uint8_t> payload,
-                                caf::node_id& peer) {
+                                caf::node_id& peer, std::string& refused) {
   caf::node_id from, to;
   // The node a handshake names is the connection's peer from then on; a
   // later handshake may not name another.
   auto shook_with = [&](caf::error e) {
     if (e) return e;
     if (peer && peer != from) {
-      misrouted_ = "a second handshake naming another node";
+      refused = "a second handshake naming another node";
       return caf::make_error(caf::sec::invalid_argument);
     }
     peer = from;
@@ -147,9 +146,9 @@ caf::error payload_reader::read(std::uint8_t op, bounded_deserializer& in, std::
       return shook_with(in(from));
     case 3:  // routed (payload_reader.h): refused once its nodes are read
       if (auto e = in(from, to)) return e;
-      misrouted_ = from == unit_.system().node()
-                       ? "a routed message that claims to come from this node"
-                       : "a routed message (a node relays nothing, and takes direct messages only)";
+      refused = from == unit_.system().node()
+                    ? "a routed message that claims to come from this node"
+                    : "a routed message (a node relays nothing, and takes direct messages only)";
       return caf::make_error(caf::sec::invalid_argument);
     case 2:
       return read_message(in, payload);
@@ -158,8 +157,8 @@ caf::error payload_reader::read(std::uint8_t op, bounded_deserializer& in, std::
       caf::error reason;
       if (auto e = op == 4 ? in(from, to) : in(from, to, reason)) return e;
       if (!peer || from != peer || to != unit_.system().node()) {
-        misrouted_ = fmt::format("a {} message naming other nodes than the one linked and this one",
-                                 op == 4 ? "monitor" : "down");
+        refused = fmt::format("a {} message naming other nodes than the one linked and this one",
+                              op == 4 ? "monitor" : "down");
         return caf::make_error(caf::sec::invalid_argument);
       }
       return caf::error{};

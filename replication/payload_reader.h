@@ -10,7 +10,7 @@
 // refuses a sequence claiming more elements than bytes are left (every
 // element of every type a node sends takes at least one byte).
 //
-// Contract: check(op, payload) is "" when BASP may decode the payload of a
+// Contract: check(op, payload, peer) is "" when BASP may decode the payload of a
 // frame of BASP operation `op` (0 server handshake, 1 client handshake, 2
 // direct, 3 routed, 4 monitor, 5 down), else why not. It decodes what BASP
 // decodes: the handshakes' node id, application ids and interface; the
@@ -72,12 +72,14 @@ class payload_reader : private caf::proxy_registry::backend {
  private:
   caf::strong_actor_ptr make_proxy(caf::node_id, caf::actor_id) override;
   void set_last_hop(caf::node_id*) override;
-  caf::error read(std::uint8_t op, bounded_deserializer& in, std::span<const std::uint8_t> payload, caf::node_id& peer);
+  // Sets `refused` when it refuses on what it decoded (the nodes a frame
+  // names), rather than on how it decodes.
+  caf::error read(std::uint8_t op, bounded_deserializer& in, std::span<const std::uint8_t> payload, caf::node_id& peer,
+                  std::string& refused);
   caf::error read_message(bounded_deserializer& in, std::span<const std::uint8_t> payload);
 
   caf::scoped_execution_unit unit_;
   caf::proxy_registry proxies_;
-  std::string misrouted_;  // why read() refused a routed message
 };
 
 }  // namespace magnetite::replication
