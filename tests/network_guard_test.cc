@@ -228,14 +228,25 @@ struct rss {
   }
 };
 
-// A client handshake's payload: the node id of another actor system, as
-// CAF serializes it.
-bytes client_handshake_payload(caf::actor_system& other) {
+// xs as CAF serializes them (a frame's payload).
+template <class... Ts>
+bytes serialized(caf::actor_system& sys, Ts... xs) {
   std::vector<char> out;
-  caf::binary_serializer sink{other, out};
-  REQUIRE(!sink(other.node()));
+  caf::binary_serializer sink{sys, out};
+  REQUIRE(!sink(xs...));
   return bytes(out.begin(), out.end());
 }
+
+// A whole frame: the header of operation `op` between those actors, then xs.
+template <class... Ts>
+bytes frame(caf::actor_system& sys, std::uint8_t op, std::uint64_t source, std::uint64_t dest, Ts... xs) {
+  bytes payload = serialized(sys, xs...);
+  return basp_header(op, static_cast<std::uint32_t>(payload.size()), 0, source, dest) + payload;
+}
+
+// A client handshake's payload: the node id of another actor system, as
+// CAF serializes it.
+bytes client_handshake_payload(caf::actor_system& other) { return serialized(other, other.node()); }
 
 struct guarded_node {
   testing::temp_dir dir{"guard"};
@@ -286,11 +297,7 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
   caf::actor_system_config other_cfg;
   configure_system(other_cfg);
   caf::actor_system other{other_cfg};
-  auto handshake = basp_header(frame_guard::client_handshake, 0) + client_handshake_payload(other);
-  auto payload_len = static_cast<std::uint32_t>(handshake.size() - frame_guard::header_bytes);
-  handshake[4] = static_cast<std::uint8_t>(payload_len >> 24),
-  handshake[5] = static_cast<std::uint8_t>(payload_len >> 16);
-  handshake[6] = static_cast<std::uint8_t>(payload_len >> 8), handshake[7] = static_cast<std::uint8_t>(payload_len);
+  auto handshake = frame(other, frame_guard::client_handshake, 0, 0, other.node());
 
   // A direct message as BASP carries it, (stages, message), whose last
   // element is a 16-byte std::vector<char> that then claims 4 GiB: CAF sizes
@@ -321,28 +328,18 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
   // sent it, here a `peers` that would re-point the node's replicas; one
   // naming another node speaks for that node's actors.
   auto routed = [&](const caf::node_id& from, const caf::node_id& to) {
-    std::vector<char> out;
-    caf::binary_serializer sink{other, out};
-    REQUIRE(!sink(from, to, std::vector<caf::strong_actor_ptr>{},
-                  caf::make_message(peers_atom::value, std::vector<std::uint32_t>{1}, std::vector<caf::actor>{})));
-    bytes b(out.begin(), out.end());
-    return basp_header(routed_op, static_cast<std::uint32_t>(b.size()), 0, 1, 1) + b;
+    return frame(other, routed_op, 1, 1, from, to, std::vector<caf::strong_actor_ptr>{},
+                 caf::make_message(peers_atom::value, std::vector<std::uint32_t>{1}, std::vector<caf::actor>{}));
   };
   caf::node_id victim = node.p->sys->node();
   // Monitor and down frames name nodes too: a down naming a node it did not
   // come from would have BASP kill our proxy of that node's actor.
-  auto naming = [&](std::uint8_t op, const caf::node_id& from, const caf::node_id& to) {
-    std::vector<char> out;
-    caf::binary_serializer sink{other, out};
-    if (op == 5)
-      REQUIRE(!sink(from, to, caf::error{}));
-    else
-      REQUIRE(!sink(from, to));
-    bytes b(out.begin(), out.end());
-    // As CAF checks a header: a down names the actor gone (source), a
-    // monitor the actor watched (destination).
-    return basp_header(op, static_cast<std::uint32_t>(b.size()), 0, op == 5 ? 1 : 0, op == 5 ? 0 : 1) + b;
+  // As CAF checks a header: a down names the actor gone (source), a
+  // monitor the actor watched (destination).
+  auto down = [&](const caf::node_id& from, const caf::node_id& to) {
+    return frame(other, 5, 1, 0, from, to, caf::error{});
   };
+  auto monitor = [&](const caf::node_id& from, const caf::node_id& to) { return frame(other, 4, 0, 1, from, to); };
   caf::actor_system_config third_cfg;
   configure_system(third_cfg);
   caf::actor_system third{third_cfg};  // a node that is not on this connection
@@ -376,11 +373,11 @@ TEST_CASE("network guard: garbage, huge lengths and empty handshakes are cut; me
        "a routed message (a node relays nothing"},
       {"a routed message for another node", handshake + routed(other.node(), other.node()),
        "a routed message (a node relays nothing"},
-      {"a down message naming a node it did not come from", handshake + naming(5, third.node(), victim),
+      {"a down message naming a node it did not come from", handshake + down(third.node(), victim),
        "down message naming other nodes"},
-      {"a down message for another node", handshake + naming(5, other.node(), third.node()),
+      {"a down message for another node", handshake + down(other.node(), third.node()),
        "down message naming other nodes"},
-      {"a monitor message naming a node it did not come from", handshake + naming(4, third.node(), victim),
+      {"a monitor message naming a node it did not come from", handshake + monitor(third.node(), victim),
        "monitor message naming other nodes"},
       {"a message over the limit after a handshake",
        handshake + basp_header(direct, limits.max_message_bytes + 1, 0, 0, 1), "after the handshake"},
