@@ -97,7 +97,9 @@ auto acceptor_handlers(self_ptr self) {
         });
         return rp;
       },
-      [=](rwrite_atom, const ballot& e, std::uint64_t round, const std::vector<stamped_op>& ops) {
+      // ops by reference: a batch from the network is this message's alone,
+      // so it moves on into the stamped apply without a copy.
+      [=](rwrite_atom, const ballot& e, std::uint64_t round, std::vector<stamped_op>& ops) {
         auto& st = self->state;
         // The vote goes to the writer as a message of its own (no reply: see
         // replica_interface.h); a write nobody signed gets none.
@@ -124,7 +126,7 @@ auto acceptor_handlers(self_ptr self) {
         st.silent = 0;  // the owner is alive
         // A failed apply is a no that deposes nobody (unless we promised
         // higher meanwhile): the writer's round goes on with the others.
-        self->request(st.config.shard(), caf::infinite, stamped_atom::value, ops)
+        self->request(st.config.shard(), caf::infinite, stamped_atom::value, std::move(ops))
             .then(
                 [answer, e](const std::vector<bool>&) {
                   answer(vote{true, e});

@@ -147,6 +147,14 @@ void decide_round(self_ptr self, std::map<std::uint64_t, write_round>::iterator 
   done(reached);
 }
 
+// Hands `m` to `to` as sent by us. Every peer gets the same rwrite (the
+// round is masked alike for all), so ONE message is made and shared: CAF
+// serializes it for each connection, and nothing copies the batch's keys
+// and values again (a typed send builds a message of its own per peer).
+void send_shared(self_ptr self, const caf::strong_actor_ptr& to, const caf::message& m) {
+  if (to) to->enqueue(caf::make_mailbox_element(self->ctrl(), caf::make_message_id(), {}, m), self->context());
+}
+
 // ONE rwrite of ops to every peer; done(true) once a majority (ourselves
 // included) made them durable, done(false) once that cannot come: every
 // peer answered, or request_timeout passed. Runs exactly once.
@@ -155,7 +163,10 @@ void write_round_to_peers(self_ptr self, const std::vector<stamped_op>& ops, std
   std::uint64_t round = st.next_round++;
   auto [it, _] = st.write_rounds.emplace(round, write_round{self->clock().now() + st.config.request_timeout, st.epoch,
                                                             st.peers.size(), 1, 0, std::move(done)});
-  for (auto& [id, peer] : st.peers) self->send(peer, rwrite_atom::value, st.epoch, round ^ st.round_mask, ops);
+  if (!st.peers.empty()) {
+    auto m = caf::make_message(rwrite_atom::value, st.epoch, round ^ st.round_mask, ops);
+    for (auto& [id, peer] : st.peers) send_shared(self, caf::actor_cast<caf::strong_actor_ptr>(peer), m);
+  }
   decide_round(self, it);  // a cluster of one, or no peer linked
   arm_round_timer(self);
 }
@@ -172,16 +183,20 @@ void ship_batch(self_ptr self) {
   ++st.in_flight;
   ++st.batches_shipped;
   st.writes_shipped += st.batch.size();
-  auto ops = std::make_shared<std::vector<stamped_op>>();
+  std::vector<stamped_op> gathered;
   auto dones = std::make_shared<std::vector<std::function<void(const status&)>>>();
-  ops->reserve(st.batch.size());
+  gathered.reserve(st.batch.size());
   dones->reserve(st.batch.size());
   for (auto& w : st.batch) {
-    ops->push_back(std::move(w.op));
-    for (auto& more : w.more) ops->push_back(std::move(more));
-    if (w.record) ops->push_back(std::move(*w.record));
+    gathered.push_back(std::move(w.op));
+    for (auto& more : w.more) gathered.push_back(std::move(more));
+    if (w.record) gathered.push_back(std::move(*w.record));
     dones->push_back(std::move(w.done));
   }
+  // The stamped apply to our shard owns the batch; everything after reads it
+  // there (CAF hands a shared message to a const handler without a copy).
+  auto apply = caf::make_message(stamped_atom::value, std::move(gathered));
+  const auto* ops = &apply.get_as<std::vector<stamped_op>>(1);
   st.batch.clear();
   st.batch_bytes = 0;
   // Decided once our own shard and the round have both answered, or either failed.
@@ -194,7 +209,7 @@ void ship_batch(self_ptr self) {
   // A batch that outlives our term (we stepped down, perhaps won again) holds
   // no key of the new term and deposes nothing: a new term's handoff began
   // after its local apply was queued, so its spread carried it if it landed.
-  auto check = [self, o, ops, dones, my_term = st.term]() {
+  auto check = [self, o, apply, ops, dones, my_term = st.term]() {
     if (o->finished) return;
     bool local_failed = o->local && !o->local->is_ok();
     if (!local_failed && !(o->local && o->peers)) return;
@@ -215,7 +230,7 @@ void ship_batch(self_ptr self) {
     // down emptied the batch) go next.
     if (!self->state.batch.empty()) ship_soon(self);
   };
-  self->request(st.config.shard(), caf::infinite, stamped_atom::value, *ops)
+  self->request(caf::actor_cast<caf::actor>(st.config.shard()), caf::infinite, apply)
       .then(
           [o, check](const std::vector<bool>&) {
             o->local = status::ok();
