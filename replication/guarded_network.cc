@@ -170,8 +170,13 @@ namespace {
 // (Answering "would block" after a short recv without asking would save
 // that one too, but the next event's first ask could not tell it apart, and
 // would cost an epoll round instead.) Kept bytes make must_read_more true,
-// so CAF's read loop hands them on before it waits for the socket. What the
-// guard judges is unchanged: the bytes as handed to CAF.
+// so CAF's read loop hands them on before it waits for the socket. Kept
+// bytes are invisible to epoll: a scribe that paused reading with bytes
+// kept would wait for the peer's next ones, so these scribes must never be
+// halted or given activity tokens (BASP does neither). Each connection
+// keeps 16 KiB from its first read on (a stranger's too: as many as
+// max_pending_connections before a handshake). What the guard judges is
+// unchanged: the bytes as handed to CAF.
 struct plain_transport {
   static constexpr size_t read_ahead_bytes = 16 * 1024;
   std::vector<char> kept;

@@ -98,7 +98,10 @@ auto acceptor_handlers(self_ptr self) {
         return rp;
       },
       // ops by reference: a batch from the network is this message's alone,
-      // so it moves on into the stamped apply without a copy.
+      // so it moves on into the stamped apply without a copy. A message
+      // shared with another receiver (replicas of one actor system, in
+      // tests) is copied by CAF before a handler may change it, and nothing
+      // below reads ops after the move.
       [=](rwrite_atom, const ballot& e, std::uint64_t round, std::vector<stamped_op>& ops) {
         auto& st = self->state;
         // The vote goes to the writer as a message of its own (no reply: see

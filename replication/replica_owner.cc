@@ -150,7 +150,16 @@ void decide_round(self_ptr self, std::map<std::uint64_t, write_round>::iterator 
 // Hands `m` to `to` as sent by us. Every peer gets the same rwrite (the
 // round is masked alike for all), so ONE message is made and shared: CAF
 // serializes it for each connection, and nothing copies the batch's keys
-// and values again (a typed send builds a message of its own per peer).
+// and values again (a typed send builds a message of its own per peer, and
+// a typed actor may not send() a caf::message). What the typed send would
+// have checked at compile time is checked here instead.
+static_assert(
+    caf::response_type<replica_actor::signatures, rwrite_atom, ballot, std::uint64_t, std::vector<stamped_op>>::valid,
+    "a replica takes (rwrite, ballot, round, ops)");
+static_assert(
+    std::is_same_v<caf::response_type_t<shard_engine_actor::signatures, stamped_atom, std::vector<stamped_op>>,
+                   caf::detail::type_list<std::vector<bool>>>,
+    "a shard answers (stamped, ops) with one flag a write (ship_batch's untyped request)");
 void send_shared(self_ptr self, const caf::strong_actor_ptr& to, const caf::message& m) {
   if (to) to->enqueue(caf::make_mailbox_element(self->ctrl(), caf::make_message_id(), {}, m), self->context());
 }
