@@ -641,18 +641,17 @@ int main(int argc, char** argv) {
   single_options.dir = base + "/single";
   single_options.shards = shard_count;
   auto single = must(database::open(single_options), "open the single node");
+  // Whether --only lets the case of this key run (every case without it).
+  auto chosen = [&](std::string_view key) {
+    return only.empty() || std::find(only.begin(), only.end(), key) != only.end();
+  };
   auto one = std::make_unique<cluster>(base + "/one", 1, static_cast<std::uint16_t>(port));
   auto three = std::make_unique<cluster>(base + "/three", 3, static_cast<std::uint16_t>(port + 1));
   // The client cases write to a cluster of their own: what they leave (a
   // request record a write, at most once; records and transactions) would
   // otherwise burden the 3-node case's later rounds, by the order of cases.
-  auto runs = [&](std::initializer_list<const char*> keys) {
-    return only.empty() || std::any_of(keys.begin(), keys.end(), [&](const char* k) {
-             return std::find(only.begin(), only.end(), k) != only.end();
-           });
-  };
   std::unique_ptr<cluster> served;
-  if (runs({"client"}) || (with_records && (runs({"records-client"}) || (shard_count > 1 && runs({"records-across"})))))
+  if (chosen("client") || (with_records && (chosen("records-client") || (shard_count > 1 && chosen("records-across")))))
     served = std::make_unique<cluster>(base + "/served", 3, static_cast<std::uint16_t>(port + 10));
   say("setup: {:.1f} s (3 nodes linked on ports {}-{}{}, node 1 elected owner of {} shard{})\n", since(t_setup),
       port + 1, port + 3, served ? fmt::format(", the client cases' 3 on {}-{}", port + 10, port + 12) : "",
@@ -687,7 +686,7 @@ int main(int argc, char** argv) {
     made->key = std::move(key);
     made->name = std::move(name);
     made->run = [f, c = made.get()](std::uint64_t round) { return f(round, c->failed); };
-    made->selected = only.empty() || std::find(only.begin(), only.end(), made->key) != only.end();
+    made->selected = chosen(made->key);
     cases.push_back(std::move(made));
   };
   // In this order: the indices below name them (etcd_i only when etcd runs).

@@ -205,7 +205,9 @@ void ship_batch(self_ptr self) {
   // The stamped apply to our shard owns the batch; everything after reads it
   // there (CAF hands a shared message to a const handler without a copy).
   auto apply = caf::make_message(stamped_atom::value, std::move(gathered));
-  const auto* ops = &apply.get_as<std::vector<stamped_op>>(1);
+  auto ops_of = [](const caf::message& m) -> const std::vector<stamped_op>& {
+    return m.get_as<std::vector<stamped_op>>(1);
+  };
   st.batch.clear();
   st.batch_bytes = 0;
   // Decided once our own shard and the round have both answered, or either failed.
@@ -218,7 +220,7 @@ void ship_batch(self_ptr self) {
   // A batch that outlives our term (we stepped down, perhaps won again) holds
   // no key of the new term and deposes nothing: a new term's handoff began
   // after its local apply was queued, so its spread carried it if it landed.
-  auto check = [self, o, apply, ops, dones, my_term = st.term]() {
+  auto check = [self, o, apply, ops_of, dones, my_term = st.term]() {
     if (o->finished) return;
     bool local_failed = o->local && !o->local->is_ok();
     if (!local_failed && !(o->local && o->peers)) return;
@@ -226,7 +228,7 @@ void ship_batch(self_ptr self) {
     --self->state.in_flight;
     bool current = self->state.term == my_term;
     if (current)
-      for (const auto& op : *ops) release_key(self, op.key);
+      for (const auto& op : ops_of(apply)) release_key(self, op.key);
     bool durable = !local_failed && *o->peers;
     // No majority holds them, yet our own shard may: we cannot serve reads
     // that would show them, nor prove them lost.
@@ -249,7 +251,7 @@ void ship_batch(self_ptr self) {
             o->local = to_status(e);
             check();
           });
-  write_round_to_peers(self, *ops, [o, check](bool reached) {
+  write_round_to_peers(self, ops_of(apply), [o, check](bool reached) {
     o->peers = reached;
     check();
   });
