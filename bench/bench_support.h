@@ -120,6 +120,62 @@ void say(fmt::format_string<Args...> f, Args&&... args) {
 // 16-byte keys, spread over the key space in a fixed order.
 inline std::string key_of(std::uint64_t i) { return fmt::format("{:016}", i * 7919 % 10000000000000000ULL); }
 
+inline std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// `size` bytes that compress to about `ratio` of their size, as RocksDB's
+// db_bench makes its values (--compression_ratio, test::CompressibleString):
+// max(1, size * ratio) random printable characters (' ' to '~'), repeated
+// until `size` bytes. Drawn from `seed`, so the same seed gives the same
+// value in every engine and run.
+inline void compressible_into(std::uint64_t seed, double ratio, std::size_t size, std::string& out) {
+  auto raw = static_cast<std::size_t>(static_cast<double>(size) * ratio);
+  raw = std::clamp<std::size_t>(raw, 1, size);
+  out.resize(size);
+  std::uint64_t state = seed * 0x9e3779b97f4a7c15ULL + 0x2545f4914f6cdd1dULL, bits = 0;
+  for (std::size_t k = 0; k < raw; ++k, bits >>= 8) {
+    if (k % 8 == 0) bits = mix64(state += 0x9e3779b97f4a7c15ULL);
+    out[k] = static_cast<char>(' ' + (bits & 0xff) % 95);
+  }
+  for (std::size_t k = raw; k < size; ++k) out[k] = out[k - raw];
+}
+
+// A permutation of [0, n) that looks random and needs no memory, so a load
+// of keys in random order costs the loader nothing that grows with n (its
+// peak RSS is measured): a four-round Feistel network over the smallest even
+// power of two at least n, walked again while it lands at or past n (the
+// domain is under 4n, so a few steps at most on average).
+class shuffled_order {
+ public:
+  shuffled_order(std::uint64_t n, std::uint64_t seed) : n_(n), seed_(seed) {
+    while ((std::uint64_t{1} << (2 * half_bits_)) < n_) ++half_bits_;
+  }
+  std::uint64_t operator()(std::uint64_t j) const {
+    std::uint64_t x = j;
+    do x = feistel(x);
+    while (x >= n_);
+    return x;
+  }
+
+ private:
+  std::uint64_t feistel(std::uint64_t x) const {
+    std::uint64_t mask = (std::uint64_t{1} << half_bits_) - 1;
+    std::uint64_t l = x >> half_bits_, r = x & mask;
+    for (std::uint64_t round = 0; round < 4; ++round) {
+      std::uint64_t f = mix64(r ^ (seed_ + round) * 0xd1b54a32d192ed03ULL) & mask;
+      std::uint64_t next = l ^ f;
+      l = r;
+      r = next;
+    }
+    return (l << half_bits_) | r;
+  }
+  std::uint64_t n_, seed_;
+  unsigned half_bits_ = 1;
+};
+
 [[noreturn]] inline void fail(const char* what, const status& s) {
   fmt::print(stderr, "{}: {}: {}\n", program_invocation_short_name, what, s.to_string());
   std::exit(1);

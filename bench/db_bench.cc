@@ -7,7 +7,7 @@
 //            [--shards N] [--spin-polls N] [--wal-preallocate BYTES]
 //            [--record-cache-share F] [--max-space-amplification F]
 //            [--ops N] [--checkpoint-bytes B] [--reclaim-threads 1|32]
-//            [--reclaim-turn K]
+//            [--reclaim-turn K] [--order random|sequential] [--values R]
 //            [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]
 //   db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]
 //
@@ -22,7 +22,13 @@
 // filter blocks outside the cache, level compaction, snappy; open_rocksdb):
 // docs/benchmarks.md has the check against it.
 //
-// Cases (16-byte keys, 100-byte values):
+// Cases (16-byte keys, 100-byte values). Values compress to about half their
+// size, as RocksDB's db_bench makes them by default (--compression_ratio
+// 0.5): 50 random printable characters written twice (--values R: R x 100
+// random characters, repeated). The bulk loads of `gets`, `load`,
+// `overwrite`, `reclaim` and `scans` write every key once in random order
+// (--order sequential: in key order); a sorted ingest is in key order
+// whatever the order.
 //   writes   durable writes (acknowledged after fsync) from 1, 8 and 32 host
 //            threads, and beside them, from as many threads:
 //              RocksDB        Put with sync=true (default options);
@@ -60,7 +66,7 @@
 //            WAL synced once, closed with avoid_flush_during_shutdown); RocksDB
 //            opens with default options, so it replays the WAL and flushes the
 //            result to a level-0 file. LMDB keeps no log to replay: no peer.
-//   load     bulk load of N keys in key order, no sync per write, each engine
+//   load     bulk load of N keys (random order), no sync per write, each engine
 //            in its own child process: ours in atomic batches of 1 000 keys of
 //            one shard (at most 2 a shard in flight) under the `interval`
 //            fsync policy, then commit(); RocksDB in WriteBatches of 1 000
@@ -210,8 +216,18 @@ using namespace magnetite::bench;
 
 namespace {
 
+// How a load visits the keys (--order): in random order (the default), or in
+// key order. And how well values compress (--values R, RocksDB's
+// --compression_ratio meaning: 0.5 the default, about half).
+bool random_order = true;
+double value_ratio = 0.5;
+
+// The value of key i in the load: 100 bytes that compress to about
+// value_ratio of their size (compressible_into).
 std::string value_of(std::uint64_t i) {
-  return std::string(50, static_cast<char>('a' + i % 26)) + fmt::format("{:050}", i);
+  std::string v;
+  compressible_into(i, value_ratio, 100, v);
+  return v;
 }
 
 // key_of(i) written into `out`, without an allocation: a timed get pays for
@@ -564,13 +580,15 @@ timed_result run_timed(int threads, double seconds, Op op) {
 // Loads and rounds of rewrites, the same keys and values for every engine.
 
 // Write j of round `round`: the key's index, and its value. Round 0 is the
-// load: keys in key order (key_of is increasing in i), value_of(i). Round
-// r > 0 rewrites every key once in a permuted order (i = a*j + b mod N, a
-// prime to N) with 100 letters and digits drawn from (r, i).
+// load: every key once in random order (a shuffled_order of N), or with
+// --order sequential in key order (key_of is increasing in i), value_of(i).
+// Round r > 0 rewrites every key once in a permuted order (i = a*j + b mod
+// N, a prime to N) with values drawn from (r, i) that compress as value_of's.
 struct round_plan {
   std::uint64_t keys = 0, round = 0, a = 1, b = 0;
+  shuffled_order shuffled;
 
-  round_plan(std::uint64_t n, std::uint64_t r) : keys(n), round(r) {
+  round_plan(std::uint64_t n, std::uint64_t r) : keys(n), round(r), shuffled(n, 42) {
     if (r == 0) return;
     std::uint64_t s = r * 0x2545f4914f6cdd1dULL;
     a = splitmix64(s) % n | 1;
@@ -579,17 +597,13 @@ struct round_plan {
   }
   std::uint64_t index(std::uint64_t j) const {
     __extension__ using u128 = unsigned __int128;  // a * j needs 128 bits for large N
-    return round == 0 ? j : static_cast<std::uint64_t>((static_cast<u128>(a) * j + b) % keys);
+    if (round == 0) return random_order ? shuffled(j) : j;
+    return static_cast<std::uint64_t>((static_cast<u128>(a) * j + b) % keys);
   }
   std::string value(std::uint64_t i) const {
     if (round == 0) return value_of(i);
-    static constexpr char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    std::uint64_t s = round * 0x9e3779b97f4a7c15ULL ^ i * 0xd1b54a32d192ed03ULL;
-    std::string v(100, ' ');
-    for (std::size_t k = 0; k < v.size(); k += 8) {
-      std::uint64_t h = splitmix64(s);
-      for (std::size_t m = k; m < std::min(v.size(), k + 8); ++m, h >>= 8) v[m] = alphabet[(h & 0xff) % 62];
-    }
+    std::string v;
+    compressible_into(round * 0x9e3779b97f4a7c15ULL ^ i * 0xd1b54a32d192ed03ULL, value_ratio, 100, v);
     return v;
   }
 };
@@ -675,12 +689,12 @@ void round_rocksdb(rocksdb::DB& r, const round_plan& p) {
 }
 
 // LMDB: transactions of 10 000 puts without a sync, then one sync.
-void load_lmdb(lmdb_store& l, std::uint64_t keys) {
-  for (std::uint64_t i = 0; i < keys; i += 10000) {
+void load_lmdb(lmdb_store& l, const round_plan& p) {
+  for (std::uint64_t i = 0; i < p.keys; i += 10000) {
     MDB_txn* txn = nullptr;
     lmdb_check(mdb_txn_begin(l.env, nullptr, 0, &txn), "txn_begin");
-    for (std::uint64_t j = i; j < std::min(keys, i + 10000); ++j) {
-      std::string k = key_of(j), v = value_of(j);
+    for (std::uint64_t j = i; j < std::min(p.keys, i + 10000); ++j) {
+      std::string k = key_of(p.index(j)), v = p.value(p.index(j));
       MDB_val key = lmdb_val(k), val = lmdb_val(v);
       lmdb_check(mdb_put(txn, l.dbi, &key, &val, 0), "put");
     }
@@ -738,7 +752,7 @@ double load_engine(engine e, const std::string& dir, std::uint64_t keys, bool se
     if (settle_after) settle(*r);
   } else {
     lmdb_store l(dir, MDB_NOTLS | MDB_NOSYNC, lmdb_map_bytes(keys));
-    load_lmdb(l, keys);
+    load_lmdb(l, plan);
     took = since(t0);
   }
   return took;
@@ -1029,7 +1043,8 @@ void gets_case(const std::string& base, double seconds, std::uint64_t keys) {
 void load_case(const std::string& base, std::uint64_t keys) {
   std::filesystem::remove_all(base + "/l");
   std::filesystem::create_directories(base + "/l");
-  say("load: {} keys in key order, no sync per write, until durable\n", keys);
+  say("load: {} keys in {} order, values compressing to {}, no sync per write, until durable\n", keys,
+      random_order ? "random" : "key", value_ratio);
   std::vector<child_result> m;
   for (engine e : {engine::ours, engine::rocksdb}) {
     std::string dir = base + "/l/" + engine_name(e);
@@ -1532,8 +1547,10 @@ int rocksdb_readrandom(const std::string& dir, std::uint64_t keys, double second
 void print_json(const std::string& base, double seconds, std::uint64_t keys, std::uint64_t rounds, bool reclaim) {
   std::string out = fmt::format(
       "{{\"program\":\"db_bench\",\"date\":\"{}\",\"dir\":{},\"seconds\":{},\"keys\":{},\"cache_mib\":{},"
-      "\"rounds\":{},\"shards\":{},{}\"rocksdb\":\"{}.{}.{}\",\"lmdb\":\"{}.{}.{}\",\"rows\":[",
+      "\"rounds\":{},\"shards\":{},\"order\":\"{}\",\"values\":{},{}\"rocksdb\":\"{}.{}.{}\",\"lmdb\":\"{}.{}.{}\","
+      "\"rows\":[",
       utc_now(), json_string(base), json_number(seconds), keys, cache_mib, rounds, shard_count,
+      random_order ? "random" : "sequential", json_number(value_ratio),
       reclaim ? fmt::format("\"ops\":{},\"checkpoint_bytes\":{},",
                             reclaim_ops ? reclaim_ops : std::max<std::uint64_t>(1, keys / 5), reclaim_checkpoint_bytes)
               : std::string(),
@@ -1547,7 +1564,8 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
              "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
              "[--spin-polls N] [--wal-preallocate BYTES] [--record-cache-share F]\n"
              "                [--max-space-amplification F] [--ops N] [--checkpoint-bytes B]\n"
-             "                [--reclaim-threads 1|32] [--reclaim-turn K]\n"
+             "                [--reclaim-threads 1|32] [--reclaim-turn K] [--order random|sequential]\n"
+             "                [--values RATIO]\n"
              "                [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]\n"
              "       db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]\n");
   std::exit(2);
@@ -1594,7 +1612,14 @@ int main(int argc, char** argv) {
       max_space_amplification = std::atof(argv[++i]);
     else if (a == "--rocksdb-readrandom" && i + 1 < argc)
       readrandom_dir = argv[++i];
-    else if (a == "--json")
+    else if (a == "--order" && i + 1 < argc) {
+      std::string o = argv[++i];
+      if (o != "random" && o != "sequential") usage();
+      random_order = o == "random";
+    } else if (a == "--values" && i + 1 < argc) {
+      value_ratio = std::atof(argv[++i]);
+      if (!(value_ratio > 0 && value_ratio <= 1)) usage();
+    } else if (a == "--json")
       json_output = true;
     else
       usage();

@@ -68,7 +68,9 @@ std::vector<std::string> rows_of(const std::string& json) {
   return rows;
 }
 
-std::size_t lines(const std::string& text) { return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')); }
+std::size_t lines(const std::string& text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
 
 }  // namespace
 
@@ -155,8 +157,12 @@ TEST_CASE("cli bench: what db_bench is given, and a db_bench that fails or print
   std::string fake = d / "fake_db_bench";
   // Records its arguments and whether its --dir exists, then does what $FAKE_MODE says.
   std::ofstream(fake) << "#!/bin/sh\n"
-                         "echo \"$@\" > " << d / "args" << "\n"
-                         "[ -d \"$2\" ] && echo yes > " << d / "dir_existed" << "\n"
+                         "echo \"$@\" > "
+                      << d / "args"
+                      << "\n"
+                         "[ -d \"$2\" ] && echo yes > "
+                      << d / "dir_existed"
+                      << "\n"
                          "case \"$FAKE_MODE\" in\n"
                          "  fail) echo 'db_bench: open: no space' >&2; exit 1;;\n"
                          "  text) echo 'not json';;\n"
@@ -165,7 +171,8 @@ TEST_CASE("cli bench: what db_bench is given, and a db_bench that fails or print
   std::string data = d / "data";
   std::filesystem::create_directories(data);
 
-  auto failed = run("FAKE_MODE=fail MAGNETITE_DB_BENCH=" + fake, "--data " + data + " bench --workload gets --seconds 0.5");
+  auto failed =
+      run("FAKE_MODE=fail MAGNETITE_DB_BENCH=" + fake, "--data " + data + " bench --workload gets --seconds 0.5");
   CHECK(failed.exit_code == 2);
   CHECK(failed.err.find("db_bench: open: no space\n") == 0);  // its own message passes through
   CHECK(failed.err.find("magnetite: db_bench failed (exit status 1)") != std::string::npos);
@@ -196,11 +203,14 @@ TEST_CASE("cli bench: gets with --cache-mib and --keys, as JSON: both engines' r
   REQUIRE(std::filesystem::exists(db_bench()));
   testing::temp_dir d("cli-bench");
   // The command of issue 19, with few keys and a small cache.
-  auto r = run("env -u MAGNETITE_DB_BENCH", "--data " + d / "data" + " --cache-mib 8 bench --workload gets --keys 2000 --json");
+  auto r = run("env -u MAGNETITE_DB_BENCH",
+               "--data " + d / "data" + " --cache-mib 8 bench --workload gets --keys 2000 --json");
   INFO("stdout: " << r.out << "\nstderr: " << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(field(header_of(r.out), "keys") == "2000");
   CHECK(field(header_of(r.out), "cache_mib") == "8");
+  CHECK(field(header_of(r.out), "order") == "\"random\"");  // db_bench's defaults, as RocksDB's db_bench loads
+  CHECK(field(header_of(r.out), "values") == "0.5");
   auto rows = rows_of(r.out);
   // 2 thread counts x 2 peers x (gets/s, median, p99).
   REQUIRE(rows.size() == 12);
@@ -255,7 +265,8 @@ TEST_CASE("cli bench: load and overwrite with few keys: rates, space amplificati
     CHECK(field(row, "peer") == (&row == &rows[2] ? "\"rocksdb_sst\"" : "\"rocksdb\""));
     CHECK(number_field(row, "ours") > 0);
     CHECK(number_field(row, "ours_rss_mib") > 0);
-    CHECK(number_field(row, "ratio") == doctest::Approx(number_field(row, "ours") / number_field(row, "peer_value")).epsilon(0.01));
+    CHECK(number_field(row, "ratio") ==
+          doctest::Approx(number_field(row, "ours") / number_field(row, "peer_value")).epsilon(0.01));
   }
 
   auto over = run("MAGNETITE_DB_BENCH=" + db_bench(),
@@ -281,10 +292,11 @@ TEST_CASE("cli bench: load and overwrite with few keys: rates, space amplificati
   CHECK(number_field(rows[4], "ours") > 0);
 }
 
-TEST_CASE("cli bench: --keys, --rounds and --cache-mib are passed on, and checked") {
+TEST_CASE("cli bench: --keys, --rounds, --cache-mib, --order and --values are passed on, and checked") {
   testing::temp_dir d("cli-bench");
   std::string fake = d / "fake_db_bench";
-  std::ofstream(fake) << "#!/bin/sh\necho \"$@\" > " << d / "args" << "\nexit 1\n";
+  std::ofstream(fake) << "#!/bin/sh\necho \"$@\" > " << d / "args"
+                      << "\nexit 1\n";
   std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
   std::string data = "--data " + d / "data";
   auto r = run("MAGNETITE_DB_BENCH=" + fake, data + " --cache-mib 8 bench --workload overwrite --keys 2000 --rounds 3");
@@ -297,7 +309,13 @@ TEST_CASE("cli bench: --keys, --rounds and --cache-mib are passed on, and checke
   args = read_whole_file(env::posix(), d / "args").value();
   CHECK(args.find(" --json --only reclaim\n") != std::string::npos);  // db_bench's own default keys (200 000)
   std::filesystem::remove(d / "args");
-  for (const char* bad : {" --cache-mib 1 bench", " bench --keys 0", " bench --rounds 0", " bench --rounds 1001"}) {
+  r = run("MAGNETITE_DB_BENCH=" + fake, data + " bench --workload load --order sequential --values 0.25");
+  CHECK(r.exit_code == 2);
+  args = read_whole_file(env::posix(), d / "args").value();
+  CHECK(args.find(" --json --only load --order sequential --values 0.25\n") != std::string::npos);
+  std::filesystem::remove(d / "args");
+  for (const char* bad : {" --cache-mib 1 bench", " bench --keys 0", " bench --rounds 0", " bench --rounds 1001",
+                          " bench --order shuffled", " bench --values 0", " bench --values 1.5"}) {
     CAPTURE(bad);
     auto e = run("MAGNETITE_DB_BENCH=" + fake, data + bad);
     CHECK(e.exit_code == 2);
@@ -318,7 +336,7 @@ TEST_CASE("cli bench: reclaim with few keys: on beside reclaim_off and RocksDB, 
   CHECK(field(header_of(r.out), "ops") == "600");  // keys / 5
   CHECK(field(header_of(r.out), "checkpoint_bytes") == "65536");
   auto rows = rows_of(r.out);
-  REQUIRE(rows.size() == 16);  // 8 a thread count, 1 and 32 threads
+  REQUIRE(rows.size() == 16);        // 8 a thread count, 1 and 32 threads
   std::map<std::string, double> on;  // "case/threads" -> ours, the same beside every peer
   std::size_t off_rows = 0, rocksdb_rows = 0, lone_rows = 0;
   for (const auto& row : rows) {
@@ -353,8 +371,10 @@ TEST_CASE("cli bench: reclaim with few keys: on beside reclaim_off and RocksDB, 
     } else {
       CHECK(field(row, "target") == "null");
     }
-    if (field(row, "unit") == "\"writes/s\"") CHECK(field(row, "better") == "\"higher\"");
-    else CHECK(field(row, "better") == "\"lower\"");
+    if (field(row, "unit") == "\"writes/s\"")
+      CHECK(field(row, "better") == "\"higher\"");
+    else
+      CHECK(field(row, "better") == "\"lower\"");
   }
   CHECK(off_rows == 8);
   CHECK(rocksdb_rows == 4);

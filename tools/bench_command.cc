@@ -158,22 +158,40 @@ class json_reader {
       if (at_ >= t_.size()) return false;
       char e = t_[at_++];
       switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           if (at_ + 4 > t_.size()) return false;
           unsigned cp = 0;
           for (int i = 0; i < 4; ++i) {
             char h = t_[at_++];
             cp <<= 4;
-            if (h >= '0' && h <= '9') cp |= static_cast<unsigned>(h - '0');
-            else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
-            else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
-            else return false;
+            if (h >= '0' && h <= '9')
+              cp |= static_cast<unsigned>(h - '0');
+            else if (h >= 'a' && h <= 'f')
+              cp |= static_cast<unsigned>(h - 'a' + 10);
+            else if (h >= 'A' && h <= 'F')
+              cp |= static_cast<unsigned>(h - 'A' + 10);
+            else
+              return false;
           }
           if (cp < 0x80) {
             out += static_cast<char>(cp);
@@ -187,7 +205,8 @@ class json_reader {
           }
           break;
         }
-        default: return false;
+        default:
+          return false;
       }
     }
     return false;
@@ -214,7 +233,8 @@ struct bench_report {
   std::string date, rocksdb, lmdb;
   double seconds = 0;
   double shards = 0;
-  std::optional<double> keys, cache_mib;
+  std::optional<double> keys, cache_mib, values;
+  std::optional<std::string> order;
   std::vector<bench_row> rows;
 };
 
@@ -224,7 +244,8 @@ struct bench_report {
 
 const json_value& need(const json_value& obj, std::string_view name, json_value::kind k) {
   const json_value* v = obj.field(name);
-  if (!v || v->k != k) not_its_json(fmt::format("no {} \"{}\"", k == json_value::kind::number ? "number" : "field", name));
+  if (!v || v->k != k)
+    not_its_json(fmt::format("no {} \"{}\"", k == json_value::kind::number ? "number" : "field", name));
   return *v;
 }
 
@@ -250,6 +271,8 @@ bench_report parse_report(const std::string& text) {
   r.shards = maybe<double>(*doc, "shards", K::number, number_of).value_or(0);
   r.keys = maybe<double>(*doc, "keys", K::number, number_of);
   r.cache_mib = maybe<double>(*doc, "cache_mib", K::number, number_of);
+  r.order = maybe<std::string>(*doc, "order", K::string, text_of);
+  r.values = maybe<double>(*doc, "values", K::number, number_of);
   for (const auto& item : need(*doc, "rows", K::array).items) {
     if (item.k != K::object) not_its_json("a row that is not an object");
     bench_row row;
@@ -284,14 +307,18 @@ std::string figure(double v) {
 }
 
 void print_table(const bench_report& r, const std::string& data_dir) {
-  fmt::print("magnetite bench: db_bench run of {}, {} s a case, {} shards, {}{}RocksDB {}, LMDB {}, files under {}\n",
-             r.date.empty() ? "?" : r.date, r.seconds, r.shards,
-             r.keys ? fmt::format("{} keys, ", with_commas(static_cast<std::uint64_t>(*r.keys))) : "",
-             r.cache_mib ? fmt::format("{} MiB cache, ", *r.cache_mib) : "", r.rocksdb, r.lmdb, data_dir);
-  bool rss = std::any_of(r.rows.begin(), r.rows.end(), [](const bench_row& row) { return row.ours_rss_mib.has_value(); });
+  fmt::print(
+      "magnetite bench: db_bench run of {}, {} s a case, {} shards, {}{}{}{}RocksDB {}, LMDB {}, files under {}\n",
+      r.date.empty() ? "?" : r.date, r.seconds, r.shards,
+      r.keys ? fmt::format("{} keys, ", with_commas(static_cast<std::uint64_t>(*r.keys))) : "",
+      r.order ? fmt::format("{} order, ", *r.order) : "",
+      r.values ? fmt::format("values compressing to {}, ", *r.values) : "",
+      r.cache_mib ? fmt::format("{} MiB cache, ", *r.cache_mib) : "", r.rocksdb, r.lmdb, data_dir);
+  bool rss =
+      std::any_of(r.rows.begin(), r.rows.end(), [](const bench_row& row) { return row.ours_rss_mib.has_value(); });
   const char* head = "{:<9}  {:<40}  {:>7}  {:>10}  {:<13}  {:>10}  {:>9}  {:<12}  {}{}\n";
-  fmt::print(fmt::runtime(head), "workload", "case", "threads", "magnetite", "peer", "peer value", "ours/peer",
-             "unit", rss ? fmt::format("{:>8}  {:>8}  ", "ours MiB", "peer MiB") : "", "target");
+  fmt::print(fmt::runtime(head), "workload", "case", "threads", "magnetite", "peer", "peer value", "ours/peer", "unit",
+             rss ? fmt::format("{:>8}  {:>8}  ", "ours MiB", "peer MiB") : "", "target");
   std::string last;
   bool lower_rows = false, raw_rows = false, lmdb_rows = false, off_rows = false;
   for (const auto& row : r.rows) {
@@ -304,30 +331,34 @@ void print_table(const bench_report& r, const std::string& data_dir) {
     std::string target = row.target ? *row.target : "";
     if (row.target && row.met) target += *row.met ? ": PASS" : ": MISS";
     auto mib = [](const std::optional<double>& v) { return v ? fmt::format("{:.0f}", *v) : std::string("-"); };
-    std::string line = fmt::format(fmt::runtime(head), row.workload, row.what, row.threads, figure(row.ours),
-                                   row.peer.value_or("-"), row.peer_value ? figure(*row.peer_value) : "-",
-                                   row.ratio ? fmt::format("{:.2f}x", *row.ratio) : "-", row.unit,
-                                   rss ? fmt::format("{:>8}  {:>8}  ", mib(row.ours_rss_mib), mib(row.peer_rss_mib)) : "",
-                                   target);
+    std::string line = fmt::format(
+        fmt::runtime(head), row.workload, row.what, row.threads, figure(row.ours), row.peer.value_or("-"),
+        row.peer_value ? figure(*row.peer_value) : "-", row.ratio ? fmt::format("{:.2f}x", *row.ratio) : "-", row.unit,
+        rss ? fmt::format("{:>8}  {:>8}  ", mib(row.ours_rss_mib), mib(row.peer_rss_mib)) : "", target);
     line.erase(line.find_last_not_of(" \n") + 1);  // no trailing blanks when there is no target
     fmt::print("{}\n", line);
   }
   fmt::print("\nours/peer = magnetite / peer, measured in the same run: above 1 means magnetite is ahead{}.\n",
              lower_rows ? " for rates, below 1 for times and space (unit s, us or x)" : "");
   if (lmdb_rows)
-    fmt::print("lmdb: a write is one write transaction with LMDB's default durable commit (its writers queue for "
-               "one lock); a get is one read-only transaction, its handle reused per thread.\n");
+    fmt::print(
+        "lmdb: a write is one write transaction with LMDB's default durable commit (its writers queue for "
+        "one lock); a get is one read-only transaction, its handle reused per thread.\n");
   if (raw_rows)
-    fmt::print("raw_fdatasync: one thread writing 116-byte records into a preallocated file, fdatasync after each "
-               "(the disk's limit for one sync per write), beside every thread count.\n");
+    fmt::print(
+        "raw_fdatasync: one thread writing 116-byte records into a preallocated file, fdatasync after each "
+        "(the disk's limit for one sync per write), beside every thread count.\n");
   if (off_rows)
-    fmt::print("reclaim_off: magnetite itself with automatic space reclamation off (max_space_amplification 0), the "
-               "same load and writes; magnetite: reclamation on (the default, 1.5).\n");
+    fmt::print(
+        "reclaim_off: magnetite itself with automatic space reclamation off (max_space_amplification 0), the "
+        "same load and writes; magnetite: reclamation on (the default, 1.5).\n");
   if (rss)
-    fmt::print("ours MiB, peer MiB: peak resident memory of the process that ran the engine's part of the case "
-               "(each engine in its own child process).\n");
-  fmt::print("Compare ratios, not absolute figures: a shared disk changes speed from one minute to the next "
-             "(docs/benchmarks.md).\n");
+    fmt::print(
+        "ours MiB, peer MiB: peak resident memory of the process that ran the engine's part of the case "
+        "(each engine in its own child process).\n");
+  fmt::print(
+      "Compare ratios, not absolute figures: a shared disk changes speed from one minute to the next "
+      "(docs/benchmarks.md).\n");
 }
 
 // ---------------------------------------------------------------------------
@@ -339,7 +370,8 @@ bool executable_file(const std::string& path) {
 }
 
 std::string find_db_bench() {
-  const std::string not_found = "db_bench not found: build the bench targets (ninja -C build) or set MAGNETITE_DB_BENCH";
+  const std::string not_found =
+      "db_bench not found: build the bench targets (ninja -C build) or set MAGNETITE_DB_BENCH";
   if (const char* env = std::getenv("MAGNETITE_DB_BENCH")) {
     if (executable_file(env)) return env;
     throw bench_error{fmt::format("{} (it is '{}', not an executable file)", not_found, env)};
@@ -393,7 +425,8 @@ child_outcome run_child(const std::string& program, const std::vector<std::strin
   argv.push_back(nullptr);
 
   // Ignore interrupts here while the child runs; the child gets the defaults back.
-  struct sigaction ignore {}, old_int {}, old_quit {};
+  struct sigaction ignore {
+  }, old_int{}, old_quit{};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   ::sigaction(SIGINT, &ignore, &old_int);
@@ -430,8 +463,10 @@ child_outcome run_child(const std::string& program, const std::vector<std::strin
   char buf[65536];
   while (true) {
     ssize_t n = ::read(fds[0], buf, sizeof buf);
-    if (n > 0) outcome.out.append(buf, static_cast<std::size_t>(n));
-    else if (n == 0 || errno != EINTR) break;
+    if (n > 0)
+      outcome.out.append(buf, static_cast<std::size_t>(n));
+    else if (n == 0 || errno != EINTR)
+      break;
   }
   ::close(fds[0]);
   while (::waitpid(pid, &outcome.status, 0) < 0 && errno == EINTR) {
@@ -443,8 +478,8 @@ child_outcome run_child(const std::string& program, const std::vector<std::strin
 int run(const bench_command_options& o) {
   const std::vector<std::string> workloads = {"writes", "gets", "restart", "load", "overwrite", "reclaim", "all"};
   if (std::find(workloads.begin(), workloads.end(), o.workload) == workloads.end())
-    throw bench_error{fmt::format("unknown workload '{}': choose writes, gets, restart, load, overwrite, reclaim or all",
-                                  o.workload)};
+    throw bench_error{fmt::format(
+        "unknown workload '{}': choose writes, gets, restart, load, overwrite, reclaim or all", o.workload)};
   if (o.seconds && !(*o.seconds > 0 && *o.seconds <= 3600))
     throw bench_error{fmt::format("--seconds wants a number above 0 and at most 3600, got {}", *o.seconds)};
   if (o.keys && !(*o.keys >= 1 && *o.keys <= 10'000'000'000ULL))
@@ -454,6 +489,10 @@ int run(const bench_command_options& o) {
   // db_bench runs 2 shards, and the database wants at least 1 MiB a shard.
   if (o.cache_mib && !(*o.cache_mib >= 2 && *o.cache_mib <= (std::size_t{1} << 20)))
     throw bench_error{fmt::format("bench wants --cache-mib from 2 to 1048576, got {}", *o.cache_mib)};
+  if (o.order && *o.order != "random" && *o.order != "sequential")
+    throw bench_error{fmt::format("unknown --order '{}': choose random or sequential", *o.order)};
+  if (o.values && !(*o.values > 0 && *o.values <= 1))
+    throw bench_error{fmt::format("--values wants a compression ratio above 0 and at most 1, got {}", *o.values)};
   std::string program = find_db_bench();
 
   fs::path data = o.data_dir.empty() ? fs::path(".") : fs::path(o.data_dir);
@@ -472,6 +511,8 @@ int run(const bench_command_options& o) {
   if (o.keys) args.insert(args.end(), {"--keys", fmt::format("{}", *o.keys)});
   if (o.rounds) args.insert(args.end(), {"--rounds", fmt::format("{}", *o.rounds)});
   if (o.cache_mib) args.insert(args.end(), {"--cache-mib", fmt::format("{}", *o.cache_mib)});
+  if (o.order) args.insert(args.end(), {"--order", *o.order});
+  if (o.values) args.insert(args.end(), {"--values", fmt::format("{}", *o.values)});
 
   child_outcome child;
   try {

@@ -1,5 +1,5 @@
 // bench_command: `magnetite [--cache-mib M] bench [--workload NAME] [--seconds S]
-// [--keys N] [--rounds R] [--json]`
+// [--keys N] [--rounds R] [--order random|sequential] [--values R] [--json]`
 // (issue 5). It runs bench/db_bench, which measures our engine beside RocksDB,
 // LMDB and raw fdatasync in one run on one disk (docs/benchmarks.md says what
 // each case and peer is), and prints db_bench's figures as a table with the
@@ -20,8 +20,11 @@
 //   db_bench's --seconds (the length of each measured case; db_bench's default
 //   is 3 s). keys (1 to 10^10), rounds (1 to 1000) and cache_mib (2 to
 //   2^20), when given, become db_bench's --keys, --rounds and --cache-mib (its
-//   defaults: 1 000 000 keys, 200 000 for reclaim, 10 and 1024); out of range:
-//   one line, exit 2.
+//   defaults: 1 000 000 keys, 200 000 for reclaim, 10 and 1024); order
+//   (random or sequential: how the loads visit the keys; db_bench's default
+//   random) and values (above 0 to 1: how well values compress, RocksDB's
+//   --compression_ratio; db_bench's default 0.5) become db_bench's --order
+//   and --values; out of range: one line, exit 2.
 // - The benchmark's files live in a fresh directory bench-XXXXXX made inside
 //   data_dir (the --data directory, created if missing), so the figures are
 //   those of that file system. That directory is removed afterwards, whether
@@ -39,21 +42,23 @@
 //   by a signal, or prints something other than its JSON.
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
 namespace magnetite {
 
 struct bench_command_options {
-  std::string data_dir;            // --data
-  std::string workload = "all";    // writes | gets | restart | load | overwrite | reclaim | all
-  std::optional<double> seconds;   // db_bench --seconds
+  std::string data_dir;                  // --data
+  std::string workload = "all";          // writes | gets | restart | load | overwrite | reclaim | all
+  std::optional<double> seconds;         // db_bench --seconds
   std::optional<std::uint64_t> keys;     // db_bench --keys
   std::optional<std::uint64_t> rounds;   // db_bench --rounds
   std::optional<std::size_t> cache_mib;  // the global --cache-mib: db_bench --cache-mib
-  bool json = false;               // print db_bench's JSON instead of the table
+  std::optional<std::string> order;      // db_bench --order: random | sequential
+  std::optional<double> values;          // db_bench --values: the values' compression ratio
+  bool json = false;                     // print db_bench's JSON instead of the table
 };
 
 // Runs the command; returns the process's exit code (errors are printed here).

@@ -21,7 +21,7 @@
 //   magnetite gc [--json]
 //   magnetite demo
 //   magnetite bench [--workload writes|gets|restart|load|overwrite|reclaim|all] [--seconds S]
-//                   [--keys N] [--rounds R] [--json]
+//                   [--keys N] [--rounds R] [--order random|sequential] [--values R] [--json]
 //
 // Global, before or after the command (`magnetite put --data DIR K V`):
 // --data DIR, --shards N (used when the directory is created, by
@@ -251,6 +251,10 @@ void declare(CLI::App& app, command_line& c) {
   c.bench->add_option("--keys", c.bench_options.keys,
                       "keys of gets, load, overwrite and reclaim (db_bench's default: 1000000; reclaim: 200000)");
   c.bench->add_option("--rounds", c.bench_options.rounds, "rounds of overwrite (db_bench's default: 10)");
+  c.bench->add_option("--order", c.bench_options.order,
+                      "how the loads visit the keys: random or sequential (db_bench's default: random)");
+  c.bench->add_option("--values", c.bench_options.values,
+                      "how well values compress, as RocksDB's --compression_ratio (db_bench's default: 0.5)");
   c.bench->add_flag("--json", c.bench_options.json, "print db_bench's JSON object instead of the table");
   c.serve = app.add_subcommand("serve", "run one node of a replicated cluster (docs/design/replication.md) on --data");
   c.serve->add_option("--node", c.node_id, "this node's id in the cluster file")
