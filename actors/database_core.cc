@@ -77,7 +77,16 @@ status database_core::start() {
     c.fs = fs_;
     c.dir = shard_dir(options_.dir, i);
     c.options = options_.shard;
-    if (options_.memory_budget) c.options.cache_bytes = *options_.memory_budget / *options_.shards;
+    if (options_.memory_budget) {
+      // A shard's share: half for its node caches, a quarter for each of its
+      // two memtables (the active one and the one a checkpoint is writing).
+      std::size_t share = *options_.memory_budget / *options_.shards;
+      c.options.cache_bytes = share / 2;
+      c.options.checkpoint_bytes = share / 4;
+    }
+    // The database's own actor system runs CAF's real scheduler: a
+    // checkpoint's thread may tell the actor when it is done.
+    c.background_checkpoints = true;
     c.slot = slots_.back();
     c.index = i;
     c.before_write = options_.before_write;
@@ -881,8 +890,8 @@ result<database_stats> database_core::stats() {
     out.usage.push_back(std::get<0>(*u));
     const admission_budget& b = *slots_[i]->admission;
     auto n = b.now();
-    out.admission.push_back(
-        {n.admitted, n.waited, n.refused, n.waiting, n.requests, n.bytes, b.max_requests(), b.max_bytes()});
+    out.admission.push_back({n.admitted, n.waited, n.refused, n.waiting, n.requests, n.bytes, b.max_requests(),
+                             b.max_bytes(), n.stalls, n.stall_ns});
   }
   out.tags = tags();
   std::lock_guard lk(supervision_->mu);

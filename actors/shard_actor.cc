@@ -94,11 +94,11 @@ void arm_expiry_timer(self_ptr self) {
   self->delayed_send(self, delay, expire_atom::value, st.expiry_generation);
 }
 
-// Writes never wait in the layers (and the log) longer than about
+// Writes never wait in the memtable (and the log) longer than about
 // checkpoint_interval: the first group after a checkpoint arms one timer.
 void arm_checkpoint_timer(self_ptr self) {
   auto& st = self->state;
-  if (st.aging || st.engine->view()->layers().empty()) return;
+  if (st.aging || !st.engine->view()->holds_writes()) return;
   st.aging = true;
   self->delayed_send(self, st.config.options.checkpoint_interval, aged_atom::value);
 }
@@ -137,6 +137,52 @@ void maybe_reclaim(self_ptr self) {
   if (st.config.reclaim_began) st.config.reclaim_began();
 }
 
+// A checkpoint's end: its marker, the view of the new root, and the
+// reclamation it may call for. False when it failed (the actor is quitting).
+bool end_checkpoint(self_ptr self) {
+  auto& st = self->state;
+  auto root = st.engine->finish_checkpoint();
+  if (!root) {
+    self->quit(to_error(root.error()));
+    return false;
+  }
+  publish(self);
+  maybe_reclaim(self);
+  return true;
+}
+
+// Begins a checkpoint of the active memtable: on its own thread, which tells
+// the actor when the tree is written, or at once (then it ends here too).
+// With `make_room` (the memtable is full), a checkpoint still running is
+// waited for and ended first: the writes behind this one wait meanwhile.
+bool begin_checkpoint(self_ptr self, bool make_room) {
+  auto& st = self->state;
+  bool background = st.config.background_checkpoints;
+  std::function<void()> done;
+  if (background)
+    done = [weak = caf::actor_cast<caf::weak_actor_ptr>(self)] {
+      if (auto strong = weak.lock()) caf::anon_send(caf::actor_cast<caf::actor>(strong), checkpointed_atom::value);
+    };
+  auto stalls = st.engine->stats();
+  status s;
+  if (make_room) {
+    auto ended = st.engine->relieve_memory(background, std::move(done));
+    if (!ended) s = ended.error();
+  } else if (!st.engine->checkpointing()) {
+    s = st.engine->begin_checkpoint(background, std::move(done));
+  }
+  if (!s) {
+    self->quit(to_error(s));
+    return false;
+  }
+  auto now = st.engine->stats();
+  if (now.write_stalls > stalls.write_stalls && st.config.slot && st.config.slot->admission)
+    st.config.slot->admission->stalled(std::chrono::nanoseconds(now.write_stall_ns - stalls.write_stall_ns));
+  publish(self);
+  if (now.checkpoints > stalls.checkpoints) maybe_reclaim(self);  // one ended while making room
+  return background || !st.engine->checkpointing() || end_checkpoint(self);
+}
+
 void schedule_group(self_ptr self) {
   if (self->state.group_scheduled) return;
   self->state.group_scheduled = true;
@@ -158,15 +204,7 @@ bool finish_group(self_ptr self) {
     self->quit(to_error(s));
     return false;
   }
-  if (st.engine->checkpoint_due()) {
-    auto root = st.engine->checkpoint();
-    if (!root) {
-      self->quit(to_error(root.error()));
-      return false;
-    }
-    publish(self);
-    maybe_reclaim(self);
-  }
+  if (st.engine->checkpoint_due() && !begin_checkpoint(self, /*make_room=*/true)) return false;
   arm_expiry_timer(self);
   arm_checkpoint_timer(self);
   arm_durable_timer(self);
@@ -283,7 +321,7 @@ shard_engine_actor::behavior_type shard_behavior(self_ptr self, shard_actor_conf
     st.engine = std::move(*opened);
     publish(self);
     arm_expiry_timer(self);
-    arm_checkpoint_timer(self);  // replayed writes sit in layers too
+    arm_checkpoint_timer(self);  // replayed writes sit in the memtable too
     maybe_reclaim(self);         // a store reopened with garbage in it
     if (st.config.supervisor) caf::anon_send(st.config.supervisor, ok_atom::value, st.config.index);
   } else {
@@ -843,8 +881,14 @@ auto self_handlers(self_ptr self) {
       [=](aged_atom) {
         auto& s = self->state;
         s.aging = false;
-        if (!s.engine || s.engine->view()->layers().empty()) return;
-        (void)checkpoint_now(self);  // a failure ends the actor
+        if (!s.engine || !finish_group(self) || !s.engine->view()->holds_writes()) return;
+        (void)begin_checkpoint(self, /*make_room=*/false);  // a failure ends the actor
+      },
+      [=](checkpointed_atom) {
+        // Sent by the checkpoint's thread; one that ended meanwhile (a
+        // commit, a stall) left a later one running, or none.
+        auto& s = self->state;
+        if (s.engine && s.engine->checkpoint_ready()) (void)end_checkpoint(self);
       },
       [=](rcheck_atom) { maybe_reclaim(self); }, [=](reclaim_atom) { reclaim_step(self); },
       [=](durable_atom) {

@@ -10,8 +10,11 @@
 //                            also waits for the group it was judged against.
 //   (group)                  one fsync for everything staged; publish the new
 //                            view to the host's slot; THEN answer every write
-//                            of the group; checkpoint if the layers grew past
-//                            their threshold; re-arm the TTL timer. If the
+//                            of the group; when the active memtable reached
+//                            checkpoint_bytes, begin a checkpoint of it (on a
+//                            thread of its own: writes go on into a new one),
+//                            after waiting for the one before if it still
+//                            runs (a stall); re-arm the TTL timer. If the
 //                            fsync fails, every write of the group gets the
 //                            error and the actor quits with it (fail-stop: the
 //                            supervisor restarts it, which replays the log).
@@ -23,8 +26,11 @@
 //   get / range              answered from the published view (committed
 //                            writes: durable ones, except under `interval`).
 //   (aged)                   the checkpoint_interval timer, armed by the first
-//                            group after a checkpoint: checkpoint if the layers
-//                            still hold writes.
+//                            group after a checkpoint: begin a checkpoint if
+//                            the memtable still holds writes.
+//   (ckptdone)               a background checkpoint's work is over: its
+//                            commit marker, the view of the new root, and a
+//                            reclamation cycle if one is due.
 //   (durable)                the fsync_interval timer, only under the `interval`
 //                            policy: armed (once; not again while armed) by a
 //                            group that leaves acknowledged writes non-durable,
@@ -102,6 +108,11 @@ struct shard_actor_config {
   std::function<void(const std::string& key)> before_write;
   // Test hook: runs when the shard begins a space reclamation cycle.
   std::function<void()> reclaim_began;
+  // Checkpoints begun after a group (or by the aged timer) apply their
+  // memtable to the tree on a thread of their own while the actor goes on
+  // (the database's shards). Off, they run in the actor's handler: under
+  // CAF's test coordinator, whose queue only the test's thread may touch.
+  bool background_checkpoints = false;
 };
 
 shard_engine_actor spawn_shard(caf::actor_system& sys, shard_actor_config config);

@@ -48,6 +48,8 @@
 //                                                    the request's waiter or callback (below)
 //   (group), (expire, generation), (aged),
 //   (durable), (reclaim)                             internal: the actor sends them to itself
+//   (ckptdone)                                       internal: a background checkpoint's thread
+//                                                    sends it when the tree is written
 //
 // Writes are acknowledged only once durable (their group's one fsync), except
 // under the `interval` fsync policy: there a write is acknowledged and visible
@@ -84,6 +86,8 @@ using aged_atom = caf::atom_constant<caf::atom("aged")>;
 using durable_atom = caf::atom_constant<caf::atom("durable")>;
 using reclaim_atom = caf::atom_constant<caf::atom("reclaim")>;
 using rcheck_atom = caf::atom_constant<caf::atom("rcheck")>;
+// A background checkpoint's work is over (its thread says so).
+using checkpointed_atom = caf::atom_constant<caf::atom("ckptdone")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
 using stamped_atom = caf::atom_constant<caf::atom("stamped")>;
 using promise_atom = caf::atom_constant<caf::atom("promise")>;
@@ -219,7 +223,8 @@ using shard_engine_actor = shard_actor::extend_with<transaction_participant>::ex
     caf::replies_to<reclaim_atom, std::vector<hash128>>::with<std::uint64_t>,
     caf::replies_to<shutdown_atom>::with<ok_atom>, caf::reacts_to<group_atom>,
     caf::reacts_to<expire_atom, std::uint64_t>, caf::reacts_to<aged_atom>, caf::reacts_to<durable_atom>,
-    caf::reacts_to<reclaim_atom>, caf::reacts_to<rcheck_atom>, caf::reacts_to<host_atom, host_request_ptr>>;
+    caf::reacts_to<reclaim_atom>, caf::reacts_to<rcheck_atom>, caf::reacts_to<checkpointed_atom>,
+    caf::reacts_to<host_atom, host_request_ptr>>;
 
 }  // namespace magnetite
 

@@ -120,13 +120,13 @@
 //            2x p99 reclaim_off. The figure means nothing if no cycle ran:
 //            the text line says so.
 //   scans    (only with --only scans: not part of a run of every case) the
-//            read path's merge of a shard's layers over its tree, ours only
+//            read path's merge of a shard's memtables over its tree, ours only
 //            (no peer: it is there to compare a change of ours with what came
 //            before). In one child: N keys loaded as `load` does and
 //            committed, the database reopened under the `interval` fsync
 //            policy, then every 10th key rewritten and every 100th (i % 100
 //            == 5) deleted, in batches of 1 000 keys of one shard, left in the
-//            shards' layers (no checkpoint). Then, each for S seconds, 1
+//            shards' memtables (no checkpoint). Then, each for S seconds, 1
 //            thread: full scans through database::scan (entries/s), full
 //            scans of each shard's view forward and backward
 //            (read_view::scan, scan_reverse: entries/s), and range reads of
@@ -1409,15 +1409,15 @@ void reclaim_case(const std::string& base, std::uint64_t keys) {
 }
 
 // ---------------------------------------------------------------------------
-// scans: the merge of the layers over the tree on the read path (see the top
+// scans: the merge of the memtables over the tree on the read path (see the top
 // comment).
 
 // Key i is rewritten when i % 10 == 0 and deleted when i % 100 == 5.
 bool scans_deleted(std::uint64_t i) { return i % 100 == 5; }
 
-// The rewrites and deletions, left in the layers: batches of 1 000 keys of
+// The rewrites and deletions, left in the memtables: batches of 1 000 keys of
 // one shard, each a group of its own.
-void scans_layer_writes(database& db, std::uint64_t keys) {
+void scans_memtable_writes(database& db, std::uint64_t keys) {
   std::vector<std::vector<batch_write>> per_shard(db.shard_count());
   auto flush = [&](std::size_t s) {
     if (per_shard[s].empty()) return;
@@ -1447,17 +1447,17 @@ double scans_rate(double seconds, Pass pass) {
   return static_cast<double>(n) / since(t0);
 }
 
-// Figures, with the layers then the tree alone: database::scan entries/s,
+// Figures, with the memtables then the tree alone: database::scan entries/s,
 // read_view::scan entries/s, read_view::scan_reverse entries/s, ranges/s; then
-// the layers each shard's view held (summed), before the commit.
+// the memtables each shard's view held (summed), before the commit.
 void scans_engine(const std::string& dir, std::uint64_t keys, double seconds, std::vector<double>& out) {
   load_engine(engine::ours, dir, keys, false);
   auto db = must(database::open(db_options(dir, /*no_sync=*/true)), "reopen");
-  scans_layer_writes(*db, keys);
+  scans_memtable_writes(*db, keys);
   std::uint64_t live = keys - (keys + 94) / 100;  // keys minus those with i % 100 == 5
-  double layers = 0;
+  double memtables = 0;
   for (std::size_t s = 0; s < db->shard_count(); ++s)
-    layers += static_cast<double>(must(db->core().view_of(s), "view")->layers().size());
+    memtables += static_cast<double>(must(db->core().view_of(s), "view")->memtables().size());
   auto expect = [&](std::uint64_t seen) {
     if (seen != live) {
       fmt::print(stderr, "db_bench: a scan saw {} entries, not {}\n", seen, live);
@@ -1493,14 +1493,14 @@ void scans_engine(const std::string& dir, std::uint64_t keys, double seconds, st
       return std::uint64_t{1};
     }));
   }
-  out.push_back(layers);
+  out.push_back(memtables);
 }
 
 void scans_case(const std::string& base, std::uint64_t keys, double seconds) {
   std::filesystem::remove_all(base + "/s");
   std::filesystem::create_directories(base + "/s");
-  say("scans: {} keys loaded, every 10th rewritten and every 100th deleted in the layers; 1 thread, {} s each\n", keys,
-      seconds);
+  say("scans: {} keys loaded, every 10th rewritten and every 100th deleted in the memtables; 1 thread, {} s each\n",
+      keys, seconds);
   std::string dir = base + "/s/" + engine_name(engine::ours);
   auto r = in_child([&](std::vector<double>& f) { scans_engine(dir, keys, seconds, f); });
   std::filesystem::remove_all(base + "/s");
@@ -1511,14 +1511,14 @@ void scans_case(const std::string& base, std::uint64_t keys, double seconds) {
   for (std::size_t at = 0; at < 8; ++at) {
     bool layered = at < 4;
     std::size_t k = at % 4;
-    std::string what = fmt::format("{}, {}", whats[k], layered ? "layers over the tree" : "tree alone");
+    std::string what = fmt::format("{}, {}", whats[k], layered ? "memtables over the tree" : "tree alone");
     const char* unit = k == 3 ? "ranges/s" : "entries/s";
     report_row row{"scans", what, 1, unit, f[at], "", 0, false, "", std::nullopt};
     row.ours_rss_mib = r.rss_mib;
     rows.push_back(std::move(row));
     say("scans: {:<78} {:>11.0f} {}\n", what, f[at], unit);
   }
-  say("scans: {:.0f} layers over the shards' trees before the commit; peak RSS {:.0f} MiB\n", f[8], r.rss_mib);
+  say("scans: {:.0f} memtables over the shards' trees before the commit; peak RSS {:.0f} MiB\n", f[8], r.rss_mib);
 }
 
 // The peer's read loop on a directory RocksDB's own db_bench filled with

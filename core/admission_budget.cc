@@ -66,4 +66,10 @@ admission_budget::counts admission_budget::now() const {
   return c_;
 }
 
+void admission_budget::stalled(std::chrono::nanoseconds waited) {
+  std::lock_guard lk(mu_);
+  ++c_.stalls;
+  c_.stall_ns += static_cast<std::uint64_t>(std::max<std::int64_t>(0, waited.count()));
+}
+
 }  // namespace magnetite

@@ -29,12 +29,17 @@ class admission_budget {
   bool try_admit(std::size_t bytes);
   bool admit(std::size_t bytes, std::optional<std::chrono::steady_clock::time_point> deadline);
   void release(std::size_t bytes);
+  // The shard's writes waited `waited` for memory (a checkpoint): counted
+  // beside the admission counts.
+  void stalled(std::chrono::nanoseconds waited);
 
   struct counts {
     std::uint64_t admitted = 0;  // since open
     std::uint64_t refused = 0;   // since open: try_admit that failed, admit that timed out
     std::uint64_t waited = 0;    // since open: admits that had to wait
     std::uint64_t waiting = 0;   // callers blocked in admit now
+    std::uint64_t stalls = 0;    // since open: stalled() calls
+    std::uint64_t stall_ns = 0;  // since open: what they waited
     std::size_t bytes = 0;       // in now
     std::size_t requests = 0;    // in now
   };

@@ -45,8 +45,10 @@ shard::shard(env& e, std::string dir, shard_options options)
 
 // Views this shard published may outlive it (a host's scan cursor, a
 // snapshot): the store they read must not keep its directory locked against
-// the shard that reopens it.
+// the shard that reopens it. A checkpoint's thread writes to the store: it
+// ends first (what it wrote is not committed, and open() cuts it).
 shard::~shard() {
+  abandon_checkpoint();
   if (store_) store_->retire();
 }
 
@@ -105,22 +107,18 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
         return true;
       }));
   if (!corrupt.empty()) return status::corruption(corrupt);
-  s->publish(root, {});
   for (const auto& r : recovered->tail) {
     for (const auto& m : r.mutations) {
-      std::optional<std::string> stored;
+      std::optional<std::string_view> stored;
       if (m.kind == wal::mutation_kind::put) stored = m.value;
-      MAGNETITE_TRY(s->stage(m.key, std::move(stored)));
+      MAGNETITE_TRY(s->stage(m.key, stored));
     }
     ++s->stats_.replayed_records;
   }
   // What was replayed is durable already (recovery repaired the log).
-  if (!s->staged_.empty()) {
-    auto l = std::make_shared<const layer>(layer::of(s->staged_));
-    s->staged_.clear();
-    s->staged_writes_ = 0;
-    s->publish(root, {std::move(l)});
-  }
+  s->staged_writes_ = 0;
+  s->published_ = s->active_->latest();
+  s->publish(root);
   return s;
 }
 
@@ -144,17 +142,20 @@ std::shared_ptr<const hash128> shard::pin_for(const hash128& root) {
   return pin;
 }
 
-void shard::publish(hash128 root, std::vector<std::shared_ptr<const layer>> layers) {
+void shard::publish(hash128 root) {
   if (!root_pin_ || *root_pin_ != root) root_pin_ = pin_for(root);
-  view_ = std::make_shared<const read_view>(store_, options_.chunking, root, std::move(layers),
+  std::vector<memtable_ref> tables;
+  if (published_ > 0) tables.push_back({active_, published_});
+  if (running_) tables.push_back({running_->table, running_->table->latest()});
+  view_ = std::make_shared<const read_view>(store_, options_.chunking, root, std::move(tables),
                                             log_ ? log_->last_sequence() : 0, root_pin_);
 }
 
 result<std::shared_ptr<const read_view>> shard::view_at(const hash128& root) {
   MAGNETITE_TRY(check_usable());
   if (!store_->contains(root)) return status::not_found(fmt::format("shard {} holds no root {}", dir_, root));
-  return std::make_shared<const read_view>(store_, options_.chunking, root, std::vector<std::shared_ptr<const layer>>{},
-                                           0, pin_for(root));
+  return std::make_shared<const read_view>(store_, options_.chunking, root, std::vector<memtable_ref>{}, 0,
+                                           pin_for(root));
 }
 
 result<std::string> shard::envelope_for(std::string_view value, std::optional<std::chrono::nanoseconds> ttl) const {
@@ -168,12 +169,16 @@ result<std::string> shard::envelope_for(std::string_view value, std::optional<st
 }
 
 result<bool> shard::find_latest(std::string_view tree_key, std::string& out) const {
-  if (auto it = staged_.find(tree_key); it != staged_.end()) {
-    if (!it->second) return false;
-    out = *it->second;
+  // The active memtable at its latest (staged writes included), then the
+  // immutable one, then the tree: the view's, which is the current root.
+  auto e = active_->find(tree_key, active_->latest());
+  if (!e.found && running_) e = running_->table->find(tree_key, running_->table->latest());
+  if (e.found) {
+    if (!e.value) return false;
+    out = *e.value;
     return true;
   }
-  return view_->find(tree_key, out);
+  return tree::prolly_tree(*store_, options_.chunking).get(view_->root(), tree_key, out);
 }
 
 result<std::optional<ttl::unwrapped>> shard::latest_envelope(std::string_view key, std::string& bytes) {
@@ -193,7 +198,7 @@ result<std::optional<std::string>> shard::latest_value(std::string_view key) con
   return ttl::live_value(stored, options_.clock());
 }
 
-status shard::stage(std::string_view key, std::optional<std::string> stored) {
+status shard::stage(std::string_view key, std::optional<std::string_view> stored) {
   std::optional<std::uint64_t> deadline;
   if (stored) {
     auto u = ttl::unwrap(*stored);
@@ -202,14 +207,14 @@ status shard::stage(std::string_view key, std::optional<std::string> stored) {
     if (u->stamp && stamp_bound_ && *u->stamp > *stamp_bound_) stamp_bound_ = *u->stamp;
   }
   if (auto old = expiry_.deadline(key)) {
-    staged_[keyspace::expiry_key(*old, key)] = std::nullopt;
+    active_->insert(keyspace::expiry_key(*old, key), std::nullopt);
     expiry_.erase(key);
   }
   if (deadline) {
-    staged_[keyspace::expiry_key(*deadline, key)] = std::string();
+    active_->insert(keyspace::expiry_key(*deadline, key), std::string_view());
     expiry_.set(key, *deadline);
   }
-  staged_[keyspace::data_key(key)] = std::move(stored);
+  active_->insert(std::string_view(&keyspace::data_tag, 1), key, stored);
   ++staged_writes_;
   ++stats_.writes;
   return status::ok();
@@ -222,7 +227,7 @@ status shard::put(std::string_view key, std::string_view value, std::optional<st
   if (!stored) return stored.error();
   auto seq = log_->append_put(key, *stored);
   if (!seq) return fail(seq.error());
-  return stage(key, std::move(*stored));
+  return stage(key, *stored);
 }
 
 status shard::del(std::string_view key) {
@@ -250,7 +255,7 @@ result<cas_outcome> shard::cas(std::string_view key, std::optional<std::string_v
     return cas_outcome::refused(std::move(*current));
   auto seq = stored ? log_->append_put(key, *stored) : log_->append_delete(key);
   if (!seq) return fail(seq.error());
-  MAGNETITE_TRY(stage(key, std::move(stored)));
+  MAGNETITE_TRY(stage(key, stored));
   return cas_outcome::applied();
 }
 
@@ -288,7 +293,7 @@ status shard::batch(std::span<const batch_write> writes) {
 }
 
 result<std::uint64_t> shard::log_and_stage(std::span<const batch_write> writes,
-                                           std::vector<std::optional<std::string>>& stored) {
+                                           const std::vector<std::optional<std::string>>& stored) {
   std::vector<wal::mutation_view> views(writes.size());
   for (std::size_t i = 0; i < writes.size(); ++i)
     views[i] = stored[i] ? wal::mutation_view{wal::mutation_kind::put, writes[i].key, *stored[i]}
@@ -296,7 +301,7 @@ result<std::uint64_t> shard::log_and_stage(std::span<const batch_write> writes,
   // The log checks the batch's own limits (count, bytes) before taking it.
   auto seq = log_->append_batch(views);
   if (!seq) return seq.error().code() == status_code::invalid_argument ? seq.error() : fail(seq.error());
-  for (std::size_t i = 0; i < writes.size(); ++i) MAGNETITE_TRY(stage(writes[i].key, std::move(stored[i])));
+  for (std::size_t i = 0; i < writes.size(); ++i) MAGNETITE_TRY(stage(writes[i].key, stored[i]));
   return *seq;
 }
 
@@ -348,7 +353,7 @@ result<std::size_t> shard::stage_expired(std::size_t limit) {
   for (const auto& d : due) {
     // take_expired dropped the index entry: retire its durable twin here, then
     // delete the value like any delete, or leave a stamped value's tombstone.
-    staged_[keyspace::expiry_key(d.deadline_ns, d.key)] = std::nullopt;
+    active_->insert(keyspace::expiry_key(d.deadline_ns, d.key), std::nullopt);
     std::string bytes;
     auto latest = latest_envelope(d.key, bytes);
     if (!latest) return latest.error();
@@ -360,7 +365,7 @@ result<std::size_t> shard::stage_expired(std::size_t limit) {
     }
     auto seq = tombstone ? log_->append_put(d.key, *tombstone) : log_->append_delete(d.key);
     if (!seq) return fail(seq.error());
-    MAGNETITE_TRY(stage(d.key, std::move(tombstone)));
+    MAGNETITE_TRY(stage(d.key, tombstone));
     ++staged_expiries_;
     ++stats_.expired;
   }
@@ -375,29 +380,18 @@ status shard::commit_group() {
     if (status s = log_->sync_durable(); !s) return fail(s);
     replication_state_pending_ = false;
   }
-  if (staged_.empty()) return status::ok();
+  if (active_->latest() == published_) return status::ok();
   if (status s = log_->sync(); !s) return fail(s);
-  auto l = std::make_shared<const layer>(layer::of(staged_));
   // Deletions by the TTL timer are nobody's acknowledged writes.
   if (std::size_t user = staged_writes_ - staged_expiries_) {
     stats_.acknowledged += user;
     ++stats_.group_sizes[std::min<std::size_t>(std::bit_width(user) - 1, group_size_buckets - 1)];
   }
-  staged_.clear();
   staged_writes_ = 0;
   staged_expiries_ = 0;
   ++stats_.groups;
-  // Layers stay few: the newest merges into the one below while it is at least
-  // half that one's size, so sizes grow geometrically (like a binary counter)
-  // and a read probes O(log n) layers.
-  std::vector<std::shared_ptr<const layer>> layers = view_->layers();
-  std::shared_ptr<const layer> top = std::move(l);
-  while (!layers.empty() && top->entries.size() * 2 >= layers.front()->entries.size()) {
-    top = std::make_shared<const layer>(layer::merge(*top, *layers.front()));
-    layers.erase(layers.begin());
-  }
-  layers.insert(layers.begin(), std::move(top));
-  publish(view_->root(), std::move(layers));
+  published_ = active_->latest();
+  publish(view_->root());
   return status::ok();
 }
 
@@ -416,78 +410,6 @@ status shard::sync_durable() {
 result<std::optional<std::string>> shard::get(std::string_view key) const {
   MAGNETITE_TRY(state_space::check_user_key(key));
   return view_->get(key, options_.clock());
-}
-
-result<hash128> shard::checkpoint() {
-  MAGNETITE_TRY(commit_group());
-  if (view_->layers().empty()) return view_->root();
-  auto all = layer::merge_all(view_->layers());  // held past publish(), which drops the view
-  return commit_to_tree(all->entries);
-}
-
-result<hash128> shard::commit_to_tree(std::span<const tree::edit_view> edits) {
-  tree::prolly_tree t(*store_, options_.chunking);
-  auto root = t.apply(view_->root(), edits);
-  if (!root) return fail(root.error());
-  auto position = store_->flush();
-  if (!position) return fail(position.error());
-  if (status s = log_->commit({*root, *position, stamp_bound_}); !s) return fail(s);
-  ++stats_.checkpoints;
-  publish(*root, {});
-  return *root;
-}
-
-status shard::check_ingest(std::span<const std::pair<std::string_view, std::string_view>> writes) {
-  for (std::size_t i = 0; i < writes.size(); ++i) {
-    MAGNETITE_TRY(state_space::check_user_key(writes[i].first));
-    MAGNETITE_TRY(state_space::check_user_value(writes[i].second));
-    if (i > 0 && !(writes[i - 1].first < writes[i].first))
-      return status::invalid_argument(fmt::format("ingest: keys are not strictly increasing at index {}", i));
-  }
-  return status::ok();
-}
-
-result<hash128> shard::ingest(std::string_view bytes, std::span<const std::uint32_t> sizes) {
-  MAGNETITE_TRY(check_usable());
-  if (sizes.size() % 2 != 0) return status::invalid_argument("ingest: a key without its value");
-  std::uint64_t total = 0;
-  for (std::uint32_t n : sizes) total += n;
-  if (total != bytes.size())
-    return status::invalid_argument(fmt::format("ingest: sizes add up to {} bytes, not {}", total, bytes.size()));
-  // Each write's key and value, as views into `bytes`.
-  std::vector<std::pair<std::string_view, std::string_view>> writes(sizes.size() / 2);
-  for (std::size_t i = 0, at = 0; i < writes.size(); at += sizes[2 * i] + sizes[2 * i + 1], ++i)
-    writes[i] = {bytes.substr(at, sizes[2 * i]), bytes.substr(at + sizes[2 * i], sizes[2 * i + 1])};
-  MAGNETITE_TRY(check_ingest(writes));
-  auto base = checkpoint();
-  if (!base) return base.error();
-  if (writes.empty()) return *base;
-  // The tree keys and stored values in one block the edits view (reserved in
-  // full first: it never moves). A key's TTL entry goes with its old value;
-  // expiry keys sort after every data key.
-  std::string block;
-  block.reserve(bytes.size() + 2 * writes.size());
-  std::vector<tree::edit_view> edits;
-  edits.reserve(writes.size());
-  std::vector<std::string> expiries;
-  for (const auto& [k, v] : writes) {
-    std::size_t key_at = block.size();
-    block.push_back(keyspace::data_tag);
-    block.append(k);
-    std::size_t value_at = block.size();
-    ttl::wrap_into(block, v, std::nullopt);
-    edits.push_back(
-        {std::string_view(block).substr(key_at, value_at - key_at), std::string_view(block).substr(value_at)});
-    if (auto old = expiry_.deadline(k)) expiries.push_back(keyspace::expiry_key(*old, k));
-  }
-  std::sort(expiries.begin(), expiries.end());
-  for (const auto& x : expiries) edits.push_back({x, std::nullopt});
-  auto root = commit_to_tree(edits);
-  if (!root) return root.error();
-  if (!expiries.empty())
-    for (const auto& [k, v] : writes) expiry_.erase(k);
-  stats_.ingested += writes.size();
-  return *root;
 }
 
 }  // namespace magnetite

@@ -1,13 +1,16 @@
-// shard: one shard's data (its write-ahead log, the layers of durable writes
+// shard: one shard's data (its write-ahead log, the memtable of the writes
 // since the last checkpoint, and its tree in a node store), with no actor in
 // it. The shard actor drives one; tests drive one directly on a fault_env.
 //
 // Write path (write-ahead before buffer): put / del / cas / batch check their
-// input, append to the log's in-memory group and stage the change; nothing
-// staged is visible to readers. commit_group() makes every staged write durable
-// with ONE log sync, then turns them into a new layer and publishes a new
-// read_view; only then may the owner acknowledge them. A CAS is checked
-// against everything before it, staged writes included, and fails alone.
+// input, append to the log's in-memory group and insert the change into the
+// active memtable (engine/memtable.h), once: the log frame and the memtable
+// node are the write's only copies. Nothing staged is visible to readers:
+// views read the memtable at the sequence of the last durable group.
+// commit_group() makes every staged write durable with ONE log sync, then
+// publishes a new read_view at the memtable's latest sequence; only then may
+// the owner acknowledge them. A CAS is checked against everything before it,
+// staged writes included, and fails alone.
 //
 // Fsync policy (shard_options::fsync): under `always` (the default) the above
 // holds as written. Under `interval` commit_group() writes the group to the log
@@ -18,10 +21,18 @@
 // log_pending_durability(); then an acknowledged write is lost only by a crash
 // within about fsync_interval of it.
 //
-// Checkpoint: the layers are applied to the tree, the node store is flushed
-// (made durable), and then the commit marker (root + node-store position) goes
-// into the log, which starts a new segment. Recovery (open) replays the log
-// after the last marker on top of the marker's root.
+// Checkpoint: when the active memtable holds checkpoint_bytes, it becomes
+// immutable and a new one takes the writes (begin_checkpoint); the log starts
+// a new segment there. The immutable one is applied to the tree by one batch
+// update, on a thread of its own while writes go on, or at once; the node
+// store is flushed (made durable), and then finish_checkpoint() appends the
+// commit marker (root + node-store position + the last sequence it covers)
+// to the log. Views read the immutable memtable whole until the new root
+// replaces it. Only one checkpoint runs at a time: when the active memtable
+// fills again before the running one ends, the writes wait for it (a stall,
+// counted in stats; relieve_memory). So a shard holds at most two memtables,
+// each about checkpoint_bytes. Recovery (open) replays the frames the last
+// marker does not cover on top of its root.
 //
 // TTL: a write with a time to live stores its ABSOLUTE expiry (clock + ttl,
 // fixed here, once) in the value's envelope and a durable expiry entry in the
@@ -38,7 +49,8 @@
 // layer's promise state is an opaque payload made durable through the log
 // (record_replication_state) and recovered at open.
 //
-// Files: shard.cc holds the write path, recovery and checkpoints;
+// Files: shard.cc holds the write path, recovery; shard_checkpoint.cc the
+// checkpoints and ingest;
 // shard_stamped.cc what replicated shards add; shard_maintenance.cc the
 // operator checks (usage, verify) and space upkeep (gc, reclamation).
 //
@@ -46,9 +58,12 @@
 // the `failed` error; the owner must drop the shard and open it again (which
 // replays). A failed sync is never retried as if it could succeed. Bad input
 // gets invalid_argument and changes nothing. Not thread-safe (one owner); the
-// published views are, and may outlive the shard.
+// published views are, and may outlive the shard. A checkpoint's thread
+// touches only its immutable memtable and the node store (whose writes are
+// serialised); destroying the shard waits for it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -58,6 +73,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/env.h"
@@ -160,9 +176,36 @@ class shard {
   result<std::shared_ptr<const read_view>> view_at(const hash128& root);
 
   // ---- checkpoint and TTL ----
-  bool checkpoint_due() const noexcept { return view_->layer_bytes() >= options_.checkpoint_bytes; }
-  // Commits staged writes first. Returns the new root.
+  // The active memtable holds checkpoint_bytes (or more).
+  bool checkpoint_due() const noexcept { return active_->bytes() >= options_.checkpoint_bytes; }
+  // A checkpoint of the writes the current view holds, all of them, before it
+  // returns: commits staged writes, ends a running checkpoint, then
+  // checkpoints the active memtable at once. Returns the new root.
   result<hash128> checkpoint();
+  // The steps of a checkpoint that writes go on beside (see the top):
+  // begin_checkpoint() commits staged writes, then (if the active memtable
+  // holds any and none runs) freezes it, starts the log's new segment,
+  // publishes a view reading it whole beside a new active one, and applies it
+  // to the tree: on a thread of its own that calls `done` when the work is
+  // over (`background`), or before returning. finish_checkpoint(), on the
+  // owner's thread, waits for that work if it has not ended, then appends the
+  // marker and publishes the view of the new root; it returns that root (the
+  // current one when none was running). A failure of either stops the shard.
+  status begin_checkpoint(bool background, std::function<void()> done = {});
+  result<hash128> finish_checkpoint();
+  bool checkpointing() const noexcept { return running_ != nullptr; }
+  // The running checkpoint's work is over: finish_checkpoint() will not wait.
+  bool checkpoint_ready() const noexcept;
+  // After a group, when checkpoint_due(): a running checkpoint is finished
+  // first (its writes have waited for it if it had not ended: a stall,
+  // counted in stats), then a new one begins, as begin_checkpoint. The root
+  // of the checkpoint finished here, if one was.
+  result<std::optional<hash128>> relieve_memory(bool background, std::function<void()> done = {});
+  // Bytes the memtables hold (active and immutable).
+  std::size_t memtable_bytes() const noexcept;
+  // A memtable's newest entries, deletions included, in key order: a
+  // checkpoint's edits, viewing its arena.
+  static std::vector<tree::edit_view> edits_of(const memtable& table);
   // Bulk ingest: key i -> value i (user keys strictly increasing, values
   // without a TTL; a key's earlier TTL goes) written straight into the tree,
   // not through the log's frames. The layers are checkpointed first, then the
@@ -272,16 +315,19 @@ class shard {
   // Appends ONE batch frame of prepared writes (prepare_writes) and stages
   // them; the frame's sequence number.
   result<std::uint64_t> log_and_stage(std::span<const batch_write> writes,
-                                      std::vector<std::optional<std::string>>& stored);
-  // Stages a logged change of a user key (stored bytes or a deletion), keeping
-  // the expiry entries and the index in step.
-  status stage(std::string_view key, std::optional<std::string> stored);
-  void publish(hash128 root, std::vector<std::shared_ptr<const layer>> layers);
+                                      const std::vector<std::optional<std::string>>& stored);
+  // Stages a logged change of a user key (stored bytes or a deletion) in the
+  // active memtable, keeping the expiry entries and the index in step.
+  status stage(std::string_view key, std::optional<std::string_view> stored);
+  // A new view of `root`, the active memtable at published_ and the
+  // immutable one, if a checkpoint runs, whole.
+  void publish(hash128 root);
   // The pin every view of `root` shares, made and listed the first time.
   std::shared_ptr<const hash128> pin_for(const hash128& root);
   // Applies sorted edits to the current root, flushes the node store, records
-  // the new root in the log's commit marker and publishes it with no layers
-  // (the layers must hold nothing the edits do not).
+  // the new root in the log's commit marker (in one step) and publishes it
+  // with a new, empty active memtable (it must hold nothing the edits do not,
+  // and no checkpoint may run).
   result<hash128> commit_to_tree(std::span<const tree::edit_view> edits);
 
   env& env_;
@@ -289,7 +335,26 @@ class shard {
   shard_options options_;
   std::shared_ptr<tree::node_store> store_;
   std::unique_ptr<wal::log_writer> log_;
-  std::map<std::string, std::optional<std::string>, std::less<>> staged_;  // tree keys
+  // Takes the writes; views read it at published_, the sequence of its last
+  // durable group, so what is inserted past it is staged.
+  std::shared_ptr<memtable> active_ = std::make_shared<memtable>();
+  std::uint64_t published_ = 0;
+  // The checkpoint under way (begin_checkpoint), if any: the frozen memtable
+  // and the root it applies to; its thread (background) writes `outcome`,
+  // then sets `ready`, and the owner reads `outcome` only after that (or
+  // after joining the thread).
+  struct running_checkpoint {
+    std::shared_ptr<const memtable> table;
+    hash128 base;
+    std::thread worker;
+    std::atomic<bool> ready{false};
+    // The new root and the node-store position that covers it.
+    result<std::pair<hash128, std::uint64_t>> outcome = status::failed("the checkpoint's work did not run");
+  };
+  std::unique_ptr<running_checkpoint> running_;
+  // Waits for a running checkpoint's thread and drops the checkpoint
+  // uncommitted (the shard is going away).
+  void abandon_checkpoint() noexcept;
   std::size_t staged_writes_ = 0;
   std::size_t staged_expiries_ = 0;         // of staged_writes_, deletions by stage_expired
   bool replication_state_pending_ = false;  // appended, not yet synced

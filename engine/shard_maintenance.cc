@@ -6,6 +6,7 @@
 
 #include "core/limits.h"
 #include "engine/keyspace.h"
+#include "engine/view_cursor.h"
 #include "tree/diff.h"
 #include "ttl/envelope.h"
 
@@ -19,17 +20,23 @@ result<shard_usage> shard::usage(std::span<const hash128> retained) const {
   auto in_tree = t.count_range(v.root(), data_begin, keyspace::data_end());
   if (!in_tree) return in_tree.error();
   out.keys = *in_tree;
-  // The layers: each data key they hold adds a key the tree lacks, or removes
-  // one it has.
-  if (!v.layers().empty()) {
-    std::string scratch;
-    auto all = layer::merge_all(v.layers());  // held: the loop views its entries
-    for (const auto& e : all->entries) {
-      if (e.key.empty() || e.key[0] != keyspace::data_tag) continue;
-      auto had = t.get(v.root(), e.key, scratch);
+  // The memtables: each data key they hold adds a key the tree lacks, or
+  // removes one it has.
+  if (v.holds_writes()) {
+    std::string scratch, data_end = keyspace::data_end();
+    std::vector<view_source> sources;
+    for (const auto& m : v.memtables())
+      sources.push_back(view_source::of_memtable(*m.table, m.sequence, data_begin, data_end, scan_direction::forward));
+    merging_cursor<view_source> all(std::move(sources), scan_direction::forward, equal_keys::newest_wins,
+                                    deletions::keep);
+    for (;;) {
+      MAGNETITE_TRY(all.next());
+      if (!all.valid()) break;
+      auto had = t.get(v.root(), all.key(), scratch);
       if (!had) return had.error();
-      if (e.value && !*had) ++out.keys;
-      if (!e.value && *had) --out.keys;
+      bool deletion = all.top().deletion();
+      if (!deletion && !*had) ++out.keys;
+      if (deletion && *had) --out.keys;
     }
   }
   auto wal = directory_bytes(env_, dir_ + "/wal");
@@ -143,7 +150,9 @@ result<shard_verify_report> shard::verify(std::span<const hash128> retained) {
 }
 
 bool shard::reclaim_due() const {
-  if (options_.max_space_amplification == 0 || !failure_.is_ok() || store_->reclaiming()) return false;
+  // Not while a checkpoint writes: it grows the packs, and the cycle that
+  // its end calls for measures them after.
+  if (options_.max_space_amplification == 0 || !failure_.is_ok() || store_->reclaiming() || running_) return false;
   if (import_waiting_ && std::chrono::steady_clock::now() - *import_waiting_ < std::chrono::minutes(1)) return false;
   // Deletes shrink the live data without growing the packs: the estimate
   // follows the tree's entry count (one read of the root, usually cached).
@@ -175,6 +184,12 @@ result<bool> shard::reclaim_step() {
 
 result<tree::gc_result> shard::gc(std::span<const hash128> retained) {
   MAGNETITE_TRY(commit_group());
+  // gc keeps what the roots reach: a tree a running checkpoint is writing
+  // is reached by none of them yet.
+  if (running_) {
+    auto root = finish_checkpoint();
+    if (!root) return root.error();
+  }
   auto roots = kept_roots(retained);
   auto r = store_->gc(roots);
   if (!r && !store_->failure().is_ok()) return fail(r.error());

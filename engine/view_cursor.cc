@@ -11,13 +11,9 @@ namespace magnetite {
 result<view_cursor> view_cursor::open(const read_view& view, std::string_view from, std::string_view to,
                                       scan_direction dir) {
   std::vector<view_source> sources;
-  sources.reserve(view.layers().size() + 1);
-  for (const auto& l : view.layers()) {
-    std::size_t lo = l->lower_bound(from);
-    // from > to: no entry (hi below lo would run away).
-    std::size_t hi = to.empty() ? l->entries.size() : std::max(lo, l->lower_bound(to));
-    sources.push_back(view_source::of_layer(*l, lo, hi, dir));
-  }
+  sources.reserve(view.memtables().size() + 1);
+  for (const auto& m : view.memtables())
+    sources.push_back(view_source::of_memtable(*m.table, m.sequence, from, to, dir));
   tree::prolly_tree t(*view.store(), view.policy());
   bool forward = dir == scan_direction::forward;
   auto c = forward ? t.seek(view.root(), from) : to.empty() ? t.last(view.root()) : t.seek(view.root(), to);

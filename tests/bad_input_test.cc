@@ -847,7 +847,7 @@ TEST_CASE(
   SUBCASE("WAL segment header") {
     victim = find_file(shard + "/wal", ".wal", true);
     make_header_newer(victim, wal::format_version + 1);
-    named = {"WAL segment", "format version 3", "this build reads version 1 to 2"};
+    named = {"WAL segment", "format version 4", "this build reads version 1 to 3"};
   }
   SUBCASE("WAL frame of an unknown record type") {
     victim = find_file(shard + "/wal", ".wal", true);
@@ -1132,7 +1132,7 @@ TEST_CASE(
     std::string segment = find_file(dir + "/shard-002/wal", ".wal", true);
     std::string original = read_bytes(segment);
     make_header_newer(segment, wal::format_version + 1);
-    every_command_refuses(dir, {"not supported", segment, "WAL segment", "format version 3"});
+    every_command_refuses(dir, {"not supported", segment, "WAL segment", "format version 4"});
     write_bytes(segment, original);
   }
   SUBCASE("a pack of a newer version") {

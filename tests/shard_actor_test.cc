@@ -277,12 +277,12 @@ TEST_CASE("shard actor: writes are checkpointed within checkpoint_interval even 
   f.sched->run();
   client->receive([](ok_atom) {});
   auto before = f.slot->view.load();
-  CHECK(before->layers().size() == 1);
+  CHECK(before->holds_writes());
   f.advance(std::chrono::seconds(29));
-  CHECK(f.slot->view.load()->layers().size() == 1);  // not yet
+  CHECK(f.slot->view.load()->holds_writes());  // not yet
   f.advance(std::chrono::seconds(1));
   auto after = f.slot->view.load();
-  CHECK(after->layers().empty());  // checkpointed into the tree
+  CHECK_FALSE(after->holds_writes());  // checkpointed into the tree
   CHECK(after->root() != before->root());
   CHECK(f.read("k") == "v");
   // With nothing new, the timer is not armed again: no more checkpoints.
@@ -312,9 +312,9 @@ TEST_CASE("shard actor: replayed writes are checkpointed within checkpoint_inter
   }
   f.fe.process_crash();
   f.spawn(c);
-  REQUIRE(f.slot->view.load()->layers().size() == 1);  // replayed, not yet in the tree
+  REQUIRE(f.slot->view.load()->holds_writes());  // replayed, not yet in the tree
   f.advance(std::chrono::seconds(30));
-  CHECK(f.slot->view.load()->layers().empty());
+  CHECK_FALSE(f.slot->view.load()->holds_writes());
   CHECK(f.read("k") == "v");
 }
 

@@ -6,14 +6,14 @@
 #include <map>
 #include <random>
 
+#include "core/fault_env.h"
 #include "engine/keyspace.h"
 #include "engine/shard.h"
-#include "core/fault_env.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/tree_model.h"
 #include "tree/prolly_tree.h"
-#include "wal/recovery.h"
 #include "ttl/envelope.h"
+#include "wal/recovery.h"
 
 using namespace magnetite;
 using magnetite::testing::manual_clock;
@@ -181,7 +181,7 @@ TEST_CASE("shard: a checkpoint's root is the tree of the content, whatever the h
   std::vector<tree::entry> es;
   for (auto& [k, v] : model) es.push_back({keyspace::data_key(k), std::string(1, '\0') + v});
   CHECK(must(tree::prolly_tree(mem, o.chunking).build(es)) == root);
-  CHECK(s->view()->layers().empty());
+  CHECK_FALSE(s->view()->holds_writes());
 }
 
 TEST_CASE("shard: random writes, groups, checkpoints and crashes never lose an acknowledged write") {
@@ -267,14 +267,15 @@ TEST_CASE("shard: TTL values vanish at their deadline, are swept through the log
   // After a checkpoint no expiry entry is left for swept or overwritten keys.
   REQUIRE(s->checkpoint().is_ok());
   std::vector<std::string> expiry_keys;
-  REQUIRE(s->view()->scan(std::string(1, keyspace::expiry_tag), keyspace::expiry_end(),
-                          [&](std::string_view k, std::string_view) {
-                            std::uint64_t d;
-                            std::string_view uk;
-                            REQUIRE(keyspace::parse_expiry_key(k, d, uk));
-                            expiry_keys.emplace_back(uk);
-                            return true;
-                          })
+  REQUIRE(s->view()
+              ->scan(std::string(1, keyspace::expiry_tag), keyspace::expiry_end(),
+                     [&](std::string_view k, std::string_view) {
+                       std::uint64_t d;
+                       std::string_view uk;
+                       REQUIRE(keyspace::parse_expiry_key(k, d, uk));
+                       expiry_keys.emplace_back(uk);
+                       return true;
+                     })
               .is_ok());
   CHECK(expiry_keys == std::vector<std::string>{"late"});
 }
@@ -291,7 +292,7 @@ TEST_CASE("shard: scans merge the layers over the tree, newest first, deletions 
     model[k] = "tree";
   }
   REQUIRE(s->checkpoint().is_ok());
-  // Several groups of different sizes: several layers.
+  // Several groups of different sizes, each published at its own sequence.
   for (int g = 0; g < 12; ++g) {
     for (int i = 0; i < 1 + g * 3; ++i) {
       std::string k = fmt::format("s{:03}", rng() % 400);
@@ -305,16 +306,17 @@ TEST_CASE("shard: scans merge the layers over the tree, newest first, deletions 
     }
     REQUIRE(s->commit_group().is_ok());
   }
-  CHECK(s->view()->layers().size() > 1);
-  CHECK(s->view()->layers().size() < 12);  // merged as they go
+  REQUIRE(s->view()->memtables().size() == 1);  // one memtable, inserted into by every group
+  CHECK(s->view()->memtables().front().sequence == s->view()->memtables().front().table->latest());
   CHECK(contents(*s) == model);
   // A bounded scan from the middle, stopped early.
   std::vector<std::string> got;
-  REQUIRE(s->view()->scan(keyspace::data_key("s150"), keyspace::data_key("s250"),
-                          [&](std::string_view k, std::string_view) {
-                            got.emplace_back(keyspace::user_key_of(k));
-                            return got.size() < 20;
-                          })
+  REQUIRE(s->view()
+              ->scan(keyspace::data_key("s150"), keyspace::data_key("s250"),
+                     [&](std::string_view k, std::string_view) {
+                       got.emplace_back(keyspace::user_key_of(k));
+                       return got.size() < 20;
+                     })
               .is_ok());
   std::vector<std::string> want;
   for (auto it = model.lower_bound("s150"); it != model.end() && it->first < "s250" && want.size() < 20; ++it)
@@ -322,11 +324,11 @@ TEST_CASE("shard: scans merge the layers over the tree, newest first, deletions 
   CHECK(got == want);
 }
 
-// Layers share the bytes of the writes they were merged from, hidden ones
-// included, so what makes a checkpoint due is every byte written since the
-// last one: one key rewritten over and over fills the layers as surely as
-// new keys do, and the layers' memory stays near checkpoint_bytes.
-TEST_CASE("shard: the layers count every byte written since the checkpoint, rewrites of one key included") {
+// A rewrite adds a node before the older versions of its key, so what makes
+// a checkpoint due is every byte written since the last one: one key
+// rewritten over and over fills the memtable as surely as new keys do, and
+// its memory stays near checkpoint_bytes.
+TEST_CASE("shard: the memtable counts every byte written since the checkpoint, rewrites of one key included") {
   fault_env fe;
   manual_clock clock;
   shard_options o = small_options(clock);
@@ -343,13 +345,12 @@ TEST_CASE("shard: the layers count every byte written since the checkpoint, rewr
   // not never.
   CHECK(writes >= 55);
   CHECK(writes <= 70);
-  std::size_t entries = 0;
-  for (const auto& l : s->view()->layers()) entries += l->entries.size();
-  CHECK(entries <= s->view()->layers().size());  // each holds the one key ("hot", newest wins)
+  REQUIRE(s->view()->memtables().size() == 1);
+  CHECK(s->view()->memtables().front().table->entries() == static_cast<std::uint64_t>(writes));  // every version
   CHECK(get(*s, "hot") == value + std::to_string(writes - 1));
   must(s->checkpoint());
   CHECK_FALSE(s->checkpoint_due());
-  CHECK(s->view()->layers().empty());
+  CHECK_FALSE(s->view()->holds_writes());
   CHECK(get(*s, "hot") == value + std::to_string(writes - 1));
 }
 
@@ -409,11 +410,11 @@ TEST_CASE("shard: ingest writes sorted keys over the layers, drops their TTLs, a
   for (std::size_t i = 0; i < w.keys.size(); ++i) m[w.keys[i]] = w.values[i];
   auto fsyncs = fe.stats().file_syncs;
   auto root = must(ingest(*s, w.keys, w.values));
-  // Two checkpoints' syncs, whatever the number of writes: the layers', then
+  // Two checkpoints' syncs, whatever the number of writes: the memtable's, then
   // the ingest's (each: the pack, the old log segment, the new one).
   CHECK(fe.stats().file_syncs - fsyncs <= 6);
   CHECK(s->view()->root() == root);
-  CHECK(s->view()->layers().empty());
+  CHECK_FALSE(s->view()->holds_writes());
   CHECK(s->stats().ingested == 3000);
   CHECK(contents(*s) == m);
   // The TTL went with the value it was on.
@@ -493,15 +494,19 @@ TEST_CASE("shard: a failed fsync or a crash during ingest leaves all of it or no
       for (std::size_t i = 0; i < w.keys.size(); ++i) fresh[w.keys[i]] = w.values[i];
       fe.fail_sync(nth);
       auto r = ingest(*s, w.keys, w.values);
-      if (r.is_ok()) CHECK(contents(*s) == fresh);
-      else CHECK_FALSE(s->failure().is_ok());  // fail-stop: no retrying a failed fsync
+      if (r.is_ok())
+        CHECK(contents(*s) == fresh);
+      else
+        CHECK_FALSE(s->failure().is_ok());  // fail-stop: no retrying a failed fsync
       s.reset();
       fe.clear_faults();
       fe.crash(mode, nth);
       s = must_open(fe, small_options(clock));
       auto got = contents(*s);
-      if (r.is_ok()) CHECK(got == fresh);
-      else CHECK((got == old || got == fresh));
+      if (r.is_ok())
+        CHECK(got == fresh);
+      else
+        CHECK((got == old || got == fresh));
     }
   }
 }
@@ -674,16 +679,22 @@ TEST_CASE("read view: scan_reverse gives scan's keys in descending order over tr
       std::string from = q % 5 == 0 ? std::string(1, keyspace::data_tag) : keyspace::data_key(key());
       std::string to = q % 7 == 0 ? std::string() : keyspace::data_key(key());
       std::vector<std::string> forward, backward;
-      REQUIRE(s->view()->scan(from, to, [&](std::string_view k, std::string_view) {
-        forward.emplace_back(k);
-        return true;
-      }).is_ok());
+      REQUIRE(s->view()
+                  ->scan(from, to,
+                         [&](std::string_view k, std::string_view) {
+                           forward.emplace_back(k);
+                           return true;
+                         })
+                  .is_ok());
       std::size_t stop_after = q % 3 == 0 ? 5 : SIZE_MAX;
-      REQUIRE(s->view()->scan_reverse(from, to, [&](std::string_view k, std::string_view v) {
-        CHECK(std::string(v.substr(1)) == model.at(std::string(keyspace::user_key_of(k))));
-        backward.emplace_back(k);
-        return backward.size() < stop_after;
-      }).is_ok());
+      REQUIRE(s->view()
+                  ->scan_reverse(from, to,
+                                 [&](std::string_view k, std::string_view v) {
+                                   CHECK(std::string(v.substr(1)) == model.at(std::string(keyspace::user_key_of(k))));
+                                   backward.emplace_back(k);
+                                   return backward.size() < stop_after;
+                                 })
+                  .is_ok());
       std::vector<std::string> want;
       for (auto it = model.rbegin(); it != model.rend(); ++it) {
         std::string tk = keyspace::data_key(it->first);

@@ -43,7 +43,8 @@ struct model_log {
       const auto& r = records[i];
       if (r.type == wal::record_type::commit) {
         commit = r.commit;
-        tail.clear();
+        // A two-step commit covers only the frames before its checkpoint began.
+        std::erase_if(tail, [&](const wal::record& t) { return t.sequence <= *r.commit.covered_sequence; });
       } else if (r.type == wal::record_type::replication_state) {
         state = r.payload;
       } else {
@@ -88,6 +89,8 @@ TEST_CASE("crash: at 1000+ random points, recovery returns a prefix that covers 
     model_log model;
     std::uint64_t acked = 0;  // highest sequence a completed sync or commit made durable
     auto [first, w] = fx.reopen();
+    // A checkpoint begun and not committed: the last sequence it covers.
+    std::optional<std::uint64_t> begun;
 
     for (int cycle = 0; cycle < 5; ++cycle) {
       int ops = static_cast<int>(rng() % 60);
@@ -109,8 +112,8 @@ TEST_CASE("crash: at 1000+ random points, recovery returns a prefix that covers 
           std::vector<wal::mutation_view> views;
           for (std::uint64_t i = 0, n = 1 + rng() % 5; i < n; ++i) {
             bool put = rng() % 3 != 0;
-            ms.push_back({put ? wal::mutation_kind::put : wal::mutation_kind::del,
-                          fmt::format("b{}", rng() % 1000), put ? std::string(rng() % 50, 'b') : ""});
+            ms.push_back({put ? wal::mutation_kind::put : wal::mutation_kind::del, fmt::format("b{}", rng() % 1000),
+                          put ? std::string(rng() % 50, 'b') : ""});
           }
           for (auto& m : ms) views.push_back({m.kind, m.key, m.value});
           ok = w->append_batch(views).is_ok();
@@ -125,33 +128,64 @@ TEST_CASE("crash: at 1000+ random points, recovery returns a prefix that covers 
             r.payload = p;
             model.add(r);
           }
+        } else if (dice < 78 && !begun && rng() % 2 == 0) {
+          // A checkpoint's first step: a new segment, carrying the state. Its
+          // frames get these sequence numbers if they are written at all; the
+          // prefix check decides whether they count.
+          auto carried = model.latest_state();
+          auto covered = w->begin_checkpoint();
+          ok = covered.is_ok();
+          if (ok) {
+            CHECK(*covered == seq - 1);
+            begun = *covered;
+          }
+          if (carried) {
+            wal::record r;
+            r.type = wal::record_type::replication_state;
+            r.sequence = seq;
+            r.payload = *carried;
+            model.add(r);
+          }
+          if (ok) acked = w->durable_sequence();
         } else if (dice < 78) {
-          // The marker (and the carried state) get these sequence numbers if they
-          // are written at all; the prefix check decides whether they count.
+          // A begun checkpoint's marker goes after the frames written since
+          // and covers those before it; without one, the marker begins the
+          // new segment and covers every frame before.
           wal::commit_record c{hash128::of(fmt::format("root-{}", seq)), rng() % 100000};
           auto carried = model.latest_state();
+          bool two_step = begun.has_value();
           ok = w->commit(c).is_ok();
           wal::record m;
           m.type = wal::record_type::commit;
           m.sequence = seq;
           m.commit = c;
+          m.commit.covered_sequence = two_step ? *begun : seq - 1;
           model.add(m);
-          if (carried) {
+          if (carried && !two_step) {
             wal::record r;
             r.type = wal::record_type::replication_state;
             r.sequence = seq + 1;
             r.payload = *carried;
             model.add(r);
           }
+          begun.reset();
           if (ok) acked = w->durable_sequence();
         } else {
           if (rng() % 12 == 0) {
             ++injected;
             switch (rng() % 4) {
-              case 0: fx.env.fail_sync(1); break;
-              case 3: fx.env.fail_remove(1); break;
-              case 1: fx.env.fail_write(1, status_code::no_space, static_cast<std::size_t>(rng() % 200)); break;
-              default: fx.env.fail_write(1, status_code::io_error, 0); break;
+              case 0:
+                fx.env.fail_sync(1);
+                break;
+              case 3:
+                fx.env.fail_remove(1);
+                break;
+              case 1:
+                fx.env.fail_write(1, status_code::no_space, static_cast<std::size_t>(rng() % 200));
+                break;
+              default:
+                fx.env.fail_write(1, status_code::io_error, 0);
+                break;
             }
           }
           ok = (rng() % 4 == 0 ? w->sync_durable() : w->sync()).is_ok();
@@ -164,13 +198,16 @@ TEST_CASE("crash: at 1000+ random points, recovery returns a prefix that covers 
       }
       fx.env.clear_faults();
       w.reset();
+      begun.reset();  // a checkpoint not committed is forgotten with its writer
       // Either the machine loses power now, or only the process dies and the
       // machine loses power after the restart's recovery: what that recovery
       // returned must survive the power cut.
       bool process_first = rng() % 3 == 0;
       auto power = rng() % 2 ? fault_env::unsynced::random : fault_env::unsynced::reorder;
-      if (process_first) fx.env.process_crash();
-      else fx.env.crash(power, rng());
+      if (process_first)
+        fx.env.process_crash();
+      else
+        fx.env.crash(power, rng());
       ++crash_points;
 
       auto rec = fx.recover();

@@ -94,9 +94,8 @@ TEST_CASE("writer: invalid input is refused and changes nothing") {
         status_code::invalid_argument);
   CHECK(w->append_delete("").error().code() == status_code::invalid_argument);
   CHECK(w->append_batch({}).error().code() == status_code::invalid_argument);
-  CHECK(w->append_replication_state(std::string(limits::max_replication_state_bytes + 1, 'r'))
-            .error()
-            .code() == status_code::invalid_argument);
+  CHECK(w->append_replication_state(std::string(limits::max_replication_state_bytes + 1, 'r')).error().code() ==
+        status_code::invalid_argument);
   CHECK(w->pending_bytes() == pending);
   CHECK(w->last_sequence() == last);
   CHECK(w->failure().is_ok());  // a caller mistake does not stop the writer
@@ -121,6 +120,7 @@ TEST_CASE("writer: commit starts a new segment with the marker and removes the o
 
   auto [r, w2] = fx.reopen();
   REQUIRE(r.last_commit);
+  marker.covered_sequence = 11;  // the puts and the state: every frame before the marker
   CHECK(*r.last_commit == marker);
   CHECK(r.replication_state == "ballot-3");  // carried into the new segment
   REQUIRE(r.tail.size() == 5);
@@ -132,9 +132,62 @@ TEST_CASE("writer: commit starts a new segment with the marker and removes the o
   REQUIRE(w2->commit(marker2).is_ok());
   fx.env.crash();
   auto [r3, w3] = fx.reopen();
+  marker2.covered_sequence = r.next_sequence - 1;
   CHECK(*r3.last_commit == marker2);
   CHECK(r3.tail.empty());
   CHECK(r3.replication_state == "ballot-3");
+}
+
+// A background checkpoint's log (engine/shard.h): the checkpoint covers the
+// frames before its begin; the writes made while its tree is written go into
+// the new segment ahead of its marker, and recovery replays exactly those.
+TEST_CASE("writer: a checkpoint in two steps covers what came before its begin, not what came meanwhile") {
+  wal_fixture fx;
+  auto [rec, w] = fx.reopen();
+  REQUIRE(w->commit({hash128::of("root-0"), 1}).is_ok());  // an earlier checkpoint, in one step
+  for (int i = 0; i < 5; ++i) REQUIRE(w->append_put(key_of(i), value_of(i)).is_ok());
+  REQUIRE(w->append_replication_state("ballot-7").is_ok());
+  REQUIRE(w->sync().is_ok());
+  auto covered = w->begin_checkpoint();
+  REQUIRE(covered.is_ok());
+  CHECK(*covered == w->last_sequence() - 1);  // the carried state follows the covered frames
+  CHECK(w->checkpoint_begun());
+  CHECK(w->begin_checkpoint().error().code() == status_code::invalid_argument);  // one at a time
+  for (int i = 5; i < 8; ++i) REQUIRE(w->append_put(key_of(i), value_of(i)).is_ok());
+  REQUIRE(w->sync().is_ok());
+
+  SUBCASE("a crash before the marker: the earlier checkpoint stands, everything after it replays") {
+    fx.env.crash();
+    auto [r, w2] = fx.reopen();
+    REQUIRE(r.last_commit);
+    CHECK(r.last_commit->root == hash128::of("root-0"));
+    REQUIRE(r.tail.size() == 8);
+    CHECK(r.tail.front().mutations[0].key == key_of(0));
+    CHECK(r.tail.back().mutations[0].key == key_of(7));
+    CHECK(r.replication_state == "ballot-7");
+  }
+  SUBCASE("the marker: only what was written meanwhile replays, and the segments before are gone") {
+    wal::commit_record marker{hash128::of("root-1"), 4096};
+    REQUIRE(w->commit(marker).is_ok());
+    CHECK_FALSE(w->checkpoint_begun());
+    CHECK(fx.env.list(wal_dir).value() == std::vector<std::string>{wal::segment_file_name(w->segment())});
+    REQUIRE(w->append_put(key_of(8), value_of(8)).is_ok());
+    REQUIRE(w->sync().is_ok());
+    fx.env.crash();
+    auto [r, w2] = fx.reopen();
+    REQUIRE(r.last_commit);
+    marker.covered_sequence = *covered;
+    CHECK(*r.last_commit == marker);
+    REQUIRE(r.tail.size() == 4);  // the three written meanwhile (before the marker), and the one after
+    for (int i = 0; i < 4; ++i) CHECK(r.tail[static_cast<std::size_t>(i)].mutations[0].key == key_of(5 + i));
+    CHECK(r.replication_state == "ballot-7");  // carried across the removal
+    // A later checkpoint in one step supersedes it.
+    REQUIRE(w2->commit({hash128::of("root-2"), 8192}).is_ok());
+    fx.env.crash();
+    auto [r3, w3] = fx.reopen();
+    CHECK(r3.last_commit->root == hash128::of("root-2"));
+    CHECK(r3.tail.empty());
+  }
 }
 
 TEST_CASE("writer: commit_only policy writes on sync and fsyncs only at commit") {
@@ -218,7 +271,7 @@ TEST_CASE("writer: a full disk reaches the caller, stops the writer, and recover
     REQUIRE(w->sync().is_ok());
     std::uint64_t used = fx.env.contents(fx.segment_path(1))->size();
     std::uint64_t frames_end = w->segment_bytes();
-    fx.env.set_space_limit(used + 30);  // room for part of the next frame only
+    fx.env.set_space_limit(used + 30);                            // room for part of the next frame only
     REQUIRE(w->append_put("b", std::string(5000, 'x')).is_ok());  // beyond any reservation
     status s = w->sync();
     CHECK(s.code() == status_code::no_space);
@@ -250,8 +303,10 @@ TEST_CASE("writer: a failed segment creation during commit stops the writer and 
     auto [rec, w] = fx.reopen();
     REQUIRE(w->append_put("a", "1").is_ok());
     REQUIRE(w->sync().is_ok());
-    if (which == 0) fx.env.fail_sync(1);  // the new segment's (the old one has nothing unsynced)
-    else fx.env.fail_dir_sync(1);
+    if (which == 0)
+      fx.env.fail_sync(1);  // the new segment's (the old one has nothing unsynced)
+    else
+      fx.env.fail_dir_sync(1);
     status s = w->commit({hash128::of("r"), 1});
     CHECK_FALSE(s.is_ok());
     CHECK(s.category() == status_category::ambiguous);
@@ -260,8 +315,10 @@ TEST_CASE("writer: a failed segment creation during commit stops the writer and 
     fx.env.crash();
     auto [r, w2] = fx.reopen();
     // Either the marker made it or it did not; the put is there either way.
-    if (r.last_commit) CHECK(r.tail.empty());
-    else CHECK(r.tail.size() == 1);
+    if (r.last_commit)
+      CHECK(r.tail.empty());
+    else
+      CHECK(r.tail.size() == 1);
   }
 }
 
@@ -301,7 +358,7 @@ TEST_CASE("writer: space is reserved ahead of the frames; sealing cuts it; recov
     CHECK(fx.env.contents(seg1)->size() == 4096);  // groups land inside the reservation
   }
   CHECK(fx.env.stats().writes - writes_before == static_cast<std::uint64_t>(n));  // one write a group
-  REQUIRE(w->append_put("big", std::string(5000, 'b')).is_ok());  // crosses it: reserve more
+  REQUIRE(w->append_put("big", std::string(5000, 'b')).is_ok());                  // crosses it: reserve more
   REQUIRE(w->sync().is_ok());
   std::uint64_t frames_end = w->segment_bytes();
   CHECK(fx.env.durable_contents(seg1)->size() == (frames_end / 4096 + 1) * 4096);

@@ -461,8 +461,9 @@ void stats(database& db, const command_line& c) {
   auto admission_json = [](const admission_stats& a) {
     return fmt::format(
         "{{\"admitted\":{},\"waited\":{},\"refused\":{},\"waiting\":{},\"requests\":{},\"bytes\":{},"
-        "\"max_requests\":{},\"max_bytes\":{}}}",
-        a.admitted, a.waited, a.refused, a.waiting, a.requests, a.bytes, a.max_requests, a.max_bytes);
+        "\"max_requests\":{},\"max_bytes\":{},\"stalls\":{},\"stall_ns\":{}}}",
+        a.admitted, a.waited, a.refused, a.waiting, a.requests, a.bytes, a.max_requests, a.max_bytes, a.stalls,
+        a.stall_ns);
   };
   for (std::size_t i = 0; i < st.shards.size(); ++i) {
     const auto& s = st.shards[i];
@@ -483,6 +484,8 @@ void stats(database& db, const command_line& c) {
     admitted.bytes += a.bytes;
     admitted.max_requests += a.max_requests;
     admitted.max_bytes += a.max_bytes;
+    admitted.stalls += a.stalls;
+    admitted.stall_ns += a.stall_ns;
     total.keys += u.keys;
     total.wal_bytes += u.wal_bytes;
     total.node_bytes += u.node_bytes;
@@ -537,10 +540,12 @@ void stats(database& db, const command_line& c) {
     if (sum.group_sizes[b]) fmt::print("  {}: {}", bucket_name(b), with_commas(sum.group_sizes[b]));
   fmt::print("{}\n", sum.groups ? "" : "  none yet");
   fmt::print(
-      "admission: {} writes admitted, {} waited for room, {} refused busy; now {} waiting, {} in ({}) of {} ({})\n",
+      "admission: {} writes admitted, {} waited for room, {} refused busy; now {} waiting, {} in ({}) of {} ({}); "
+      "{} stalls for memory ({:.3f} s)\n",
       with_commas(admitted.admitted), with_commas(admitted.waited), with_commas(admitted.refused),
       with_commas(admitted.waiting), with_commas(admitted.requests), human_bytes(admitted.bytes),
-      with_commas(admitted.max_requests), human_bytes(admitted.max_bytes));
+      with_commas(admitted.max_requests), human_bytes(admitted.max_bytes), with_commas(admitted.stalls),
+      static_cast<double>(admitted.stall_ns) / 1e9);
   fmt::print("named versions:{}\n", st.tags.empty() ? " none" : "");
   for (const auto& t : st.tags) fmt::print("  {}  {}\n", t.name, t.version.combined.to_hex());
 }

@@ -7,8 +7,8 @@
 //
 //   segment header (40 bytes, little-endian)
 //     0  8  magic "MGNTWAL1"
-//     8  4  format version (2; 1 is read too: its commit frames carry no
-//           stamp bound)
+//     8  4  format version (3; 1 and 2 are read too: their commit frames
+//           carry no covered sequence, and version 1's no stamp bound)
 //    12  4  flags (0)
 //    16  8  segment number, equal to the one in the file name
 //    24  8  salt: random, chosen when the segment is created
@@ -48,7 +48,7 @@
 namespace magnetite::wal {
 
 inline constexpr char segment_magic[8] = {'M', 'G', 'N', 'T', 'W', 'A', 'L', '1'};
-inline constexpr std::uint32_t format_version = 2;
+inline constexpr std::uint32_t format_version = 3;
 inline constexpr std::size_t segment_header_size = file_header_size;  // core/file_header.h
 inline constexpr std::size_t frame_header_size = 24;
 inline constexpr std::uint8_t flag_follows_sync = 0x01;

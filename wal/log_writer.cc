@@ -41,9 +41,9 @@ result<std::unique_ptr<log_writer>> log_writer::open(env& e, std::string dir, wr
   auto size = (*f)->size();
   if (!size) return size.error();
   if (*size != recovered.last_segment_end)
-    return status::invalid_argument(fmt::format(
-        "{} is {} bytes but recovery ended at {}: the log changed after it was recovered", path, *size,
-        recovered.last_segment_end));
+    return status::invalid_argument(
+        fmt::format("{} is {} bytes but recovery ended at {}: the log changed after it was recovered", path, *size,
+                    recovered.last_segment_end));
   std::string header(segment_header_size, '\0');
   auto n = (*f)->read_at(0, header.size(), header.data());
   if (!n) return n.error();
@@ -60,8 +60,8 @@ result<std::unique_ptr<log_writer>> log_writer::open(env& e, std::string dir, wr
 
 status log_writer::check_usable() const {
   if (failure_.is_ok()) return status::ok();
-  return status::failed(fmt::format("WAL writer in {} stopped after an earlier error ({}); recover and reopen",
-                                    dir_, failure_.message()));
+  return status::failed(fmt::format("WAL writer in {} stopped after an earlier error ({}); recover and reopen", dir_,
+                                    failure_.message()));
 }
 
 status log_writer::fail(status s) {
@@ -157,8 +157,10 @@ status log_writer::sync() {
   MAGNETITE_TRY(write_pending());
   if (durable_sequence_ == written_sequence_) return status::ok();
   switch (options_.policy) {
-    case fsync_policy::always: return fdatasync();
-    case fsync_policy::commit_only: return status::ok();
+    case fsync_policy::always:
+      return fdatasync();
+    case fsync_policy::commit_only:
+      return status::ok();
     case fsync_policy::interval:
       if (options_.clock() - last_fsync_ >= options_.interval) return fdatasync();
       return status::ok();
@@ -196,16 +198,19 @@ status log_writer::create_segment(std::uint64_t number, const commit_record* mar
   std::string buf;
   encode_segment_header(buf, {number, salt});
   std::uint64_t seq = next_sequence_;
+  // The first frame of a segment follows a durable predecessor.
+  std::uint8_t flags = flag_follows_sync;
   if (marker) {
-    // The first frames of a segment follow a durable predecessor.
     std::size_t at = begin_frame(buf);
     encode_commit(buf, *marker);
-    finish_frame(buf, at, salt, seq++, record_type::commit, flag_follows_sync);
-    if (replication_state_) {
-      at = begin_frame(buf);
-      buf.append(*replication_state_);
-      finish_frame(buf, at, salt, seq++, record_type::replication_state, 0);
-    }
+    finish_frame(buf, at, salt, seq++, record_type::commit, flags);
+    flags = 0;
+  }
+  if (replication_state_) {
+    // The state survives the removal of the segments before this one.
+    std::size_t at = begin_frame(buf);
+    buf.append(*replication_state_);
+    finish_frame(buf, at, salt, seq++, record_type::replication_state, flags);
   }
   // Written and synced under a temporary name, then renamed: recovery never sees
   // a segment whose marker is durable but whose carried state is not.
@@ -240,21 +245,52 @@ status log_writer::create_segment(std::uint64_t number, const commit_record* mar
   return status::ok();
 }
 
-status log_writer::commit(const commit_record& marker) {
+result<std::uint64_t> log_writer::begin_checkpoint() {
   MAGNETITE_TRY(check_usable());
+  if (checkpoint_segment_)
+    return status::invalid_argument(
+        fmt::format("WAL in {}: a checkpoint begun at segment {} is not committed yet", dir_, *checkpoint_segment_));
   // The old segment is durable before its successor exists: recovery relies on
   // every segment but the last being sealed.
   MAGNETITE_TRY(seal());
-  MAGNETITE_TRY(create_segment(segment_ + 1, &marker));
-  // The marker is durable: older segments are superseded. Failing to remove one
-  // loses nothing (recovery skips and removes superseded segments), so it does
-  // not stop the writer; the next commit tries again.
+  std::uint64_t covered = last_sequence();
+  MAGNETITE_TRY(create_segment(segment_ + 1, nullptr));
+  checkpoint_segment_ = segment_;
+  checkpoint_covered_ = covered;
+  return covered;
+}
+
+status log_writer::commit(const commit_record& marker) {
+  MAGNETITE_TRY(check_usable());
+  commit_record m = marker;
+  std::uint64_t first_kept = 0;
+  if (checkpoint_segment_) {
+    // The second step: the marker goes after what was written meanwhile.
+    m.covered_sequence = checkpoint_covered_;
+    std::size_t at = begin_frame(pending_);
+    encode_commit(pending_, m);
+    finish(at, record_type::commit);
+    MAGNETITE_TRY(write_pending());
+    MAGNETITE_TRY(fdatasync());
+    first_kept = *checkpoint_segment_;
+    checkpoint_segment_.reset();
+  } else {
+    // Both steps at once: the marker begins the new segment (a sync fewer).
+    MAGNETITE_TRY(seal());
+    m.covered_sequence = last_sequence();
+    MAGNETITE_TRY(create_segment(segment_ + 1, &m));
+    first_kept = segment_;
+  }
+  // The marker is durable: the segments before the one the checkpoint began
+  // hold only frames it covers. Failing to remove one loses nothing (recovery
+  // reads past it to the marker, and the next commit tries again), so it does
+  // not stop the writer.
   auto names = env_.list(dir_);
   if (!names) return status::ok();
   bool removed = false;
-  for (const auto& name : *names) {  // sorted: oldest first
+  for (const auto& name : *names) {  // sorted: oldest first, so survivors stay contiguous
     auto num = parse_segment_file_name(name);
-    if (!num || *num >= segment_) continue;
+    if (!num || *num >= first_kept) continue;
     if (!env_.remove(path_join(dir_, name)).is_ok()) break;
     ++stats_.segments_removed;
     removed = true;

@@ -26,10 +26,18 @@
 // its unwritten end (docs/formats/wal.md). A segment is cut back to its last
 // frame when it is sealed by a checkpoint, so only the last one has a tail.
 //
-// commit(marker) checkpoints: the current segment is made durable, a NEW segment
-// holding the marker (and the latest replication state) is written under a
-// temporary name, synced, renamed into place and its directory synced, and only
-// then are the older segments removed. A segment is thus complete or absent.
+// Checkpoints come in two steps, so that writes go on while the tree that
+// will hold the older ones is written (engine/shard.h): begin_checkpoint()
+// makes the current segment durable and cut to its last frame, and starts a
+// NEW segment (written under a temporary name with a copy of the latest
+// replication state, synced, renamed into place, its directory synced: a
+// segment is complete or absent); the frames before it are the checkpoint's.
+// Appends go on into the new segment. commit(marker), once the tree holding
+// those frames is durable, appends the marker (with the last sequence number
+// it covers) to the current segment and fdatasyncs it, then removes the
+// segments older than the one begin_checkpoint() started. commit() without a
+// begun checkpoint does both at once, a sync fewer: the current segment is
+// sealed and the new one begins with the marker, covering every frame before.
 //
 // Fail-stop: after any failed write, fdatasync or segment creation, every later
 // call returns a `failed` error. The failing call's own error is `ambiguous`: its
@@ -44,6 +52,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -60,16 +69,14 @@ struct writer_options {
   std::chrono::milliseconds interval{100};
   // How far ahead of the last frame space is reserved; 0: none (append only).
   std::uint64_t preallocate = std::uint64_t{4} << 20;
-  std::function<std::chrono::steady_clock::time_point()> clock = [] {
-    return std::chrono::steady_clock::now();
-  };
+  std::function<std::chrono::steady_clock::time_point()> clock = [] { return std::chrono::steady_clock::now(); };
 };
 
 struct writer_stats {
   std::uint64_t frames = 0;
-  std::uint64_t syncs = 0;      // sync() and sync_durable() calls that wrote a group
-  std::uint64_t fsyncs = 0;     // fdatasyncs of segment files
-  std::uint64_t bytes = 0;      // frame bytes handed to the kernel
+  std::uint64_t syncs = 0;   // sync() and sync_durable() calls that wrote a group
+  std::uint64_t fsyncs = 0;  // fdatasyncs of segment files
+  std::uint64_t bytes = 0;   // frame bytes handed to the kernel
   std::uint64_t segments_created = 0;
   std::uint64_t segments_removed = 0;
 };
@@ -90,7 +97,13 @@ class log_writer {
 
   status sync();          // as the policy says
   status sync_durable();  // write and fdatasync whatever the policy
+  // The last sequence number the checkpoint covers (see the top); one
+  // checkpoint at a time (invalid_argument otherwise).
+  result<std::uint64_t> begin_checkpoint();
+  // The marker, its covered_sequence set here; the group written so far goes
+  // with it.
   status commit(const commit_record& marker);
+  bool checkpoint_begun() const noexcept { return checkpoint_segment_.has_value(); }
 
   std::uint64_t last_sequence() const noexcept { return next_sequence_ - 1; }
   std::uint64_t written_sequence() const noexcept { return written_sequence_; }
@@ -126,14 +139,17 @@ class log_writer {
   std::uint64_t segment_size_ = 0;      // end of the last frame written
   std::uint64_t segment_reserved_ = 0;  // the file's size: frames + zero tail
   bool reserve_failed_ = false;         // no more reserving in this segment
-  std::uint64_t salt_ = 0;  // of the current segment
-  std::string pending_;  // encoded frames not yet handed to the kernel
+  std::uint64_t salt_ = 0;              // of the current segment
+  std::string pending_;                 // encoded frames not yet handed to the kernel
   std::uint64_t next_sequence_ = 1;
   std::uint64_t written_sequence_ = 0;
   std::uint64_t durable_sequence_ = 0;
   bool next_follows_sync_ = true;
   std::chrono::steady_clock::time_point last_fsync_;
   std::optional<std::string> replication_state_;  // carried into each new segment
+  // A begun checkpoint: the segment it started, and the last sequence before it.
+  std::optional<std::uint64_t> checkpoint_segment_;
+  std::uint64_t checkpoint_covered_ = 0;
   writer_stats stats_;
   status failure_;
 };

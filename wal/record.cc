@@ -46,6 +46,7 @@ void encode_commit(std::string& dst, const commit_record& c) {
   auto h = c.root.to_bytes();
   dst.append(reinterpret_cast<const char*>(h.data()), h.size());
   put_fixed64_le(dst, c.node_store_length);
+  if (c.covered_sequence) put_fixed64_le(dst, *c.covered_sequence);
   if (c.stamp_bound) {
     std::uint8_t b[stamp::encoded_bytes];
     c.stamp_bound->encode_to(b);
@@ -107,13 +108,25 @@ result<record> decode_record(record_type type, std::uint64_t sequence, std::stri
       return r;
     }
     case record_type::commit: {
-      constexpr std::size_t without_bound = hash128::byte_size + 8;
-      if (payload.size() != without_bound && payload.size() != without_bound + stamp::encoded_bytes)
+      // The sizes tell the versions apart: 24 and 44 bytes (versions 1 and
+      // 2: no covered sequence), 32 and 52 (version 3); the larger of each
+      // pair carries a stamp bound.
+      constexpr std::size_t v2 = hash128::byte_size + 8, v3 = v2 + 8;
+      std::size_t n = payload.size();
+      if (n != v2 && n != v2 + stamp::encoded_bytes && n != v3 && n != v3 + stamp::encoded_bytes)
         return bad_payload(type, sequence, "size");
       const auto* p = reinterpret_cast<const std::uint8_t*>(payload.data());
       r.commit.root = hash128::from_bytes(p);
       r.commit.node_store_length = decode_fixed64_le(p + hash128::byte_size);
-      if (payload.size() > without_bound) r.commit.stamp_bound = stamp::decode(p + without_bound);
+      std::size_t at = v2;
+      if (n == v3 || n == v3 + stamp::encoded_bytes) {
+        r.commit.covered_sequence = decode_fixed64_le(p + v2);
+        // A marker covers frames before its own: one that claims its own
+        // number or a later one was not written by a writer.
+        if (*r.commit.covered_sequence >= sequence) return bad_payload(type, sequence, "covered sequence");
+        at = v3;
+      }
+      if (n > at) r.commit.stamp_bound = stamp::decode(p + at);
       return r;
     }
     case record_type::replication_state:

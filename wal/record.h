@@ -7,6 +7,7 @@
 //                        mutation = u8 kind (1 put, 2 del) | varint key_len | key
 //                                   | put only: varint value_len | value
 //   commit             16-byte root hash (big-endian) | u64 LE node-store length
+//                      [| u64 LE covered sequence, format version 3]
 //                      [| 20-byte stamp bound (core/stamp.h), format version 2]
 //   replication_state  opaque bytes
 //
@@ -52,6 +53,11 @@ struct commit_record {
   // a stamp above this (engine/shard.h, stamp_bound); absent: not known (a
   // shard that never kept one, or a log of format version 1).
   std::optional<stamp> stamp_bound{};
+  // The last sequence number whose frame the root holds: every put, del and
+  // batch frame numbered up to it, wherever it lies in the log, is in the
+  // tree; recovery replays the ones above it. Absent (format versions 1 and
+  // 2): the frames before the marker's own. The writer sets it.
+  std::optional<std::uint64_t> covered_sequence{};
   friend bool operator==(const commit_record&, const commit_record&) = default;
 };
 

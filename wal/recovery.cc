@@ -38,7 +38,9 @@ result<std::string> read_range(file& f, std::uint64_t offset, std::size_t n) {
 
 // True if the segment's header is intact and its first frame is a commit marker.
 bool starts_with_commit(segment_file& s) {
-  auto head = read_range(*s.handle, 0, segment_header_size + frame_header_size + hash128::byte_size + 8);
+  // The largest commit payload: root, length, covered sequence, stamp bound.
+  constexpr std::size_t commit_bytes = hash128::byte_size + 8 + 8 + stamp::encoded_bytes;
+  auto head = read_range(*s.handle, 0, segment_header_size + frame_header_size + commit_bytes);
   if (!head) return false;
   auto h = check_segment_header(*head, s.number, s.path);
   if (!h) return false;
@@ -58,8 +60,9 @@ result<std::optional<std::uint64_t>> find_sync_frame(segment_file& s, std::uint6
                                                      std::uint64_t before, std::uint64_t min_sequence) {
   using found = std::optional<std::uint64_t>;
   for (std::uint64_t base = from; base < before && base + frame_header_size <= s.size; base += scan_window) {
-    auto buf = read_range(*s.handle, base, static_cast<std::size_t>(std::min<std::uint64_t>(
-                                               scan_window + frame_header_size - 1, s.size - base)));
+    auto buf = read_range(
+        *s.handle, base,
+        static_cast<std::size_t>(std::min<std::uint64_t>(scan_window + frame_header_size - 1, s.size - base)));
     if (!buf) return buf.error();
     std::string_view v(*buf);
     for (std::size_t o = 0; o < scan_window && base + o < before && o + frame_header_size <= v.size(); ++o) {
@@ -83,7 +86,8 @@ result<std::optional<std::uint64_t>> find_sync_frame(segment_file& s, std::uint6
 result<std::uint64_t> content_end(segment_file& s, std::uint64_t from) {
   std::uint64_t end = from;
   for (std::uint64_t base = from; base < s.size; base += scan_window) {
-    auto buf = read_range(*s.handle, base, static_cast<std::size_t>(std::min<std::uint64_t>(scan_window, s.size - base)));
+    auto buf =
+        read_range(*s.handle, base, static_cast<std::size_t>(std::min<std::uint64_t>(scan_window, s.size - base)));
     if (!buf) return buf.error();
     auto last = buf->find_last_not_of('\0');
     if (last != std::string::npos) end = base + last + 1;
@@ -126,9 +130,10 @@ result<bool> whole_but_damaged(segment_file& s, std::uint64_t salt, std::uint64_
 }
 
 status corrupt_at(const segment_file& s, std::uint64_t offset, std::string_view what) {
-  return status::corruption(fmt::format("WAL segment {}, offset {}: {}; the log is corrupt, not torn, "
-                                        "and nothing was modified",
-                                        s.path, offset, what));
+  return status::corruption(
+      fmt::format("WAL segment {}, offset {}: {}; the log is corrupt, not torn, "
+                  "and nothing was modified",
+                  s.path, offset, what));
 }
 
 // Writes a file's bytes over themselves and syncs it. After a failed fsync
@@ -157,7 +162,8 @@ result<log_files> open_log_files(env& e, const std::string& dir) {
   std::vector<std::uint64_t> numbers;
   log_files out;
   for (const auto& n : *names) {
-    if (auto num = parse_segment_file_name(n)) numbers.push_back(*num);
+    if (auto num = parse_segment_file_name(n))
+      numbers.push_back(*num);
     else if (n.ends_with(temp_suffix) && parse_segment_file_name(n.substr(0, n.size() - temp_suffix.size())))
       out.temps.push_back(n);
   }
@@ -172,7 +178,12 @@ result<log_files> open_log_files(env& e, const std::string& dir) {
 
 // Replay starts at the newest segment that begins with a commit marker: every
 // older segment is superseded by that marker (and may have gaps: removal stops
-// at the first failure). From there on the segments must be contiguous.
+// at the first failure). A marker that begins a segment covers every frame
+// before it: its checkpoint began that segment. Without one, at the oldest
+// segment: the marker of a background checkpoint lies inside the segment its
+// checkpoint began (after the carried replication state and the writes made
+// meanwhile), and the writer removes the segments before that one only once
+// the marker is durable. From the start on the segments must be contiguous.
 result<std::size_t> replay_start(const std::string& dir, std::vector<segment_file>& segs, recovered_log& out) {
   std::size_t start = 0;
   for (std::size_t i = segs.size(); i-- > 0;)
@@ -204,10 +215,16 @@ std::string why_not_next(log_reader::step st, const log_reader& reader, std::opt
 // state is kept aside (the newest wins); the rest is the tail to replay.
 void take_record(record rec, recovered_log& out) {
   switch (rec.type) {
-    case record_type::commit:
+    case record_type::commit: {
+      // The frames it covers are in its tree, wherever they lie: a marker
+      // of a background checkpoint follows frames written after the ones it
+      // covers (format version 3); an older marker covers every frame
+      // before its own.
+      std::uint64_t covered = rec.commit.covered_sequence.value_or(rec.sequence - 1);
       out.last_commit = rec.commit;
-      out.tail.clear();
+      std::erase_if(out.tail, [&](const record& r) { return r.sequence <= covered; });
       break;
+    }
     case record_type::replication_state:
       out.replication_state = std::move(rec.payload);
       break;

@@ -3,9 +3,11 @@
 // What it guarantees:
 // - Every frame is checked (salted header and payload checksums, sequence
 //   continuity, payload shape) from the newest segment that begins with a commit
-//   marker to the end of the log.
-// - It returns the last commit marker, the put/del/batch records after it in
-//   order, the latest replication-state payload, and where the writer continues.
+//   marker (or the oldest, when none does) to the end of the log.
+// - It returns the last commit marker, the put/del/batch records numbered above
+//   the sequence it covers in order (frames written during a background
+//   checkpoint lie before its marker), the latest replication-state payload,
+//   and where the writer continues.
 // - The LAST segment may end in zero bytes the writer reserved in advance: from
 //   the first frame position where every byte to the end of the file is zero,
 //   that is its unwritten end (reported as reserved_bytes, not as damage), cut
@@ -45,7 +47,7 @@ struct recovery_options {
 
 struct recovered_log {
   std::optional<commit_record> last_commit;
-  std::vector<record> tail;  // put, del and batch records after last_commit
+  std::vector<record> tail;  // put, del and batch records last_commit does not cover
   std::optional<std::string> replication_state;
   std::uint64_t next_sequence = 1;
 
@@ -59,7 +61,7 @@ struct recovered_log {
   std::string discarded_detail;       // where and why, empty if nothing was cut
   std::uint64_t reserved_bytes = 0;   // zero tail of the last segment (cut by repair)
   std::vector<std::uint64_t> superseded_segments;
-  bool repaired = false;              // repairs done, replayed segments durable
+  bool repaired = false;  // repairs done, replayed segments durable
 };
 
 result<recovered_log> recover(env& e, const std::string& dir, const recovery_options& options = {});

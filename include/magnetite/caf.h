@@ -62,7 +62,7 @@ typename Inspector::result_type inspect(Inspector& f, batch_op& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
   return f(caf::meta::type_name("shard_stats"), x.writes, x.acknowledged, x.group_sizes, x.groups, x.checkpoints,
-           x.ingested, x.replayed_records, x.expired, x.log_fsyncs);
+           x.write_stalls, x.write_stall_ns, x.ingested, x.replayed_records, x.expired, x.log_fsyncs);
 }
 
 template <class Inspector>
@@ -71,18 +71,17 @@ typename Inspector::result_type inspect(Inspector& f, shard_usage& x) {
            x.record_cache_hits, x.node_syncs, x.root, x.live_node_bytes, x.reclaimed_bytes, x.reclaim_cycles);
 }
 
-using shard_actor = caf::typed_actor<
-    caf::replies_to<get_atom, std::string>::with<bool, std::string>,
-    caf::replies_to<put_atom, std::string, std::string, std::int64_t>::with<ok_atom>,
-    caf::replies_to<del_atom, std::string>::with<ok_atom>,
-    caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string, std::int64_t>::with<bool, bool,
-                                                                                                    std::string>,
-    caf::replies_to<batch_atom, std::vector<batch_op>>::with<ok_atom>,
-    caf::replies_to<range_atom, std::string, std::string, std::uint32_t>::with<std::vector<std::string>,
-                                                                                std::vector<std::string>, bool>,
-    caf::replies_to<commit_atom>::with<std::string>,
-    caf::replies_to<stats_atom>::with<shard_stats>,
-    caf::replies_to<usage_atom>::with<shard_usage>>;
+using shard_actor =
+    caf::typed_actor<caf::replies_to<get_atom, std::string>::with<bool, std::string>,
+                     caf::replies_to<put_atom, std::string, std::string, std::int64_t>::with<ok_atom>,
+                     caf::replies_to<del_atom, std::string>::with<ok_atom>,
+                     caf::replies_to<cas_atom, std::string, bool, std::string, bool, std::string,
+                                     std::int64_t>::with<bool, bool, std::string>,
+                     caf::replies_to<batch_atom, std::vector<batch_op>>::with<ok_atom>,
+                     caf::replies_to<range_atom, std::string, std::string,
+                                     std::uint32_t>::with<std::vector<std::string>, std::vector<std::string>, bool>,
+                     caf::replies_to<commit_atom>::with<std::string>, caf::replies_to<stats_atom>::with<shard_stats>,
+                     caf::replies_to<usage_atom>::with<shard_usage>>;
 
 // Opens a database whose shard actors run in `system` (the host keeps it
 // alive until the database is closed); otherwise as database::open.

@@ -51,9 +51,12 @@ struct MAGNETITE_API shard_options {
   // The most of cache_bytes that may hold leaves as stored (compressed)
   // rather than decoded (docs/embedding.md, "Tuning when embedding"); 0 to 0.9.
   double record_cache_share = 0.5;
-  // A checkpoint is due when the writes since the last one hold this many
-  // bytes (every write, hidden rewrites included), or when the oldest of
-  // them is checkpoint_interval old.
+  // The size of a memtable: a checkpoint is due when the writes since the
+  // last one hold this many bytes in it (every write, rewrites of a key
+  // included), or when the oldest of them is checkpoint_interval old. A
+  // shard holds at most two memtables: the active one, and the one a
+  // checkpoint is writing to the tree meanwhile; when the active one fills
+  // before that checkpoint ends, writes wait for it (shard_stats::write_stalls).
   std::size_t checkpoint_bytes = std::size_t{32} << 20;
   std::chrono::milliseconds checkpoint_interval{60'000};
   chunk_policy chunking{};
@@ -84,10 +87,15 @@ struct MAGNETITE_API database_options {
   std::optional<std::size_t> shards;
   shard_options shard;
   // The memory the database may use for the data it holds, in bytes; nullopt:
-  // each shard's node cache is `shard.cache_bytes`. When set, the node caches
-  // of all shards share it evenly (each shard's shard.cache_bytes is replaced),
-  // so one number bounds the caches whatever the shard count. At least 1 MiB a
-  // shard.
+  // each shard's node cache is `shard.cache_bytes` and its memtables
+  // `shard.checkpoint_bytes` each. When set, the shards share it evenly, and
+  // each shard's share bounds its caches and its write path together: half
+  // for its node caches (shard.cache_bytes is replaced) and a quarter for
+  // each of its two memtables (shard.checkpoint_bytes is replaced), so one
+  // number bounds the caches and the memtables whatever the shard count. A
+  // writer that would take more waits for a checkpoint (a stall, counted in
+  // shard_stats and admission_stats), as RocksDB's write buffer manager makes
+  // it. At least 1 MiB a shard.
   std::optional<std::size_t> memory_budget;
   // How many of the newest commits (CHECKPOINTS lines) keep their trees for
   // diff(), verify and gc. Every retained commit keeps the nodes only it

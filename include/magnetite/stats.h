@@ -22,8 +22,13 @@ struct shard_stats {
   std::uint64_t acknowledged = 0;  // writes of the groups committed (answered ok); not TTL deletions
   // Groups that held acknowledged writes, by how many (buckets above).
   std::vector<std::uint64_t> group_sizes = std::vector<std::uint64_t>(group_size_buckets);
-  std::uint64_t groups = 0;            // commit_group calls that made writes durable
-  std::uint64_t checkpoints = 0;       // ingests' commit markers included
+  std::uint64_t groups = 0;       // commit_group calls that made writes durable
+  std::uint64_t checkpoints = 0;  // ingests' commit markers included
+  // Times the writes waited for a checkpoint because the memtables were full
+  // (the active one reached checkpoint_bytes while the one before it was
+  // still being written to the tree), and how long in all.
+  std::uint64_t write_stalls = 0;
+  std::uint64_t write_stall_ns = 0;
   std::uint64_t ingested = 0;          // writes made by ingest()
   std::uint64_t replayed_records = 0;  // at open
   std::uint64_t expired = 0;           // keys deleted by stage_expired
@@ -87,6 +92,11 @@ struct admission_stats {
   std::uint64_t bytes = 0;     // what those count
   std::uint64_t max_requests = 0;
   std::uint64_t max_bytes = 0;
+  // Admitted writes that waited for memory: times the shard's memtables were
+  // full and its writes waited for a checkpoint (shard_stats::write_stalls,
+  // here since the database opened), and how long in all.
+  std::uint64_t stalls = 0;
+  std::uint64_t stall_ns = 0;
 };
 
 struct database_stats {
