@@ -813,6 +813,7 @@ auto operator_handlers(handler_context c) {
           stop_if_failed(self);
           return to_error(r.error());
         }
+        publish(self);  // a checkpoint it finished first
         return *r;
       },
       [=](reclaim_atom, const std::vector<hash128>& roots) -> caf::result<std::uint64_t> {

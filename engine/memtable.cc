@@ -1,18 +1,64 @@
 #include "engine/memtable.h"
 
+#include <sys/mman.h>
+
+#include <bit>
 #include <cstring>
 #include <new>
 
 namespace magnetite {
 
 namespace {
+// Byte order of keys, eight bytes at a time: the searches compare short keys
+// with long common prefixes (a tag byte, then digits), for which a call to
+// memcmp costs more than the comparison.
+inline int compare_keys(const char* a, std::size_t an, const char* b, std::size_t bn) noexcept {
+  std::size_t n = an < bn ? an : bn, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t x, y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    if (x != y) {
+      if constexpr (std::endian::native == std::endian::little) x = __builtin_bswap64(x), y = __builtin_bswap64(y);
+      return x < y ? -1 : 1;
+    }
+  }
+  for (; i < n; ++i)
+    if (a[i] != b[i]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[i]) ? -1 : 1;
+  return an < bn ? -1 : an > bn ? 1 : 0;
+}
+
 // Blocks start small and double up to the largest, so a small memtable (a
 // shard with few writes, a test's tiny checkpoint_bytes) holds about what it
 // uses, and a large one allocates rarely.
 constexpr std::size_t first_block_bytes = std::size_t{4} << 10;
 constexpr std::size_t largest_block_bytes = std::size_t{128} << 10;
 constexpr std::uint32_t deletion_mark = UINT32_MAX;
+// Blocks this large are mapped from the kernel and unmapped with the
+// memtable: a checkpoint frees a whole memtable at once, and memory that
+// malloc took for it would stay in the process (malloc raises its mapping
+// threshold after such frees and keeps later blocks in its heap, which the
+// next memtable's blocks and everything else then fragment).
+constexpr std::size_t mapped_from = std::size_t{64} << 10;
 }  // namespace
+
+memtable::block::block(std::size_t bytes) : size(bytes) {
+  if (bytes >= mapped_from) {
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    data = static_cast<char*>(p);
+  } else {
+    data = new char[bytes];
+  }
+}
+
+memtable::block::~block() {
+  if (!data) return;
+  if (size >= mapped_from)
+    ::munmap(data, size);
+  else
+    delete[] data;
+}
 
 // In the arena: this header, `height` next pointers, then the key's bytes and
 // the value's.
@@ -28,11 +74,12 @@ struct memtable::node {
     return {reinterpret_cast<const char*>(&next_[height]) + key_size, value_size};
   }
   bool deletion() const noexcept { return value_size == deletion_mark; }
+  const char* key_data() const noexcept { return reinterpret_cast<const char*>(&next_[height]); }
   node* next(int level) const noexcept { return next_[level].load(std::memory_order_acquire); }
   // Before (key, seq) in the memtable's order: a smaller key, or the same key
   // and a newer sequence.
   bool before(std::string_view k, std::uint64_t s) const noexcept {
-    int c = key().compare(k);
+    int c = compare_keys(key_data(), key_size, k.data(), k.size());
     return c < 0 || (c == 0 && seq > s);
   }
   static std::size_t size_for(int height, std::size_t payload) {
@@ -54,14 +101,14 @@ char* memtable::allocate(std::size_t bytes) {
   // Larger allocations get a block of their own, so a block never wastes
   // more than a quarter of itself at its end.
   if (bytes > next_block_bytes_ / 4) {
-    blocks_.emplace_back(new char[bytes]);
+    blocks_.emplace_back(bytes);
     bytes_.fetch_add(bytes, std::memory_order_relaxed);
-    return blocks_.back().get();
+    return blocks_.back().data;
   }
   if (bytes > free_bytes_) {
-    blocks_.emplace_back(new char[next_block_bytes_]);
+    blocks_.emplace_back(next_block_bytes_);
     bytes_.fetch_add(next_block_bytes_, std::memory_order_relaxed);
-    free_ = blocks_.back().get();
+    free_ = blocks_.back().data;
     free_bytes_ = next_block_bytes_;
     next_block_bytes_ = std::min(largest_block_bytes, next_block_bytes_ * 2);
   }

@@ -32,10 +32,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string_view>
-#include <vector>
+#include <utility>
 
 namespace magnetite {
 
@@ -119,7 +120,15 @@ class memtable {
   std::uint32_t rng_ = 0x2545f491;
   // The arena: blocks (the next one next_block_bytes_), a larger allocation
   // in a block of its own; the current block's unused end.
-  std::vector<std::unique_ptr<char[]>> blocks_;
+  struct block {
+    explicit block(std::size_t bytes);
+    ~block();
+    block(block&& o) noexcept : data(std::exchange(o.data, nullptr)), size(o.size) {}
+    block& operator=(block&&) = delete;
+    char* data = nullptr;
+    std::size_t size = 0;
+  };
+  std::deque<block> blocks_;
   char* free_ = nullptr;
   std::size_t free_bytes_ = 0;
   std::size_t next_block_bytes_;

@@ -251,7 +251,8 @@ class shard {
   // import is a minute old (a pull that never ends must not block it for good).
   bool reclaim_due() const;
   // Starts a cycle keeping the current root, `retained` and pinned views' roots,
-  // aiming at `max_amplification` (nullopt: the option's).
+  // aiming at `max_amplification` (nullopt: the option's). A running
+  // checkpoint goes on: the packs it writes to are no victims of the cycle.
   status begin_reclaim(std::span<const hash128> retained, std::optional<double> max_amplification = {});
   // One step; true when the cycle ended. A damaged node ends the cycle with
   // its error (the shard goes on); a failed write or sync stops the shard.
@@ -346,6 +347,9 @@ class shard {
   struct running_checkpoint {
     std::shared_ptr<const memtable> table;
     hash128 base;
+    // The node store's active pack when it began: its nodes are in this pack
+    // or later ones (begin_reclaim keeps them out of a cycle's victims).
+    std::uint32_t first_pack = 0;
     std::thread worker;
     std::atomic<bool> ready{false};
     // The new root and the node-store position that covers it.

@@ -4,6 +4,7 @@
 #include "engine/shard.h"
 
 #include <algorithm>
+#include <system_error>
 
 #include "engine/keyspace.h"
 #include "tree/prolly_tree.h"
@@ -18,7 +19,8 @@ namespace {
 // the node store made durable. Touches nothing of the shard but these.
 result<std::pair<hash128, std::uint64_t>> apply_memtable(tree::node_store& store, const tree::chunk_policy& policy,
                                                          const hash128& base, const memtable& table) {
-  auto root = tree::prolly_tree(store, policy).apply(base, shard::edits_of(table));
+  tree::rewrite_reads reads(store);
+  auto root = tree::prolly_tree(reads, policy).apply(base, shard::edits_of(table));
   if (!root) return root.error();
   auto position = store.flush();
   if (!position) return position.error();
@@ -43,6 +45,8 @@ status shard::begin_checkpoint(bool background, std::function<void()> done) {
   running_ = std::make_unique<running_checkpoint>();
   running_->table = std::move(active_);
   running_->base = view_->root();
+  running_->first_pack = store_->active_pack();
+  store_->journal_reuse(true);  // off when the checkpoint ends, its root then ours
   active_ = std::make_shared<memtable>();
   published_ = 0;
   publish(view_->root());
@@ -51,10 +55,15 @@ status shard::begin_checkpoint(bool background, std::function<void()> done) {
     r->ready.store(true, std::memory_order_release);
     if (done) done();
   };
-  if (background)
-    running_->worker = std::thread(std::move(work));
-  else
-    work();
+  if (background) {
+    try {
+      running_->worker = std::thread(work);
+      return status::ok();
+    } catch (const std::system_error&) {
+      // No thread to be had (a process at its limit): the work runs here.
+    }
+  }
+  work();
   return status::ok();
 }
 
@@ -73,6 +82,7 @@ result<hash128> shard::finish_checkpoint() {
     return fail(s);
   }
   running_.reset();
+  store_->journal_reuse(false);
   ++stats_.checkpoints;
   publish(root);
   return root;
@@ -82,6 +92,7 @@ void shard::abandon_checkpoint() noexcept {
   if (!running_) return;
   if (running_->worker.joinable()) running_->worker.join();
   running_.reset();
+  store_->journal_reuse(false);
 }
 
 result<std::optional<hash128>> shard::relieve_memory(bool background, std::function<void()> done) {
@@ -124,7 +135,8 @@ std::vector<tree::edit_view> shard::edits_of(const memtable& table) {
 }
 
 result<hash128> shard::commit_to_tree(std::span<const tree::edit_view> edits) {
-  tree::prolly_tree t(*store_, options_.chunking);
+  tree::rewrite_reads reads(*store_);
+  tree::prolly_tree t(reads, options_.chunking);
   auto root = t.apply(view_->root(), edits);
   if (!root) return fail(root.error());
   auto position = store_->flush();

@@ -150,9 +150,7 @@ result<shard_verify_report> shard::verify(std::span<const hash128> retained) {
 }
 
 bool shard::reclaim_due() const {
-  // Not while a checkpoint writes: it grows the packs, and the cycle that
-  // its end calls for measures them after.
-  if (options_.max_space_amplification == 0 || !failure_.is_ok() || store_->reclaiming() || running_) return false;
+  if (options_.max_space_amplification == 0 || !failure_.is_ok() || store_->reclaiming()) return false;
   if (import_waiting_ && std::chrono::steady_clock::now() - *import_waiting_ < std::chrono::minutes(1)) return false;
   // Deletes shrink the live data without growing the packs: the estimate
   // follows the tree's entry count (one read of the root, usually cached).
@@ -169,7 +167,13 @@ status shard::begin_reclaim(std::span<const hash128> retained, std::optional<dou
   auto roots = kept_roots(retained);
   auto entries = tree::prolly_tree(*store_, options_.chunking).count(view_->root());
   if (!entries) return entries.error();
-  status s = store_->begin_reclaim(roots, max_amplification.value_or(options_.max_space_amplification));
+  // The cycle keeps what the roots reach; the tree a running checkpoint has
+  // written so far is reached by none of them yet (its root is not written):
+  // its new nodes lie in packs from first_pack on, which are no candidates,
+  // and the old ones it reused are in the node store's reuse journal.
+  std::optional<std::uint32_t> below;
+  if (running_) below = running_->first_pack;
+  status s = store_->begin_reclaim(roots, max_amplification.value_or(options_.max_space_amplification), below);
   if (s) entries_at_reclaim_ = *entries;
   if (!s && !store_->failure().is_ok()) return fail(s);
   return s;

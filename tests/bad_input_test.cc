@@ -31,6 +31,7 @@
 #include "core/limits.h"
 #include "tests/support/database_fixture.h"
 #include "tests/support/temp_dir.h"
+#include "tree/pack_format.h"
 #include "wal/format.h"
 
 using namespace magnetite;
@@ -861,8 +862,8 @@ TEST_CASE(
   }
   SUBCASE("pack header") {
     victim = find_file(shard + "/nodes", ".pack", true);
-    make_header_newer(victim);
-    named = {"node store pack", "format version 2", "this build reads version 1"};
+    make_header_newer(victim, tree::pack_format_version + 1);
+    named = {"node store pack", "format version 3", "this build reads version 1 to 2"};
   }
   SUBCASE("index header") {
     victim = find_file(shard + "/nodes", ".idx", true);
@@ -1138,8 +1139,8 @@ TEST_CASE(
   SUBCASE("a pack of a newer version") {
     std::string pack = find_file(dir + "/shard-000/nodes", ".pack", true);
     std::string original = read_bytes(pack);
-    make_header_newer(pack);
-    every_command_refuses(dir, {"not supported", pack, "format version 2"});
+    make_header_newer(pack, tree::pack_format_version + 1);
+    every_command_refuses(dir, {"not supported", pack, "format version 3"});
     write_bytes(pack, original);
   }
   SUBCASE("read-only: permission bits") {

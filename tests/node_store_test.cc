@@ -15,11 +15,13 @@
 #include <set>
 #include <thread>
 
+#include "core/coding.h"
 #include "core/fault_env.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
 #include "tree/clock_cache.h"
 #include "tree/node_store.h"
+#include "tree/pack_format.h"
 #include "tree/prolly_tree.h"
 
 using namespace magnetite;
@@ -252,9 +254,9 @@ TEST_CASE("node_store: bad options are invalid_argument and create nothing") {
   o.write_buffer_bytes = 0;
   bad(o, "write_buffer_bytes");
   o = {};
+  o.codec = node_codec::zstd;
   o.compression_level = 0;
   bad(o, "compression_level");
-  o = {};
   o.compression_level = 42;
   bad(o, "compression_level");
   for (double share : {-0.1, 0.95, std::numeric_limits<double>::quiet_NaN()}) {
@@ -264,8 +266,8 @@ TEST_CASE("node_store: bad options are invalid_argument and create nothing") {
   }
   CHECK_FALSE(file_exists(fe, store_dir));
   o = {};
-  o.compress = false;
-  o.compression_level = 0;  // irrelevant without compression
+  o.codec = node_codec::lz4;
+  o.compression_level = 0;  // zstd's alone
   CHECK(node_store::open(fe, store_dir, o, std::nullopt).is_ok());
 }
 
@@ -438,77 +440,152 @@ TEST_CASE("node_store: a flush does one fdatasync however many nodes it writes; 
 }
 
 TEST_CASE("node_store: every flipped byte of a pack is caught, naming the hash and the location") {
-  fault_env fe;
-  node_store_options o;
-  o.cache_bytes = 1;  // nothing fits: every read goes to the pack
-  std::mt19937_64 rng(7);
-  std::vector<node> nodes;
-  for (int i = 0; i < 10; ++i) {
-    std::vector<entry> es;
-    for (int j = 0; j < 3; ++j) {
-      std::string v = i % 2 ? std::string(200, static_cast<char>('a' + i))  // compressible
-                            : value_of(rng);                                // not
-      es.push_back({fmt::format("n{}k{}", i, j), v});
-    }
-    nodes.push_back(leaf_of(es));
-  }
-  std::vector<hash128> hashes;
-  std::uint64_t position;
-  std::string path;
-  auto s = must_open(fe, o, std::nullopt);
-  for (const auto& n : nodes) hashes.push_back(must(s->write(n)));
-  position = must(s->flush());
-  path = s->pack_path(1);
-  std::uint64_t size = fe.contents(path)->size();
-  REQUIRE(size == position_offset(position));
-
-  int compressed = 0;
-  std::vector<node_location> locs;
-  for (const auto& h : hashes) {
-    auto l = s->locate(h);
-    REQUIRE(l);
-    locs.push_back(*l);
-    if (l->length < 36 + must(s->read(h))->encode().size()) ++compressed;
-  }
-  CHECK(compressed > 0);
-  CHECK(compressed < 10);
-
-  int detected = 0;
-  for (std::uint64_t b = 40; b < size; ++b) {
-    int bit = static_cast<int>(b % 8);
-    REQUIRE(fe.flip_bit(path, b, bit));
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      auto r = s->read(hashes[i]);
-      bool inside = b >= locs[i].offset && b < locs[i].offset + locs[i].length;
-      if (inside) {
-        REQUIRE_FALSE_MESSAGE(r.is_ok(), "byte " << b << " flipped in node " << i << " went unnoticed");
-        CHECK(r.error().code() == status_code::corruption);
-        std::string msg = r.error().message();
-        CHECK_MESSAGE(msg.find(hashes[i].to_hex()) != std::string::npos, msg);
-        CHECK(msg.find(path) != std::string::npos);
-        CHECK(msg.find(fmt::format("offset {}", locs[i].offset)) != std::string::npos);
-        ++detected;
-      } else {
-        REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
-        CHECK((*r)->encode() == nodes[i].encode());
+  for (node_codec codec : {node_codec::lz4, node_codec::zstd}) {
+    CAPTURE(static_cast<int>(codec));
+    fault_env fe;
+    node_store_options o;
+    o.codec = codec;
+    o.cache_bytes = 1;  // nothing fits: every read goes to the pack
+    std::mt19937_64 rng(7);
+    std::vector<node> nodes;
+    for (int i = 0; i < 10; ++i) {
+      std::vector<entry> es;
+      for (int j = 0; j < 3; ++j) {
+        std::string v = i % 2 ? std::string(200, static_cast<char>('a' + i))  // compressible
+                              : value_of(rng);                                // not
+        es.push_back({fmt::format("n{}k{}", i, j), v});
       }
+      nodes.push_back(leaf_of(es));
     }
-    REQUIRE(fe.flip_bit(path, b, bit));
-  }
-  CHECK(detected == static_cast<int>(size - 40));
+    std::vector<hash128> hashes;
+    std::uint64_t position;
+    std::string path;
+    auto s = must_open(fe, o, std::nullopt);
+    for (const auto& n : nodes) hashes.push_back(must(s->write(n)));
+    position = must(s->flush());
+    path = s->pack_path(1);
+    std::uint64_t size = fe.contents(path)->size();
+    REQUIRE(size == position_offset(position));
 
-  // The pack header is checked at open.
-  s.reset();
-  for (std::uint64_t b = 0; b < 40; ++b) {
-    REQUIRE(fe.flip_bit(path, b, static_cast<int>(b % 8)));
-    auto bad = node_store::open(fe, store_dir, o, position);
-    REQUIRE_FALSE(bad.is_ok());
-    CHECK(bad.error().message().find(path) != std::string::npos);
-    CHECK((bad.error().code() == status_code::corruption || bad.error().code() == status_code::not_supported));
-    REQUIRE(fe.flip_bit(path, b, static_cast<int>(b % 8)));
+    int compressed = 0;
+    std::vector<node_location> locs;
+    for (const auto& h : hashes) {
+      auto l = s->locate(h);
+      REQUIRE(l);
+      locs.push_back(*l);
+      if (l->length < 36 + must(s->read(h))->encode().size()) ++compressed;
+    }
+    CHECK(compressed > 0);
+    CHECK(compressed < 10);
+
+    int detected = 0;
+    for (std::uint64_t b = 40; b < size; ++b) {
+      int bit = static_cast<int>(b % 8);
+      REQUIRE(fe.flip_bit(path, b, bit));
+      for (std::size_t i = 0; i < nodes.size(); ++i) {
+        auto r = s->read(hashes[i]);
+        bool inside = b >= locs[i].offset && b < locs[i].offset + locs[i].length;
+        if (inside) {
+          REQUIRE_FALSE_MESSAGE(r.is_ok(), "byte " << b << " flipped in node " << i << " went unnoticed");
+          CHECK(r.error().code() == status_code::corruption);
+          std::string msg = r.error().message();
+          CHECK_MESSAGE(msg.find(hashes[i].to_hex()) != std::string::npos, msg);
+          CHECK(msg.find(path) != std::string::npos);
+          CHECK(msg.find(fmt::format("offset {}", locs[i].offset)) != std::string::npos);
+          ++detected;
+        } else {
+          REQUIRE_MESSAGE(r.is_ok(), r.error().to_string());
+          CHECK((*r)->encode() == nodes[i].encode());
+        }
+      }
+      REQUIRE(fe.flip_bit(path, b, bit));
+    }
+    CHECK(detected == static_cast<int>(size - 40));
+
+    // The pack header is checked at open.
+    s.reset();
+    for (std::uint64_t b = 0; b < 40; ++b) {
+      REQUIRE(fe.flip_bit(path, b, static_cast<int>(b % 8)));
+      auto bad = node_store::open(fe, store_dir, o, position);
+      REQUIRE_FALSE(bad.is_ok());
+      CHECK(bad.error().message().find(path) != std::string::npos);
+      CHECK((bad.error().code() == status_code::corruption || bad.error().code() == status_code::not_supported));
+      REQUIRE(fe.flip_bit(path, b, static_cast<int>(b % 8)));
+    }
+    s = must_open(fe, o, position);
+    for (std::size_t i = 0; i < nodes.size(); ++i) CHECK(must(s->read(hashes[i]))->encode() == nodes[i].encode());
   }
-  s = must_open(fe, o, position);
-  for (std::size_t i = 0; i < nodes.size(); ++i) CHECK(must(s->read(hashes[i]))->encode() == nodes[i].encode());
+}
+
+// Each record names its codec: a store reads what any codec wrote, whatever
+// it writes itself, and packs written before LZ4 records existed (version 1).
+TEST_CASE("node_store: records of every codec read back, whatever the store writes; version-1 packs too") {
+  fault_env fe;
+  std::mt19937_64 rng(3);
+  auto u32_at = [](const std::string& b, std::size_t at) {
+    return decode_fixed32_le(reinterpret_cast<const std::uint8_t*>(b.data() + at));
+  };
+  auto set_u32 = [](std::string& b, std::size_t at, std::uint32_t v) {
+    encode_fixed32_le(reinterpret_cast<std::uint8_t*>(b.data() + at), v);
+  };
+  auto rewrite = [&](const std::string& path, const std::string& bytes) {
+    auto f = must(fe.open(path, open_mode::create_truncate));
+    must_ok(f->append(bytes));
+    must_ok(f->sync());
+  };
+  // The flags of every record on disk, in every pack.
+  auto flags_on_disk = [&] {
+    std::set<int> flags;
+    for (std::uint32_t pack = 1; auto b = fe.contents(fmt::format("{}/{}", store_dir, pack_file_name(pack))); ++pack)
+      for (std::size_t at = 40; at + record_header_size <= b->size(); at += record_header_size + u32_at(*b, at + 8))
+        flags.insert(static_cast<unsigned char>((*b)[at + 4]));
+    return flags;
+  };
+  std::vector<std::pair<hash128, std::string>> written;  // hash, encoding
+  std::optional<std::uint64_t> position;
+  const std::map<node_codec, std::set<int>> flags_after = {{node_codec::zstd, {0, flag_zstd}},
+                                                           {node_codec::lz4, {0, flag_zstd, flag_lz4}},
+                                                           {node_codec::none, {0, flag_zstd, flag_lz4}}};
+  for (node_codec codec : {node_codec::zstd, node_codec::lz4, node_codec::none}) {
+    node_store_options o;
+    o.codec = codec;
+    auto s = must_open(fe, o, position);
+    for (int i = 0; i < 20; ++i) {
+      std::vector<entry> es;
+      for (int j = 0; j < 4; ++j)
+        es.push_back({fmt::format("c{}n{}k{}", static_cast<int>(codec), i, j),
+                      i % 2 ? std::string(300, static_cast<char>('a' + j)) : value_of(rng)});
+      node n = leaf_of(es);
+      written.emplace_back(must(s->write(n)), std::string(n.encode()));
+    }
+    position = must(s->flush());
+    for (const auto& [h, e] : written) CHECK(must(s->read(h))->encode() == e);
+    CHECK(flags_on_disk() == flags_after.at(codec));  // each record says how it is stored
+  }
+  // A pack of format version 1 (what builds before LZ4 wrote) reads as before.
+  std::string path = fmt::format("{}/{}", store_dir, pack_file_name(1));
+  std::string b = *fe.contents(path);
+  set_u32(b, 8, 1);
+  set_u32(b, 36, checksum32(std::string_view(b).substr(0, 36)));
+  rewrite(path, b);
+  node_store_options cold;
+  cold.cache_bytes = 1;  // every read goes to the pack
+  {
+    auto s = must_open(fe, cold, position);
+    for (const auto& [h, e] : written) CHECK(must(s->read(h))->encode() == e);
+  }
+  // A record that claims both codecs is corruption, named.
+  std::size_t at = 40;
+  hash128 first = written.front().first;
+  b[at + 4] = static_cast<char>(flag_zstd | flag_lz4);
+  std::uint64_t salt = decode_fixed64_le(reinterpret_cast<const std::uint8_t*>(b.data() + 24));
+  set_u32(b, at, checksum32(std::string_view(b).substr(at + 4, record_header_size - 4), salt));
+  rewrite(path, b);
+  auto s = must_open(fe, cold, position);
+  auto r = s->read(first);
+  REQUIRE_FALSE(r.is_ok());
+  CHECK(r.error().code() == status_code::corruption);
+  CHECK(r.error().message().find("two codecs") != std::string::npos);
 }
 
 TEST_CASE("node_store: a flipped byte of an index file costs a rescan, never a wrong answer") {
@@ -1454,7 +1531,7 @@ TEST_CASE("node_store: random workload of writes, flushes, gcs and crashes never
     std::mt19937_64 rng(seed);
     node_store_options o = small_options();
     o.target_pack_bytes = 8 << 10;
-    o.compress = seed % 3 != 0;
+    o.codec = static_cast<node_codec>(seed % 3);  // none, LZ4, zstd
     std::optional<std::uint64_t> committed;
     model committed_model;
     hash128 committed_root;

@@ -4,6 +4,7 @@
 // reclamation node_store_reclaim.cc.
 #include "tree/node_store.h"
 
+#include <lz4.h>
 #include <zstd.h>
 
 #include <random>
@@ -31,7 +32,7 @@ status node_store_options::validate() const {
     return status::invalid_argument(
         fmt::format("node store option record_cache_share = {}: must be between 0 and 0.9", record_cache_share));
   if (write_buffer_bytes == 0) return status::invalid_argument("node store option write_buffer_bytes must be > 0");
-  if (compress && (compression_level < 1 || compression_level > 19))
+  if (codec == node_codec::zstd && (compression_level < 1 || compression_level > 19))
     return status::invalid_argument(
         fmt::format("node store option compression_level = {}: must be between 1 and 19", compression_level));
   return status::ok();
@@ -98,7 +99,7 @@ result<std::shared_ptr<node_store::pack>> node_store::create_pack(std::uint32_t 
   auto f = env_.open(p->path, open_mode::create_truncate);
   if (!f) return f.error();
   p->f = std::move(*f);
-  MAGNETITE_TRY(p->f->append(encode_file_header(pack_magic, {number, p->salt})));
+  MAGNETITE_TRY(p->f->append(encode_file_header(pack_magic, {number, p->salt, pack_format_version})));
   pack_bytes_written_ += file_header_size;
   if (auto idx = env_.open(path_join(dir_, pack_index_file_name(number)), open_mode::create_truncate)) {
     if ((*idx)->append(encode_file_header(index_magic, {number, p->salt})).is_ok()) p->index = std::move(*idx);
@@ -119,18 +120,29 @@ result<hash128> node_store::write(const node& n) {
   if (cycle_) reclaim_note_write(n, h);
   if (index_.count(h) || pending_at_.count(h)) {
     ++writes_deduplicated_;
+    if (journaling_) reused_.push_back(h);
     return h;
   }
   pending_record rec;
   rec.hash = h;
   rec.raw_length = static_cast<std::uint32_t>(bytes.size());
-  if (options_.compress) {
+  if (options_.codec == node_codec::zstd) {
     if (std::size_t bound = ZSTD_compressBound(bytes.size()); compressed_.size() < bound) compressed_.resize(bound);
     std::size_t zn = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), compressed_.data(), compressed_.size(),
                                        bytes.data(), bytes.size(), options_.compression_level);
     if (!ZSTD_isError(zn) && zn < bytes.size()) {
       rec.payload.assign(compressed_.data(), zn);
       rec.flags = flag_zstd;
+    }
+  } else if (options_.codec == node_codec::lz4) {
+    // bytes.size() <= max_node_bytes, far below LZ4's input limit.
+    auto n = static_cast<int>(bytes.size());
+    if (std::size_t bound = static_cast<std::size_t>(LZ4_compressBound(n)); compressed_.size() < bound)
+      compressed_.resize(bound);
+    int zn = LZ4_compress_default(bytes.data(), compressed_.data(), n, static_cast<int>(compressed_.size()));
+    if (zn > 0 && zn < n) {
+      rec.payload.assign(compressed_.data(), static_cast<std::size_t>(zn));
+      rec.flags = flag_lz4;
     }
   }
   if (rec.flags == 0) rec.payload = bytes;

@@ -136,6 +136,8 @@ inline constexpr std::string_view store_lock_file_name = "LOCK";
 // leaf with room to spare; also the bound every length read from disk must meet.
 inline constexpr std::size_t max_node_bytes = 64u << 20;
 
+enum class node_codec : std::uint8_t { none, lz4, zstd };
+
 struct node_store_options {
   // A new pack is started by the first flush after the active pack reached this
   // size (a soft bound: one flush's records always go to one pack).
@@ -148,8 +150,14 @@ struct node_store_options {
   double record_cache_share = 0.5;
   // Pending records are handed to the kernel (unsynced) past this many bytes.
   std::size_t write_buffer_bytes = 4u << 20;
-  bool compress = true;
-  int compression_level = 1;  // zstd level, 1..19
+  // How new records are compressed (a record is stored raw when that does
+  // not make it smaller). Reads take every codec, whatever this says: each
+  // record names its own. LZ4 by default: a checkpoint rewrites every leaf
+  // its edits touch, and decompressing and compressing them again with zstd
+  // was half of a checkpoint's work (docs/benchmarks.md); zstd stores this
+  // project's benchmark data in about 4/5 of the bytes.
+  node_codec codec = node_codec::lz4;
+  int compression_level = 1;  // zstd's level, 1..19 (zstd only)
 
   // invalid_argument naming the bad option.
   status validate() const;
@@ -224,6 +232,9 @@ class node_store final : public node_sink {
   node_store& operator=(const node_store&) = delete;
 
   result<node_ptr> read(const hash128& h) override;
+  // read(), but a leaf read from a pack (or the record cache) goes to no
+  // cache: what a rewrite of the tree reads (rewrite_reads).
+  result<node_ptr> read_for_rewrite(const hash128& h);
   result<bool> leaf_get(const hash128& leaf, std::string_view key, std::string& value) override;
   result<hash128> write(const node& n) override;
   // Changes with every gc (nodes may have been dropped).
@@ -245,7 +256,24 @@ class node_store final : public node_sink {
   bool reclaim_due(double max_amplification, std::uint64_t min_bytes, double live_scale = 1.0) const;
   // Starts a cycle that keeps what `roots` reach: seals the active pack (one
   // fdatasync, only if it holds records). A cycle already running is replaced.
-  status begin_reclaim(std::span<const hash128> roots, double max_amplification);
+  // The candidates are the packs older than the active one, and older than
+  // `below` when given: a writer that began a tree before the cycle (whose
+  // nodes written so far no root reaches yet, and the write barrier did not
+  // see) passes the active_pack() of when it began, so none of its nodes can
+  // be a victim.
+  status begin_reclaim(std::span<const hash128> roots, double max_amplification,
+                       std::optional<std::uint32_t> below = std::nullopt);
+  // The pack new records go to now.
+  std::uint32_t active_pack() const;
+  // The reuse journal, for a writer whose tree no root reaches until it is
+  // done (a background checkpoint): while on, write() notes every node it is
+  // given that is stored already, and begin_reclaim keeps what those notes
+  // reach as if they were roots. Such a node may lie in an old pack, reached
+  // by no root the cycle keeps, and a cycle begun after the write (its
+  // barrier sees only later writes) would drop it; the writer's new nodes
+  // are kept by begin_reclaim's `below`. Off clears the notes (the writer's
+  // root is then a root of its owner).
+  void journal_reuse(bool on);
   // Does about `budget` bytes of marking or copying; true when the cycle has
   // ended (the victims removed, or nothing worth removing). A missing or
   // damaged reachable node ends the cycle with that error and changes
@@ -375,7 +403,7 @@ class node_store final : public node_sink {
   bool keep_record(const hash128& h, const record_buffers& b);
   result<fetched> fetch(const hash128& h, record_buffers& b);
   static result<std::string> pending_encoding(const pending_record& r);
-  result<node_ptr> decode_and_keep(const hash128& h, const record_buffers& b);
+  result<node_ptr> decode_and_keep(const hash128& h, const record_buffers& b, bool leaves = true);
   static record_buffers& thread_buffers();
   struct buffers_lease {
     record_buffers& b = thread_buffers();
@@ -434,6 +462,10 @@ class node_store final : public node_sink {
   std::optional<std::uint64_t> gc_floor_;  // manifest's gc position
   std::set<std::uint32_t> dropped_;        // manifest's dropped packs (above first_pack_)
   std::unique_ptr<reclaim_cycle> cycle_;
+  // The reuse journal (journal_reuse): on, and the stored nodes write() was
+  // given again since it was turned on.
+  bool journaling_ = false;
+  std::vector<hash128> reused_;
   mutable std::mutex reclaim_mu_;  // guards reclaim_ (stats() may be called from any thread)
   reclaim_stats reclaim_;
   std::shared_ptr<pack> active_;
@@ -453,6 +485,23 @@ class node_store final : public node_sink {
 
   std::atomic<std::uint64_t> nodes_written_{0}, writes_deduplicated_{0}, pack_bytes_written_{0}, pack_bytes_read_{0},
       flushes_{0}, pack_syncs_{0}, gc_runs_{0};
+};
+
+// The node store as a rewrite of its tree reads it (a checkpoint's batch
+// update): a leaf it reads is not kept in the caches, internal nodes are. A
+// checkpoint reads each leaf its edits touch once and writes its successor,
+// so caching it would only push out what readers use, and during a bulk load
+// (every leaf touched by every checkpoint) it would fill the whole cache, the
+// process's memory with it, for nothing. Writes go to the store as they are.
+class rewrite_reads final : public node_sink {
+ public:
+  explicit rewrite_reads(node_store& store) : store_(store) {}
+  result<node_ptr> read(const hash128& h) override { return store_.read_for_rewrite(h); }
+  result<hash128> write(const node& n) override { return store_.write(n); }
+  std::uint64_t epoch() const noexcept override { return store_.epoch(); }
+
+ private:
+  node_store& store_;
 };
 
 }  // namespace magnetite::tree

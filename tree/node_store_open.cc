@@ -147,7 +147,7 @@ status node_store::open_kept_pack(std::uint32_t number, std::uint64_t keep, reco
   if (!got) return got.error();
   pack_bytes_read_ += *got;
   header.resize(*got);
-  auto h = parse_file_header(header, pack_magic, "node store pack", lp.p->path, format_version);
+  auto h = parse_file_header(header, pack_magic, "node store pack", lp.p->path, pack_format_version);
   if (!h) return h.error();
   if (h->a != number)
     return status::corruption(fmt::format("node store pack {}: header says pack {}", lp.p->path, h->a));

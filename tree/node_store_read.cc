@@ -3,6 +3,7 @@
 // records, then the packs; every record checked before it is used.
 #include "tree/node_store.h"
 
+#include <lz4.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -66,15 +67,25 @@ status node_store::read_record_into(const hash128& h, pack& p, const node_locati
 }
 
 std::string node_store::expand(record_buffers& b) {
-  if (!(b.flags & flag_zstd)) {
+  if (!(b.flags & compressed_flags)) {
     b.raw = b.payload;
     return {};
   }
   b.decompressed.resize(b.raw_length);
-  std::size_t n = ZSTD_decompressDCtx(thread_dctx(), b.decompressed.data(), b.decompressed.size(), b.payload.data(),
-                                      b.payload.size());
-  if (ZSTD_isError(n)) return fmt::format("zstd: {}", ZSTD_getErrorName(n));
-  if (n != b.raw_length) return fmt::format("decompressed to {} bytes, not {}", n, b.raw_length);
+  if (b.flags & flag_lz4) {
+    // The safe decoder never reads or writes outside the buffers it is given,
+    // whatever the bytes (lengths were bounded by the record header).
+    int n = LZ4_decompress_safe(b.payload.data(), b.decompressed.data(), static_cast<int>(b.payload.size()),
+                                static_cast<int>(b.decompressed.size()));
+    if (n < 0) return "lz4: a malformed block";
+    if (static_cast<std::uint32_t>(n) != b.raw_length)
+      return fmt::format("decompressed to {} bytes, not {}", n, b.raw_length);
+  } else {
+    std::size_t n = ZSTD_decompressDCtx(thread_dctx(), b.decompressed.data(), b.decompressed.size(), b.payload.data(),
+                                        b.payload.size());
+    if (ZSTD_isError(n)) return fmt::format("zstd: {}", ZSTD_getErrorName(n));
+    if (n != b.raw_length) return fmt::format("decompressed to {} bytes, not {}", n, b.raw_length);
+  }
   b.raw = b.decompressed;
   return {};
 }
@@ -149,8 +160,9 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
   return fetched::from_pack;
 }
 
-// Decodes what fetch() left in b and keeps it in the node cache.
-result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buffers& b) {
+// Decodes what fetch() left in b and keeps it in the node cache (a leaf only
+// when `leaves`).
+result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buffers& b, bool leaves) {
   auto n = node::decode(b.raw);
   if (!n)
     return status::corruption(
@@ -158,9 +170,18 @@ result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buff
                     b.from ? fmt::format("pack {}, offset {}", b.from->path, b.offset) : "a record in memory",
                     n.error().message()));
   node_ptr out = std::make_shared<const node>(std::move(*n));
-  std::size_t charge = charge_of(*out);
-  cache_->put(h, cached_node{out, out->search_index()}, charge);
+  if (leaves || !out->is_leaf()) cache_->put(h, cached_node{out, out->search_index()}, charge_of(*out));
   return out;
+}
+
+result<node_ptr> node_store::read_for_rewrite(const hash128& h) {
+  node_ptr hit;
+  if (cache_->with_hit(h, [&](const cached_node& c) { hit = c.n; })) return hit;
+  buffers_lease lease;
+  record_buffers& b = lease.b;
+  auto f = fetch(h, b);
+  if (!f) return f.error();
+  return decode_and_keep(h, b, /*leaves=*/false);
 }
 
 // A miss reads into this thread's buffers (they keep their capacity), so
@@ -198,7 +219,7 @@ result<node_ptr> node_store::read_uncached(const hash128& h) {
 // the cache"). True if it was kept.
 bool node_store::keep_record(const hash128& h, const record_buffers& b) {
   constexpr std::size_t record_density = 4;
-  if (!records_ || !(b.flags & flag_zstd) || b.raw.empty() || b.raw[0] != 0) return false;
+  if (!records_ || !(b.flags & compressed_flags) || b.raw.empty() || b.raw[0] != 0) return false;
   std::size_t charge = record_charge_of(b.payload.size());
   if (charge * record_density > b.raw.size()) return false;
   records_->put(h, cached_record{std::string(b.payload), b.raw_length, b.flags}, charge);

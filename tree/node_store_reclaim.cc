@@ -55,7 +55,19 @@ reclaim_stats node_store::reclamation() const {
   return reclaim_;
 }
 
-status node_store::begin_reclaim(std::span<const hash128> roots, double max_amplification) {
+void node_store::journal_reuse(bool on) {
+  std::lock_guard wl(write_mu_);
+  journaling_ = on;
+  if (!on) reused_.clear();
+}
+
+std::uint32_t node_store::active_pack() const {
+  std::shared_lock sl(state_mu_);
+  return active_->number;
+}
+
+status node_store::begin_reclaim(std::span<const hash128> roots, double max_amplification,
+                                 std::optional<std::uint32_t> below) {
   std::lock_guard wl(write_mu_);
   MAGNETITE_TRY(check_usable());
   if (!(max_amplification > 1.0))
@@ -66,8 +78,9 @@ status node_store::begin_reclaim(std::span<const hash128> roots, double max_ampl
   if (written_size_ > file_header_size) MAGNETITE_TRY(seal_active());
   auto c = std::make_unique<reclaim_cycle>();
   c->max_amplification = max_amplification;
-  c->boundary = active_->number;
+  c->boundary = below ? std::min(*below, active_->number) : active_->number;
   for (const auto& r : roots) c->stack.push_back({r, -1});
+  for (const auto& r : reused_) c->stack.push_back({r, -1});
   // A pending node may be the top of a tree not yet committed (an import):
   // what it refers to is kept.
   for (const auto& r : pending_) c->stack.push_back({r.hash, -1});

@@ -34,6 +34,7 @@ std::string parse_record_header(const char* p, std::uint64_t salt, record_header
   if (decode_fixed32_le(u8(p)) != checksum32(v.substr(4), salt)) return "record header checksum mismatch";
   out.flags = u8(p)[4];
   if (out.flags & ~known_record_flags) return fmt::format("record has unknown flags {:#x}", out.flags);
+  if ((out.flags & compressed_flags) == compressed_flags) return "record claims two codecs";
   if (p[5] != 0 || p[6] != 0 || p[7] != 0) return "record header reserved bytes are not zero";
   out.stored = decode_fixed32_le(u8(p + 8));
   out.raw = decode_fixed32_le(u8(p + 12));
@@ -42,7 +43,7 @@ std::string parse_record_header(const char* p, std::uint64_t salt, record_header
   if (out.raw < min_node_bytes || out.raw > max_node_bytes)
     return fmt::format("record claims a node of {} bytes", out.raw);
   // The writer compresses only when that makes the record smaller.
-  if ((out.flags & flag_zstd) ? out.stored >= out.raw || out.stored == 0 : out.stored != out.raw)
+  if ((out.flags & compressed_flags) ? out.stored >= out.raw || out.stored == 0 : out.stored != out.raw)
     return fmt::format("record has stored length {} for a node of {} bytes", out.stored, out.raw);
   return {};
 }

@@ -30,7 +30,10 @@ namespace magnetite::tree {
 inline constexpr char pack_magic[8] = {'M', 'G', 'N', 'T', 'P', 'A', 'C', 'K'};
 inline constexpr char index_magic[8] = {'M', 'G', 'N', 'T', 'P', 'I', 'D', 'X'};
 inline constexpr char manifest_magic[8] = {'M', 'G', 'N', 'T', 'P', 'M', 'A', 'N'};
+// Index files and manifests are of version 1 (a manifest that names
+// dropped packs, 2); packs of version 2, whose records may be LZ4 blocks.
 inline constexpr std::uint32_t format_version = 1;
+inline constexpr std::uint32_t pack_format_version = 2;
 
 // Pack, index and manifest files all start with the 40-byte header of
 // core/file_header.h, where (a, b) is (pack number, salt) for packs and
@@ -38,7 +41,8 @@ inline constexpr std::uint32_t format_version = 1;
 
 // Record header, then `stored` payload bytes:
 //   0 4 checksum, seeded with the pack's salt, of bytes 4..35
-//   4 1 flags (bit 0: payload is a zstd frame)  | 5 3 reserved (0)
+//   4 1 flags (bit 0: payload is a zstd frame, bit 1: an LZ4 block, pack
+//     version 2; never both)  | 5 3 reserved (0)
 //   8 4 stored length | 12 4 raw length (of the node encoding)
 //  16 4 payload checksum, seeded with the pack's salt, of the stored bytes
 //  20 16 node hash
@@ -47,7 +51,9 @@ inline constexpr std::uint32_t format_version = 1;
 // unnoticed; and it keeps damaged bytes away from the decompressor.
 inline constexpr std::size_t record_header_size = 36;
 inline constexpr std::uint8_t flag_zstd = 0x01;
-inline constexpr std::uint8_t known_record_flags = flag_zstd;
+inline constexpr std::uint8_t flag_lz4 = 0x02;
+inline constexpr std::uint8_t known_record_flags = flag_zstd | flag_lz4;
+inline constexpr std::uint8_t compressed_flags = flag_zstd | flag_lz4;
 // The smallest node encoding: a level byte and an entry count of 0.
 inline constexpr std::uint32_t min_node_bytes = 2;
 

@@ -285,17 +285,18 @@ status log_writer::commit(const commit_record& marker) {
   // hold only frames it covers. Failing to remove one loses nothing (recovery
   // reads past it to the marker, and the next commit tries again), so it does
   // not stop the writer.
+  // Oldest first, each removal durable before the next: the segments left
+  // after a crash are always a run up to the newest, never a run with a gap
+  // (recovery reads from the oldest one left when no segment begins with a
+  // marker, and a gap after its start is corruption).
   auto names = env_.list(dir_);
   if (!names) return status::ok();
-  bool removed = false;
-  for (const auto& name : *names) {  // sorted: oldest first, so survivors stay contiguous
+  for (const auto& name : *names) {  // sorted
     auto num = parse_segment_file_name(name);
     if (!num || *num >= first_kept) continue;
-    if (!env_.remove(path_join(dir_, name)).is_ok()) break;
+    if (!env_.remove(path_join(dir_, name)).is_ok() || !env_.sync_dir(dir_).is_ok()) break;
     ++stats_.segments_removed;
-    removed = true;
   }
-  if (removed) (void)env_.sync_dir(dir_);
   return status::ok();
 }
 

@@ -152,6 +152,20 @@ void wal_seeds() {
   MUST(sh2.is_ok());
   seed("wal_frame", "commit-segment", u64le(sh2->salt) + '\x04' + seg2);
 
+  // A checkpoint in two steps (format version 3): segment 3 begins with the
+  // carried state, the writes made while the tree was written, then the
+  // marker covering segment 2; and the same log before the marker.
+  MUST(a.w->begin_checkpoint().is_ok());
+  a.puts(20, 3);
+  MUST(a.w->sync().is_ok());
+  std::string begun = a.segment(2) + a.segment(3);
+  seed("wal_recovery", "two-step-before-marker", recovery_input(0, 0, begun));
+  MUST(a.w->commit({hash128::of("root-2"), tree::make_position(1, 8192)}).is_ok());
+  a.puts(30, 2);
+  std::string seg3 = a.segment(3);
+  seed("wal_recovery", "two-step-checkpoint", recovery_input(16, 0, seg3));
+  seed("wal_recovery", "two-step-checkpoint-fixed", recovery_input(1 | 16 | 32, 0, seg3));
+
   // Reserved space after the last frame, and several groups between syncs.
   wal_log b(512, wal::fsync_policy::commit_only);
   for (int i = 0; i < 4; ++i) {
@@ -219,6 +233,7 @@ void tree_seeds() {
   fault_env e;
   tree::node_store_options o;
   o.target_pack_bytes = 4096;
+  o.codec = tree::node_codec::zstd;
   auto s = tree::node_store::open(e, "/store", o, std::nullopt);
   MUST(s.is_ok());
   std::vector<tree::node> leaves = {leaf(0, 5, 100), leaf(5, 3, 7), leaf(8, 2, 900)};
@@ -254,6 +269,20 @@ void tree_seeds() {
   MUST(g.is_ok());
   seed("node_store", "after-gc-manifest", store_input(0, 0, store_files(true)));
   seed("node_store", "after-gc-write", store_input(1 | 8, 0, store_files(true)));
+
+  // The same leaves as LZ4 blocks (pack format version 2), the default codec.
+  fault_env e4;
+  tree::node_store_options o4;
+  o4.target_pack_bytes = 4096;
+  auto s4 = tree::node_store::open(e4, "/store", o4, std::nullopt);
+  MUST(s4.is_ok());
+  for (const auto& n : leaves) MUST((*s4)->write(n).is_ok());
+  MUST((*s4)->write(parent(1, leaves)).is_ok());
+  MUST((*s4)->flush().is_ok());
+  std::string lz4_files = concat(
+      e4, "/store", +[](const std::string& n) { return n.ends_with(".pack") || n.ends_with(".idx"); });
+  seed("node_store", "packs-lz4", store_input(1, 0, lz4_files));
+  seed("node_store", "packs-lz4-fixed", store_input(1 | 4, 0, lz4_files));
 }
 
 // ---- database files ---------------------------------------------------------------------

@@ -23,6 +23,7 @@
 // invalid_argument), and on an error no file changes; reads return the node
 // whose encoding hashes to the name asked, or an error; check() reports and
 // returns; a flush or gc position reopens.
+#include <lz4.h>
 #include <xxhash.h>
 #include <zstd.h>
 
@@ -75,7 +76,19 @@ void walk_pack(std::string& b, std::uint64_t salt, bool fix, std::vector<hash128
       }
       std::string_view payload = std::string_view(b).substr(off + record_header_size, stored);
       std::string raw(payload);
-      if (b[off + 4] & 1) {
+      if (b[off + 4] & 2) {
+        // An LZ4 block does not say its size: the header's raw length does.
+        std::uint32_t want = decode_fixed32_le(at(b, off + 12));
+        if (want <= (1u << 20)) {
+          raw.assign(want, '\0');
+          int got =
+              LZ4_decompress_safe(payload.data(), raw.data(), static_cast<int>(payload.size()), static_cast<int>(want));
+          if (got < 0)
+            raw.assign(payload);
+          else
+            raw.resize(static_cast<std::size_t>(got));
+        }
+      } else if (b[off + 4] & 1) {
         auto want = ZSTD_getFrameContentSize(payload.data(), payload.size());
         if (want != ZSTD_CONTENTSIZE_ERROR && want != ZSTD_CONTENTSIZE_UNKNOWN && want <= (1u << 20)) {
           raw.assign(static_cast<std::size_t>(want), '\0');
