@@ -232,9 +232,10 @@ class node_store final : public node_sink {
   node_store& operator=(const node_store&) = delete;
 
   result<node_ptr> read(const hash128& h) override;
-  // read(), but a leaf read from a pack (or the record cache) goes to no
-  // cache: what a rewrite of the tree reads (rewrite_reads).
-  result<node_ptr> read_for_rewrite(const hash128& h);
+  // read(), but a node read from a pack (or the record cache) goes to no
+  // cache: what a rewrite of the tree reads (rewrite_reads), and the walks
+  // of whole trees, old ones too (reclamation, reachable_bytes).
+  result<node_ptr> read_passing(const hash128& h);
   result<bool> leaf_get(const hash128& leaf, std::string_view key, std::string& value) override;
   result<hash128> write(const node& n) override;
   // Changes with every gc (nodes may have been dropped).
@@ -403,7 +404,7 @@ class node_store final : public node_sink {
   bool keep_record(const hash128& h, const record_buffers& b);
   result<fetched> fetch(const hash128& h, record_buffers& b);
   static result<std::string> pending_encoding(const pending_record& r);
-  result<node_ptr> decode_and_keep(const hash128& h, const record_buffers& b, bool leaves = true);
+  result<node_ptr> decode_and_keep(const hash128& h, const record_buffers& b, bool keep = true);
   static record_buffers& thread_buffers();
   struct buffers_lease {
     record_buffers& b = thread_buffers();
@@ -488,15 +489,19 @@ class node_store final : public node_sink {
 };
 
 // The node store as a rewrite of its tree reads it (a checkpoint's batch
-// update): a leaf it reads is not kept in the caches, internal nodes are. A
-// checkpoint reads each leaf its edits touch once and writes its successor,
-// so caching it would only push out what readers use, and during a bulk load
-// (every leaf touched by every checkpoint) it would fill the whole cache, the
-// process's memory with it, for nothing. Writes go to the store as they are.
+// update): what it reads is not kept in the caches (a hit there is used).
+// A checkpoint reads each node its edits touch once and writes its
+// successor, so caching it would only push out what readers use, and during
+// a bulk load (every leaf touched by every checkpoint, and every internal
+// node of every version in turn) it would fill the whole cache, the
+// process's memory with it, for nothing: RocksDB's flushes and compactions
+// read past its block cache for the same reason. The tree's own table of
+// upper nodes (a thread's, prolly_tree.cc) still spares a rewrite reading
+// them again. Writes go to the store as they are.
 class rewrite_reads final : public node_sink {
  public:
   explicit rewrite_reads(node_store& store) : store_(store) {}
-  result<node_ptr> read(const hash128& h) override { return store_.read_for_rewrite(h); }
+  result<node_ptr> read(const hash128& h) override { return store_.read_passing(h); }
   result<hash128> write(const node& n) override { return store_.write(n); }
   std::uint64_t epoch() const noexcept override { return store_.epoch(); }
 

@@ -160,9 +160,8 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
   return fetched::from_pack;
 }
 
-// Decodes what fetch() left in b and keeps it in the node cache (a leaf only
-// when `leaves`).
-result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buffers& b, bool leaves) {
+// Decodes what fetch() left in b and, with `keep`, keeps it in the node cache.
+result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buffers& b, bool keep) {
   auto n = node::decode(b.raw);
   if (!n)
     return status::corruption(
@@ -170,18 +169,18 @@ result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buff
                     b.from ? fmt::format("pack {}, offset {}", b.from->path, b.offset) : "a record in memory",
                     n.error().message()));
   node_ptr out = std::make_shared<const node>(std::move(*n));
-  if (leaves || !out->is_leaf()) cache_->put(h, cached_node{out, out->search_index()}, charge_of(*out));
+  if (keep) cache_->put(h, cached_node{out, out->search_index()}, charge_of(*out));
   return out;
 }
 
-result<node_ptr> node_store::read_for_rewrite(const hash128& h) {
+result<node_ptr> node_store::read_passing(const hash128& h) {
   node_ptr hit;
   if (cache_->with_hit(h, [&](const cached_node& c) { hit = c.n; })) return hit;
   buffers_lease lease;
   record_buffers& b = lease.b;
   auto f = fetch(h, b);
   if (!f) return f.error();
-  return decode_and_keep(h, b, /*leaves=*/false);
+  return decode_and_keep(h, b, /*keep=*/false);
 }
 
 // A miss reads into this thread's buffers (they keep their capacity), so

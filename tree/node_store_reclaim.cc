@@ -38,7 +38,9 @@ result<std::uint64_t> node_store::reachable_bytes(std::span<const hash128> roots
     if (!seen.insert(it.h).second) continue;
     if (auto loc = locate(it.h)) total += loc->length;
     if (it.level == 0) continue;
-    auto n = read(it.h);
+    // A walk of whole trees, old ones too: read past the cache, which it
+    // would otherwise fill with nodes no reader asks for.
+    auto n = read_passing(it.h);
     if (!n) return n.error();
     if ((*n)->is_leaf()) continue;
     for (const auto& e : (*n)->entries()) {
@@ -111,7 +113,7 @@ result<bool> node_store::reclaim_mark(std::size_t& budget) {
     if (loc != index_.end() && loc->second.pack < c.boundary && (!c.chosen || c.victims.count(loc->second.pack)))
       c.live[loc->second.pack].push_back({it.h, loc->second.offset, loc->second.length});
     if (it.level == 0 || !c.internal_seen.insert(it.h).second) continue;
-    auto n = read(it.h);
+    auto n = read_passing(it.h);  // as reachable_bytes
     if (!n) return n.error();
     if ((*n)->is_leaf()) continue;
     budget -= std::min<std::size_t>(budget, (*n)->encode().size());
