@@ -21,6 +21,9 @@ inline constexpr std::size_t max_batch_bytes = 64 * 1024 * 1024;
 inline constexpr std::size_t max_batch_mutations = 1 << 20;
 // Opaque replication-state payloads (promise records) are small by nature.
 inline constexpr std::size_t max_replication_state_bytes = 1024 * 1024;
+// Sorted runs a shard keeps beside its tree (engine/sorted_run.h): a read
+// probes each one's filter, and a commit marker names them all.
+inline constexpr std::size_t max_sorted_runs = 64;
 
 // The database frames what it stores (a keyspace byte and a deadline before a
 // key, a TTL envelope around a value), so the limits a host sees are this much

@@ -11,13 +11,14 @@ namespace magnetite {
 
 read_view::read_view(std::shared_ptr<tree::node_store> store, tree::chunk_policy policy, hash128 root,
                      std::vector<memtable_ref> memtables, std::uint64_t sequence,
-                     std::shared_ptr<const hash128> root_pin)
+                     std::shared_ptr<const hash128> root_pin, std::vector<run_ptr> runs)
     : store_(std::move(store)),
       policy_(policy),
       root_(root),
       memtables_(std::move(memtables)),
       sequence_(sequence),
-      root_pin_(std::move(root_pin)) {}
+      root_pin_(std::move(root_pin)),
+      runs_(std::move(runs)) {}
 
 bool read_view::holds_writes() const noexcept {
   for (const auto& m : memtables_)
@@ -32,6 +33,18 @@ result<bool> read_view::find(std::string_view tree_key, std::string& out) const 
     if (!e.value) return false;
     out = *e.value;
     return true;
+  }
+  return find_below_memtables(tree_key, out);
+}
+
+result<bool> read_view::find_below_memtables(std::string_view tree_key, std::string& out) const {
+  if (!runs_.empty()) {
+    std::uint64_t h = key_filter::hash_of(tree_key);
+    for (const auto& r : runs_) {
+      auto found = r->find(*store_, policy_, tree_key, h, out);
+      if (!found) return found.error();
+      if (*found != sorted_run::lookup::absent) return *found == sorted_run::lookup::found;
+    }
   }
   return tree::prolly_tree(*store_, policy_).get(root_, tree_key, out);
 }

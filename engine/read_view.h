@@ -1,9 +1,11 @@
 // read_view: an immutable snapshot of one shard, readable from any thread.
 //
 // A view is the shard's committed tree (a root in its node store) plus the
-// writes made since that checkpoint, in the shard's memtables, newest
-// first: the active one up to the sequence of its last durable group, and
-// the one a background checkpoint is applying to the tree, if any, whole.
+// writes made since that checkpoint: in the shard's memtables, newest
+// first (the active one up to the sequence of its last durable group, and
+// the one a background checkpoint is writing, if any, whole), and then in
+// the sorted runs checkpoints wrote and no fold has taken into the tree yet
+// (sorted_run.h), newest first.
 // The shard actor publishes a new view after each group of writes is
 // durable and BEFORE it acknowledges them, so a host thread that saw an
 // acknowledgement and then reads the shard's current view sees that write
@@ -13,8 +15,9 @@
 // the shard goes on inserting into the active one; readers need no lock and
 // never talk to the actor.
 //
-// Invariants: a newer memtable's entry hides the same key in older ones and
-// in the tree; an entry without a value is a deletion.
+// Invariants: a memtable's entry hides the same key in older memtables, in
+// the runs and in the tree, and a run's in older runs and in the tree; an
+// entry without a value is a deletion.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +33,7 @@
 #include "core/hash128.h"
 #include "core/status.h"
 #include "engine/memtable.h"
+#include "engine/sorted_run.h"
 #include "tree/chunker.h"
 #include "tree/node_store.h"
 #include "tree/prolly_tree.h"
@@ -55,9 +59,11 @@ class read_view {
  public:
   // `root_pin` is shared by every view of one root: while any of them lives,
   // the owner's gc keeps that root's nodes (shard.h).
+  // Runs are pins too: the owner keeps the nodes of every run a live view
+  // holds.
   read_view(std::shared_ptr<tree::node_store> store, tree::chunk_policy policy, hash128 root,
             std::vector<memtable_ref> memtables, std::uint64_t sequence,
-            std::shared_ptr<const hash128> root_pin = nullptr);
+            std::shared_ptr<const hash128> root_pin = nullptr, std::vector<run_ptr> runs = {});
 
   // The stored bytes under a tree key: true and `out` set, or false if absent.
   result<bool> find(std::string_view tree_key, std::string& out) const;
@@ -83,11 +89,16 @@ class read_view {
   const tree::chunk_policy& policy() const noexcept { return policy_; }
   // The node store its tree is in (reads are thread-safe).
   const std::shared_ptr<tree::node_store>& store() const noexcept { return store_; }
-  // Newest first; the tree holds everything older.
+  // Newest first; the runs and then the tree hold everything older.
   const std::vector<memtable_ref>& memtables() const noexcept { return memtables_; }
-  // True when a memtable holds a write the view sees: the view is more than
-  // its tree.
+  // Newest first; the tree holds everything older.
+  const std::vector<run_ptr>& runs() const noexcept { return runs_; }
+  // True when a memtable holds a write the view sees: a write not yet
+  // checkpointed (into a run or the tree).
   bool holds_writes() const noexcept;
+  // The stored bytes under a tree key in the runs and the tree alone (the
+  // memtables not looked at): true and `out` set, or false if absent.
+  result<bool> find_below_memtables(std::string_view tree_key, std::string& out) const;
   // The last log sequence whose write this view holds.
   std::uint64_t sequence() const noexcept { return sequence_; }
 
@@ -98,6 +109,7 @@ class read_view {
   std::vector<memtable_ref> memtables_;
   std::uint64_t sequence_;
   std::shared_ptr<const hash128> root_pin_;
+  std::vector<run_ptr> runs_;
 };
 
 }  // namespace magnetite

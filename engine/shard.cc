@@ -28,6 +28,9 @@ status shard_options::validate() const {
         fmt::format("shard option record_cache_share = {}: must be between 0 and 0.9", record_cache_share));
   if (checkpoint_bytes == 0) return status::invalid_argument("shard option checkpoint_bytes must be > 0");
   if (checkpoint_interval.count() <= 0) return status::invalid_argument("shard option checkpoint_interval must be > 0");
+  if (max_sorted_runs > limits::max_sorted_runs)
+    return status::invalid_argument(
+        fmt::format("shard option max_sorted_runs = {}: must be at most {}", max_sorted_runs, limits::max_sorted_runs));
   if (fsync == wal::fsync_policy::interval && fsync_interval.count() <= 0)
     return status::invalid_argument("shard option fsync_interval must be > 0 with the interval policy");
   if (!clock) return status::invalid_argument("shard option clock is empty");
@@ -76,6 +79,12 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   if (recovered->last_commit) {
     root = recovered->last_commit->root;
     s->stamp_bound_ = recovered->last_commit->stamp_bound;
+    tree::rewrite_reads reads(*s->store_);
+    for (const auto& r : recovered->last_commit->runs) {
+      auto run = read_run(reads, s->options_.chunking, r);
+      if (!run) return run.error();
+      s->runs_.push_back(std::move(*run));
+    }
   } else {
     s->stamp_bound_ = stamp{};  // nothing was ever stored
     auto empty = t.empty_root();
@@ -92,15 +101,16 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   s->log_ = std::move(*log);
   s->replication_state_ = recovered->replication_state;
 
-  // The expiry index: the durable entries of the committed tree first, then
-  // the replayed writes move them as they did the first time.
+  // The expiry index: the durable entries of the committed tree and runs
+  // first, then the replayed writes move them as they did the first time.
   std::string corrupt;
-  MAGNETITE_TRY(
-      t.scan(root, std::string(1, keyspace::expiry_tag), keyspace::expiry_end(), false, [&](const tree::entry_view& e) {
+  read_view committed_view(s->store_, s->options_.chunking, root, {}, 0, nullptr, s->runs_);
+  MAGNETITE_TRY(committed_view.scan(
+      std::string(1, keyspace::expiry_tag), keyspace::expiry_end(), [&](std::string_view k, std::string_view) {
         std::uint64_t deadline = 0;
         std::string_view key;
-        if (!keyspace::parse_expiry_key(e.key, deadline, key)) {
-          corrupt = fmt::format("shard {}: malformed expiry entry of {} bytes", s->dir_, e.key.size());
+        if (!keyspace::parse_expiry_key(k, deadline, key)) {
+          corrupt = fmt::format("shard {}: malformed expiry entry of {} bytes", s->dir_, k.size());
           return false;
         }
         s->expiry_.set(key, deadline);
@@ -147,8 +157,14 @@ void shard::publish(hash128 root) {
   std::vector<memtable_ref> tables;
   if (published_ > 0) tables.push_back({active_, published_});
   if (running_) tables.push_back({running_->table, running_->table->latest()});
+  if (!view_ || view_->runs() != runs_) {
+    std::erase_if(published_runs_, [](const auto& w) { return w.expired(); });
+    for (const auto& r : runs_)
+      if (std::none_of(published_runs_.begin(), published_runs_.end(), [&](const auto& w) { return w.lock() == r; }))
+        published_runs_.push_back(r);
+  }
   view_ = std::make_shared<const read_view>(store_, options_.chunking, root, std::move(tables),
-                                            log_ ? log_->last_sequence() : 0, root_pin_);
+                                            log_ ? log_->last_sequence() : 0, root_pin_, runs_);
 }
 
 result<std::shared_ptr<const read_view>> shard::view_at(const hash128& root) {
@@ -178,7 +194,8 @@ result<bool> shard::find_latest(std::string_view tree_key, std::string& out) con
     out = *e.value;
     return true;
   }
-  return tree::prolly_tree(*store_, options_.chunking).get(view_->root(), tree_key, out);
+  // The current view's runs and root are the shard's.
+  return view_->find_below_memtables(tree_key, out);
 }
 
 result<std::optional<ttl::unwrapped>> shard::latest_envelope(std::string_view key, std::string& bytes) {
@@ -397,6 +414,8 @@ status shard::commit_group() {
 
 shard_stats shard::stats() const noexcept {
   shard_stats out = stats_;
+  out.sorted_runs = runs_.size();
+  for (const auto& r : runs_) out.run_entries += r->entries();
   out.log_fsyncs = log_->stats().fsyncs;  // every fsync of the log, opening's included
   return out;
 }

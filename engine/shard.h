@@ -23,16 +23,27 @@
 //
 // Checkpoint: when the active memtable holds checkpoint_bytes, it becomes
 // immutable and a new one takes the writes (begin_checkpoint); the log starts
-// a new segment there. The immutable one is applied to the tree by one batch
-// update, on a thread of its own while writes go on, or at once; the node
-// store is flushed (made durable), and then finish_checkpoint() appends the
-// commit marker (root + node-store position + the last sequence it covers)
-// to the log. Views read the immutable memtable whole until the new root
-// replaces it. Only one checkpoint runs at a time: when the active memtable
+// a new segment there. The immutable one is then, on a thread of its own
+// while writes go on, or at once, either
+// - written as a sorted run (engine/sorted_run.h): a tree of its own entries
+//   only, nothing of the shard's tree read or rewritten, while the runs hold
+//   fewer entries than the tree and number fewer than max_sorted_runs; or
+// - folded, with every run, into the tree in one pass (fold_runs), each
+//   leaf rewritten once for all of them.
+// So the tree's entries at least double from one fold to the next until
+// the run count bounds them, and a write's entry is rewritten in the tree a
+// bounded number of times, however large the tree. The node store is then
+// flushed (made durable), and finish_checkpoint() appends the commit marker
+// (root, the runs, node-store position, the last sequence it covers) to the
+// log. Views read the immutable memtable whole until the new runs or root
+// replace it. Only one checkpoint runs at a time: when the active memtable
 // fills again before the running one ends, the writes wait for it (a stall,
-// counted in stats; relieve_memory). So a shard holds at most two memtables,
-// each about checkpoint_bytes. Recovery (open) replays the frames the last
-// marker does not cover on top of its root.
+// counted in stats; relieve_memory). So a shard holds at most two
+// memtables, each about checkpoint_bytes. checkpoint() (commit, shutdown,
+// gc, ingest, merges) folds everything, so the root it returns holds every
+// write before it. Recovery (open) reads the runs the last marker names
+// back (their filters from their keys) and replays the frames it does not
+// cover.
 //
 // TTL: a write with a time to live stores its ABSOLUTE expiry (clock + ttl,
 // fixed here, once) in the value's envelope and a durable expiry entry in the
@@ -179,8 +190,9 @@ class shard {
   // The active memtable holds checkpoint_bytes (or more).
   bool checkpoint_due() const noexcept { return active_->bytes() >= options_.checkpoint_bytes; }
   // A checkpoint of the writes the current view holds, all of them, before it
-  // returns: commits staged writes, ends a running checkpoint, then
-  // checkpoints the active memtable at once. Returns the new root.
+  // returns: commits staged writes, ends a running checkpoint, then folds
+  // the active memtable and every sorted run into the tree at once. Returns
+  // the new root, which holds every write.
   result<hash128> checkpoint();
   // The steps of a checkpoint that writes go on beside (see the top):
   // begin_checkpoint() commits staged writes, then (if the active memtable
@@ -203,9 +215,6 @@ class shard {
   result<std::optional<hash128>> relieve_memory(bool background, std::function<void()> done = {});
   // Bytes the memtables hold (active and immutable).
   std::size_t memtable_bytes() const noexcept;
-  // A memtable's newest entries, deletions included, in key order: a
-  // checkpoint's edits, viewing its arena.
-  static std::vector<tree::edit_view> edits_of(const memtable& table);
   // Bulk ingest: key i -> value i (user keys strictly increasing, values
   // without a TTL; a key's earlier TTL goes) written straight into the tree,
   // not through the log's frames. The layers are checkpointed first, then the
@@ -325,11 +334,14 @@ class shard {
   void publish(hash128 root);
   // The pin every view of `root` shares, made and listed the first time.
   std::shared_ptr<const hash128> pin_for(const hash128& root);
-  // Applies sorted edits to the current root, flushes the node store, records
-  // the new root in the log's commit marker (in one step) and publishes it
-  // with a new, empty active memtable (it must hold nothing the edits do not,
-  // and no checkpoint may run).
-  result<hash128> commit_to_tree(std::span<const tree::edit_view> edits);
+  // The new root of a checkpoint in one step (none may run): flushes the
+  // node store, records the root in the log's commit marker and publishes it
+  // with no runs and a new, empty active memtable (the root must hold every
+  // write the runs and the active memtable held).
+  result<hash128> commit_to_tree(result<hash128> root);
+  // Whether the running checkpoint's memtable goes into a new run (or, false,
+  // is folded with the runs into the tree): see "Checkpoint" above.
+  result<bool> spill_due(const memtable& frozen) const;
 
   env& env_;
   std::string dir_;
@@ -340,20 +352,31 @@ class shard {
   // durable group, so what is inserted past it is staged.
   std::shared_ptr<memtable> active_ = std::make_shared<memtable>();
   std::uint64_t published_ = 0;
-  // The checkpoint under way (begin_checkpoint), if any: the frozen memtable
-  // and the root it applies to; its thread (background) writes `outcome`,
-  // then sets `ready`, and the owner reads `outcome` only after that (or
-  // after joining the thread).
+  // Sorted runs beside the tree, newest first (the current view's), and
+  // every run a view was handed: while one lives, its nodes are kept.
+  std::vector<run_ptr> runs_;
+  std::vector<std::weak_ptr<const sorted_run>> published_runs_;
+  // The checkpoint under way (begin_checkpoint), if any: the frozen memtable,
+  // the root and runs it began from, and whether it writes a run or folds;
+  // its thread (background) writes `outcome`, then sets `ready`, and the
+  // owner reads `outcome` only after that (or after joining the thread).
   struct running_checkpoint {
     std::shared_ptr<const memtable> table;
     hash128 base;
+    std::vector<run_ptr> base_runs;
+    bool spill = false;
     // The node store's active pack when it began: its nodes are in this pack
     // or later ones (begin_reclaim keeps them out of a cycle's victims).
     std::uint32_t first_pack = 0;
     std::thread worker;
     std::atomic<bool> ready{false};
-    // The new root and the node-store position that covers it.
-    result<std::pair<hash128, std::uint64_t>> outcome = status::failed("the checkpoint's work did not run");
+    // The new root and runs, and the node-store position that covers them.
+    struct done {
+      hash128 root;
+      std::vector<run_ptr> runs;
+      std::uint64_t position = 0;
+    };
+    result<done> outcome = status::failed("the checkpoint's work did not run");
   };
   std::unique_ptr<running_checkpoint> running_;
   // Waits for a running checkpoint's thread and drops the checkpoint

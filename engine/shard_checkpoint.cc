@@ -1,6 +1,6 @@
-// The shard's checkpoints (shard.h, "Checkpoint"): a memtable applied to the
-// tree by one batch update, beside the writes or at once, and bulk ingest,
-// which writes the tree straight.
+// The shard's checkpoints (shard.h, "Checkpoint"): a memtable written as a
+// sorted run, or folded with the runs into the tree, beside the writes or
+// at once; and bulk ingest, which writes the tree straight.
 #include "engine/shard.h"
 
 #include <algorithm>
@@ -12,32 +12,29 @@
 
 namespace magnetite {
 
-namespace {
-
-// A checkpoint's work, on whichever thread: the memtable's newest entries
-// (deletions included) as edits viewing its arena, applied to `base`, then
-// the node store made durable. Touches nothing of the shard but these.
-result<std::pair<hash128, std::uint64_t>> apply_memtable(tree::node_store& store, const tree::chunk_policy& policy,
-                                                         const hash128& base, const memtable& table) {
-  tree::rewrite_reads reads(store);
-  auto root = tree::prolly_tree(reads, policy).apply(base, shard::edits_of(table));
-  if (!root) return root.error();
-  auto position = store.flush();
-  if (!position) return position.error();
-  return std::pair{*root, *position};
-}
-
-}  // namespace
-
 std::size_t shard::memtable_bytes() const noexcept {
   return active_->bytes() + (running_ ? running_->table->bytes() : 0);
 }
 
 bool shard::checkpoint_ready() const noexcept { return running_ && running_->ready.load(std::memory_order_acquire); }
 
+result<bool> shard::spill_due(const memtable& frozen) const {
+  if (runs_.size() >= options_.max_sorted_runs) return false;
+  // Fold once the runs would hold as many entries as the tree: the tree at
+  // least doubles from fold to fold, so each entry is rewritten in it a
+  // bounded number of times (the run count bounds the rest).
+  auto in_tree = tree::prolly_tree(*store_, options_.chunking).count(view_->root());
+  if (!in_tree) return in_tree.error();
+  std::uint64_t in_runs = frozen.entries();
+  for (const auto& r : runs_) in_runs += r->entries();
+  return in_runs < *in_tree;
+}
+
 status shard::begin_checkpoint(bool background, std::function<void()> done) {
   MAGNETITE_TRY(commit_group());
   if (running_ || active_->empty()) return status::ok();
+  auto spill = spill_due(*active_);
+  if (!spill) return fail(spill.error());
   // Everything staged is durable and published: the frozen memtable holds
   // exactly the frames up to the sequence the log's checkpoint covers.
   auto covered = log_->begin_checkpoint();
@@ -45,13 +42,33 @@ status shard::begin_checkpoint(bool background, std::function<void()> done) {
   running_ = std::make_unique<running_checkpoint>();
   running_->table = std::move(active_);
   running_->base = view_->root();
+  running_->base_runs = runs_;
+  running_->spill = *spill;
   running_->first_pack = store_->active_pack();
   store_->journal_reuse(true);  // off when the checkpoint ends, its root then ours
   active_ = std::make_shared<memtable>();
   published_ = 0;
   publish(view_->root());
+  // Touches nothing of the shard but the node store and what running_ holds.
   auto work = [r = running_.get(), store = store_, policy = options_.chunking, done = std::move(done)] {
-    r->outcome = apply_memtable(*store, policy, r->base, *r->table);
+    r->outcome = [&]() -> result<running_checkpoint::done> {
+      tree::rewrite_reads reads(*store);
+      running_checkpoint::done out{r->base, {}, 0};
+      if (r->spill) {
+        auto run = write_run(reads, policy, *r->table);
+        if (!run) return run.error();
+        out.runs.push_back(std::move(*run));
+        out.runs.insert(out.runs.end(), r->base_runs.begin(), r->base_runs.end());
+      } else {
+        auto root = fold_runs(reads, policy, r->base, r->table.get(), r->base_runs);
+        if (!root) return root.error();
+        out.root = *root;
+      }
+      auto position = store->flush();
+      if (!position) return position.error();
+      out.position = *position;
+      return out;
+    }();
     r->ready.store(true, std::memory_order_release);
     if (done) done();
   };
@@ -76,16 +93,19 @@ result<hash128> shard::finish_checkpoint() {
     abandon_checkpoint();
     return fail(outcome.error());
   }
-  auto [root, position] = *outcome;
-  if (status s = log_->commit({root, position, stamp_bound_}); !s) {
+  wal::commit_record marker{outcome->root, outcome->position, stamp_bound_};
+  for (const auto& r : outcome->runs) marker.runs.push_back(r->root());
+  if (status s = log_->commit(marker); !s) {
     abandon_checkpoint();
     return fail(s);
   }
+  ++stats_.checkpoints;
+  ++(running_->spill ? stats_.runs_written : stats_.folds);
   running_.reset();
   store_->journal_reuse(false);
-  ++stats_.checkpoints;
-  publish(root);
-  return root;
+  runs_ = std::move(outcome->runs);
+  publish(outcome->root);
+  return outcome->root;
 }
 
 void shard::abandon_checkpoint() noexcept {
@@ -119,31 +139,22 @@ result<hash128> shard::checkpoint() {
     auto root = finish_checkpoint();
     if (!root) return root;
   }
-  if (active_->empty()) return view_->root();
+  if (active_->empty() && runs_.empty()) return view_->root();
   // Nothing goes on meanwhile: the log's checkpoint in one step.
-  std::shared_ptr<const memtable> table = active_;  // the edits view its arena
-  return commit_to_tree(edits_of(*table));
-}
-
-std::vector<tree::edit_view> shard::edits_of(const memtable& table) {
-  std::vector<tree::edit_view> edits;
-  edits.reserve(table.entries());  // every version: an upper bound
-  memtable::cursor c(table, table.latest());
-  for (c.seek_to_first(); c.valid(); c.next())
-    edits.push_back({c.key(), c.deletion() ? std::nullopt : std::optional<std::string_view>(c.value())});
-  return edits;
-}
-
-result<hash128> shard::commit_to_tree(std::span<const tree::edit_view> edits) {
   tree::rewrite_reads reads(*store_);
-  tree::prolly_tree t(reads, options_.chunking);
-  auto root = t.apply(view_->root(), edits);
+  auto root = commit_to_tree(fold_runs(reads, options_.chunking, view_->root(), active_.get(), runs_));
+  if (root) ++stats_.folds;
+  return root;
+}
+
+result<hash128> shard::commit_to_tree(result<hash128> root) {
   if (!root) return fail(root.error());
   auto position = store_->flush();
   if (!position) return fail(position.error());
   if (status s = log_->commit({*root, *position, stamp_bound_}); !s) return fail(s);
   ++stats_.checkpoints;
   active_ = std::make_shared<memtable>();
+  runs_.clear();
   published_ = 0;
   publish(*root);
   return *root;
@@ -194,7 +205,8 @@ result<hash128> shard::ingest(std::string_view bytes, std::span<const std::uint3
   }
   std::sort(expiries.begin(), expiries.end());
   for (const auto& x : expiries) edits.push_back({x, std::nullopt});
-  auto root = commit_to_tree(edits);
+  tree::rewrite_reads reads(*store_);
+  auto root = commit_to_tree(tree::prolly_tree(reads, options_.chunking).apply(view_->root(), edits));
   if (!root) return root.error();
   if (!expiries.empty())
     for (const auto& [k, v] : writes) expiry_.erase(k);

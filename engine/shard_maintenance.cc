@@ -20,13 +20,18 @@ result<shard_usage> shard::usage(std::span<const hash128> retained) const {
   auto in_tree = t.count_range(v.root(), data_begin, keyspace::data_end());
   if (!in_tree) return in_tree.error();
   out.keys = *in_tree;
-  // The memtables: each data key they hold adds a key the tree lacks, or
-  // removes one it has.
-  if (v.holds_writes()) {
+  // The memtables and runs: each data key they hold adds a key the tree
+  // lacks, or removes one it has.
+  if (v.holds_writes() || !v.runs().empty()) {
     std::string scratch, data_end = keyspace::data_end();
     std::vector<view_source> sources;
     for (const auto& m : v.memtables())
       sources.push_back(view_source::of_memtable(*m.table, m.sequence, data_begin, data_end, scan_direction::forward));
+    for (const auto& r : v.runs()) {
+      auto c = t.seek(r->root(), data_begin);
+      if (!c) return c.error();
+      sources.push_back(view_source::of_tree(std::move(*c), data_begin, data_end, scan_direction::forward, true));
+    }
     merging_cursor<view_source> all(std::move(sources), scan_direction::forward, equal_keys::newest_wins,
                                     deletions::keep);
     for (;;) {
@@ -66,9 +71,13 @@ std::vector<hash128> shard::kept_roots(std::span<const hash128> retained) const 
     if (std::find(roots.begin(), roots.end(), r) == roots.end() && store_->contains(r)) roots.push_back(r);
   };
   for (const auto& r : retained) add(r);
-  // Roots of views still held elsewhere (a host's scan cursor, say).
+  // Roots of views still held elsewhere (a host's scan cursor, say), and
+  // the runs of every view: the current one's among them.
   for (const auto& w : pinned_roots_)
     if (auto pin = w.lock()) add(*pin);
+  for (const auto& r : runs_) add(r->root());
+  for (const auto& w : published_runs_)
+    if (auto run = w.lock()) add(run->root());
   return roots;
 }
 

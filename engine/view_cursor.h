@@ -1,7 +1,7 @@
 // view_cursor: the entries of one read_view in [from, to), forward or
-// backward, pulled one at a time: the view's memtables merged over its tree
-// by a merging_cursor, newest first, a memtable's deletion hiding the key in
-// older memtables and in the tree and then skipped. read_view::scan and
+// backward, pulled one at a time: the view's memtables and sorted runs
+// merged over its tree by a merging_cursor, newest first, a deletion hiding
+// the key in older memtables, runs and the tree and then skipped. read_view::scan and
 // scan_reverse are loops over it; state/ merges it with a handle's buffered
 // writes.
 //
@@ -25,8 +25,9 @@
 namespace magnetite {
 
 // One sorted source of a view, for merging_cursor: a memtable's entries at
-// the view's sequence, or the tree's entries from a cursor, while they stay
-// in range.
+// the view's sequence, or the entries of a tree (the view's, or a sorted
+// run's, whose values are tagged: sorted_run.h) from a cursor, while they
+// stay in range.
 class view_source {
  public:
   // The entries of `m` visible at `sequence` in [from, to) (to empty: no
@@ -47,12 +48,15 @@ class view_source {
     s.settle_table();
     return s;
   }
-  // The tree's entries of [from, to) (to empty: no bound) from `c` on, in
+  // A tree's entries of [from, to) (to empty: no bound) from `c` on, in
   // `dir`'s order. Forward, `c` is on the first entry >= from; backward, on
   // the entry to start from, which counts only if it is below `to`. The
-  // bytes of the bound it stops at must outlive the source.
-  static view_source of_tree(tree::cursor c, std::string_view from, std::string_view to, scan_direction dir) {
+  // bytes of the bound it stops at must outlive the source. `run`: the tree
+  // is a sorted run's, its values tagged (deletions are entries).
+  static view_source of_tree(tree::cursor c, std::string_view from, std::string_view to, scan_direction dir,
+                             bool run = false) {
     view_source s;
+    s.run_ = run;
     s.stride_ = dir == scan_direction::forward ? 1 : -1;
     s.bound_ = s.stride_ > 0 ? to : from;
     s.tree_.emplace(std::move(c));
@@ -64,9 +68,12 @@ class view_source {
 
   bool valid() const noexcept { return valid_; }
   std::string_view key() const { return tree_ ? current_.key : table_->key(); }
-  bool deletion() const noexcept { return !tree_ && table_->deletion(); }
+  bool deletion() const noexcept { return tree_ ? run_ && sorted_run::deletion(current_.value) : table_->deletion(); }
   // The stored bytes (not for a deletion).
-  std::string_view value() const { return tree_ ? current_.value : table_->value(); }
+  std::string_view value() const {
+    if (!tree_) return table_->value();
+    return run_ ? sorted_run::stored(current_.value) : current_.value;
+  }
   status step() {
     if (!tree_) {
       stride_ > 0 ? table_->next() : table_->prev();
@@ -98,9 +105,10 @@ class view_source {
   bool valid_ = false;
   // A memtable: its cursor.
   std::optional<memtable::cursor> table_;
-  // The tree: its cursor, and the entry it is on.
+  // A tree: its cursor, and the entry it is on.
   std::optional<tree::cursor> tree_;
   tree::entry_view current_;
+  bool run_ = false;
 };
 
 class view_cursor {

@@ -21,13 +21,16 @@
 #include "tests/support/crashable_env.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/tree_model.h"
+#include "tests/support/view_contents.h"
 #include "tree/prolly_tree.h"
 #include "ttl/envelope.h"
 #include "wal/recovery.h"
 
 using namespace magnetite;
+using magnetite::testing::kv_map;
 using magnetite::testing::manual_clock;
 using magnetite::testing::must;
+using magnetite::testing::read_all;
 using namespace std::chrono_literals;
 
 namespace {
@@ -722,7 +725,6 @@ TEST_CASE("read view: scan_reverse gives scan's keys in descending order over tr
 
 namespace {
 
-using kv_map = std::map<std::string, std::string>;
 // What one log frame changes, in order: a key and its new value (nullopt: deleted).
 using frame = std::vector<std::pair<std::string, std::optional<std::string>>>;
 
@@ -733,33 +735,6 @@ void apply_frame(kv_map& m, const frame& f) {
     else
       m.erase(k);
   }
-}
-
-// Every live user key a view holds with its value (plain envelopes), read by
-// scan or (backward) by scan_reverse; corruption if the keys do not come in
-// order. No doctest macro: reader threads call it.
-status read_all(const read_view& v, bool backward, kv_map& out) {
-  std::string last;
-  bool in_order = true;
-  auto fn = [&](std::string_view k, std::string_view stored) {
-    std::string uk(keyspace::user_key_of(k));
-    if (!out.empty() && (backward ? !(uk < last) : !(last < uk))) in_order = false;
-    last = uk;
-    out[uk] = std::string(stored.substr(1));
-    return true;
-  };
-  std::string from(1, keyspace::data_tag);
-  status st = backward ? v.scan_reverse(from, keyspace::data_end(), fn) : v.scan(from, keyspace::data_end(), fn);
-  if (!st) return st;
-  if (!in_order) return status::corruption(fmt::format("{} scan out of order", backward ? "reverse" : "forward"));
-  return status::ok();
-}
-
-kv_map read_all(const read_view& v, bool backward = false) {
-  kv_map out;
-  status st = read_all(v, backward, out);
-  REQUIRE_MESSAGE(st.is_ok(), st.to_string());
-  return out;
 }
 
 // A random workload of puts, deletes, batches and CASes against a model: the
@@ -1189,6 +1164,7 @@ TEST_CASE("shard: background checkpoints under random writes read as the model; 
       }
     }
     CHECK(begun >= 10);
+    CHECK(s->stats().runs_written > 0);  // checkpoints wrote sorted runs, and folds took them in
     hash128 root = must(s->checkpoint());
     check_held();
     held.clear();

@@ -77,6 +77,57 @@ TEST_CASE("record: batch, commit and replication state round trip") {
   CHECK(decode_ok(record_type::replication_state, "ballot=7").payload == "ballot=7");
 }
 
+TEST_CASE("record: a marker that names sorted runs round trips as commit_runs, and only whole") {
+  for (bool bounded : {false, true}) {
+    commit_record c{hash128::of("root"), 99};
+    c.covered_sequence = 5;
+    if (bounded) c.stamp_bound = stamp{{3, 1}, 8};
+    for (std::size_t n : {std::size_t{1}, std::size_t{2}, limits::max_sorted_runs}) {
+      c.runs.clear();
+      for (std::size_t i = 0; i < n; ++i) c.runs.push_back(hash128::of(fmt::format("run-{}", i)));
+      REQUIRE(commit_type(c) == record_type::commit_runs);
+      std::string p;
+      encode_commit(p, c);
+      CHECK(p.size() == 1 + n * hash128::byte_size + 32 + (bounded ? stamp::encoded_bytes : 0));
+      CHECK(decode_ok(record_type::commit_runs, p).commit == c);
+      // Each cut and a trailing byte are corruption, and so is the marker
+      // read as a plain commit; but a bounded marker cut before its bound is
+      // the same marker without one (as with a plain commit: the frame's
+      // checksum is what tells a cut payload).
+      for (std::size_t cut = 0; cut < p.size(); ++cut) {
+        auto r = decode_record(record_type::commit_runs, 9, p.substr(0, cut));
+        if (bounded && cut == p.size() - stamp::encoded_bytes) {
+          auto unbounded = c;
+          unbounded.stamp_bound.reset();
+          CHECK(r->commit == unbounded);
+        } else {
+          CHECK(r.error().code() == status_code::corruption);
+        }
+      }
+      CHECK(decode_record(record_type::commit_runs, 9, p + "x").error().code() == status_code::corruption);
+      CHECK(decode_record(record_type::commit, 9, p).error().code() == status_code::corruption);
+    }
+  }
+  // No runs: a plain commit. A count of 0 or above the limit, or no covered
+  // sequence (a version 1 or 2 payload after the roots), is corruption.
+  commit_record plain{hash128::of("root"), 1};
+  CHECK(commit_type(plain) == record_type::commit);
+  std::string tail;
+  encode_commit(tail, plain);  // 24 bytes: no covered sequence
+  std::string root16 = std::string(16, 'r');
+  CHECK(decode_record(record_type::commit_runs, 9, std::string(1, '\1') + root16 + tail).error().code() ==
+        status_code::corruption);
+  plain.covered_sequence = 0;
+  tail.clear();
+  encode_commit(tail, plain);
+  CHECK(decode_ok(record_type::commit_runs, std::string(1, '\1') + root16 + tail).commit.runs.size() == 1);
+  CHECK(decode_record(record_type::commit_runs, 9, std::string(1, '\0') + tail).error().code() ==
+        status_code::corruption);
+  std::string over(1, static_cast<char>(limits::max_sorted_runs + 1));
+  for (std::size_t i = 0; i <= limits::max_sorted_runs; ++i) over += root16;
+  CHECK(decode_record(record_type::commit_runs, 9, over + tail).error().code() == status_code::corruption);
+}
+
 TEST_CASE("record: a batch at the byte limit passes, one byte over is refused") {
   // Four values of max_value_bytes fill max_batch_bytes minus the keys' bytes.
   std::string big(limits::max_value_bytes, 'v');

@@ -472,6 +472,10 @@ void stats(database& db, const command_line& c) {
     sum.groups += s.groups;
     sum.log_fsyncs += s.log_fsyncs;
     sum.checkpoints += s.checkpoints;
+    sum.runs_written += s.runs_written;
+    sum.folds += s.folds;
+    sum.sorted_runs += s.sorted_runs;
+    sum.run_entries += s.run_entries;
     sum.expired += s.expired;
     sum.replayed_records += s.replayed_records;
     for (std::size_t b = 0; b < group_size_buckets; ++b) sum.group_sizes[b] += s.group_sizes[b];
@@ -504,12 +508,14 @@ void stats(database& db, const command_line& c) {
       return fmt::format(
           "\"keys\":{},\"wal_bytes\":{},\"node_bytes\":{},\"cache_hits\":{},\"cache_misses\":{},"
           "\"log_fsyncs\":{},\"node_fsyncs\":{},\"acknowledged_writes\":{},\"groups\":{},"
-          "\"group_sizes\":{},\"checkpoints\":{},\"expired\":{},\"replayed_records\":{},"
+          "\"group_sizes\":{},\"checkpoints\":{},\"runs_written\":{},\"folds\":{},\"sorted_runs\":{},"
+          "\"run_entries\":{},\"expired\":{},\"replayed_records\":{},"
           "\"restarts\":{},\"live_node_bytes\":{},\"space_amplification\":{},"
           "\"reclaimed_bytes\":{},\"reclaim_cycles\":{},\"record_cache_hits\":{}",
           u.keys, u.wal_bytes, u.node_bytes, u.cache_hits, u.cache_misses, s.log_fsyncs, u.node_syncs, s.acknowledged,
-          s.groups, histogram_json(s.group_sizes), s.checkpoints, s.expired, s.replayed_records, r, u.live_node_bytes,
-          amplification_json(u), u.reclaimed_bytes, u.reclaim_cycles, u.record_cache_hits);
+          s.groups, histogram_json(s.group_sizes), s.checkpoints, s.runs_written, s.folds, s.sorted_runs, s.run_entries,
+          s.expired, s.replayed_records, r, u.live_node_bytes, amplification_json(u), u.reclaimed_bytes,
+          u.reclaim_cycles, u.record_cache_hits);
     };
     std::string shards;
     for (std::size_t i = 0; i < st.shards.size(); ++i)

@@ -7,8 +7,9 @@
 //
 //   segment header (40 bytes, little-endian)
 //     0  8  magic "MGNTWAL1"
-//     8  4  format version (3; 1 and 2 are read too: their commit frames
-//           carry no covered sequence, and version 1's no stamp bound)
+//     8  4  format version (4; 1 to 3 are read too: their commit frames
+//           name no sorted runs, 1 and 2's carry no covered sequence, and
+//           version 1's no stamp bound)
 //    12  4  flags (0)
 //    16  8  segment number, equal to the one in the file name
 //    24  8  salt: random, chosen when the segment is created
@@ -48,7 +49,7 @@
 namespace magnetite::wal {
 
 inline constexpr char segment_magic[8] = {'M', 'G', 'N', 'T', 'W', 'A', 'L', '1'};
-inline constexpr std::uint32_t format_version = 3;
+inline constexpr std::uint32_t format_version = 4;
 inline constexpr std::size_t segment_header_size = file_header_size;  // core/file_header.h
 inline constexpr std::size_t frame_header_size = 24;
 inline constexpr std::uint8_t flag_follows_sync = 0x01;
@@ -60,8 +61,14 @@ enum class record_type : std::uint8_t {
   batch = 3,
   commit = 4,
   replication_state = 5,
+  commit_runs = 6,  // a commit marker that names sorted runs too (format version 4)
 };
-inline constexpr std::uint8_t max_record_type = 5;
+inline constexpr std::uint8_t max_record_type = 6;
+
+// Both kinds of commit marker.
+inline constexpr bool is_commit(record_type t) noexcept {
+  return t == record_type::commit || t == record_type::commit_runs;
+}
 
 // No payload is larger than a maximal batch plus its encoding overhead.
 inline constexpr std::size_t max_frame_payload = limits::max_batch_bytes + (8u << 20);

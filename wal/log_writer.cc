@@ -203,7 +203,7 @@ status log_writer::create_segment(std::uint64_t number, const commit_record* mar
   if (marker) {
     std::size_t at = begin_frame(buf);
     encode_commit(buf, *marker);
-    finish_frame(buf, at, salt, seq++, record_type::commit, flags);
+    finish_frame(buf, at, salt, seq++, commit_type(*marker), flags);
     flags = 0;
   }
   if (replication_state_) {
@@ -269,7 +269,7 @@ status log_writer::commit(const commit_record& marker) {
     m.covered_sequence = checkpoint_covered_;
     std::size_t at = begin_frame(pending_);
     encode_commit(pending_, m);
-    finish(at, record_type::commit);
+    finish(at, commit_type(m));
     MAGNETITE_TRY(write_pending());
     MAGNETITE_TRY(fdatasync());
     first_kept = *checkpoint_segment_;

@@ -43,6 +43,13 @@ void encode_batch(std::string& dst, std::span<const mutation_view> batch) {
 }
 
 void encode_commit(std::string& dst, const commit_record& c) {
+  if (!c.runs.empty()) {
+    dst.push_back(static_cast<char>(c.runs.size()));
+    for (const auto& r : c.runs) {
+      auto b = r.to_bytes();
+      dst.append(reinterpret_cast<const char*>(b.data()), b.size());
+    }
+  }
   auto h = c.root.to_bytes();
   dst.append(reinterpret_cast<const char*>(h.data()), h.size());
   put_fixed64_le(dst, c.node_store_length);
@@ -62,6 +69,31 @@ status bad_payload(record_type type, std::uint64_t seq, std::string_view why) {
 }
 
 bool valid_key(std::string_view k) { return !k.empty() && k.size() <= limits::max_key_bytes; }
+
+// A commit payload without runs (format versions 1 to 3).
+result<commit_record> decode_commit(record_type type, std::uint64_t sequence, std::string_view payload) {
+  // The sizes tell the versions apart: 24 and 44 bytes (versions 1 and
+  // 2: no covered sequence), 32 and 52 (version 3); the larger of each
+  // pair carries a stamp bound.
+  constexpr std::size_t v2 = hash128::byte_size + 8, v3 = v2 + 8;
+  std::size_t n = payload.size();
+  if (n != v2 && n != v2 + stamp::encoded_bytes && n != v3 && n != v3 + stamp::encoded_bytes)
+    return bad_payload(type, sequence, "size");
+  const auto* p = reinterpret_cast<const std::uint8_t*>(payload.data());
+  commit_record c;
+  c.root = hash128::from_bytes(p);
+  c.node_store_length = decode_fixed64_le(p + hash128::byte_size);
+  std::size_t at = v2;
+  if (n == v3 || n == v3 + stamp::encoded_bytes) {
+    c.covered_sequence = decode_fixed64_le(p + v2);
+    // A marker covers frames before its own: one that claims its own
+    // number or a later one was not written by a writer.
+    if (*c.covered_sequence >= sequence) return bad_payload(type, sequence, "covered sequence");
+    at = v3;
+  }
+  if (n > at) c.stamp_bound = stamp::decode(p + at);
+  return c;
+}
 
 }  // namespace
 
@@ -107,26 +139,27 @@ result<record> decode_record(record_type type, std::uint64_t sequence, std::stri
       if (!in.empty()) return bad_payload(type, sequence, "trailing bytes");
       return r;
     }
+    case record_type::commit_runs: {
+      // The runs, then a commit payload of version 3 that must say what it covers.
+      std::string_view count_byte;
+      if (!in.get_bytes(1, count_byte)) return bad_payload(type, sequence, "run count");
+      std::size_t count = static_cast<std::uint8_t>(count_byte[0]);
+      if (count == 0 || count > limits::max_sorted_runs) return bad_payload(type, sequence, "run count");
+      std::string_view roots;
+      if (!in.get_bytes(count * hash128::byte_size, roots)) return bad_payload(type, sequence, "run roots");
+      auto marker = decode_commit(type, sequence, in.rest());
+      if (!marker) return marker.error();
+      if (!marker->covered_sequence) return bad_payload(type, sequence, "size");
+      r.commit = std::move(*marker);
+      for (std::size_t i = 0; i < count; ++i)
+        r.commit.runs.push_back(
+            hash128::from_bytes(reinterpret_cast<const std::uint8_t*>(roots.data()) + i * hash128::byte_size));
+      return r;
+    }
     case record_type::commit: {
-      // The sizes tell the versions apart: 24 and 44 bytes (versions 1 and
-      // 2: no covered sequence), 32 and 52 (version 3); the larger of each
-      // pair carries a stamp bound.
-      constexpr std::size_t v2 = hash128::byte_size + 8, v3 = v2 + 8;
-      std::size_t n = payload.size();
-      if (n != v2 && n != v2 + stamp::encoded_bytes && n != v3 && n != v3 + stamp::encoded_bytes)
-        return bad_payload(type, sequence, "size");
-      const auto* p = reinterpret_cast<const std::uint8_t*>(payload.data());
-      r.commit.root = hash128::from_bytes(p);
-      r.commit.node_store_length = decode_fixed64_le(p + hash128::byte_size);
-      std::size_t at = v2;
-      if (n == v3 || n == v3 + stamp::encoded_bytes) {
-        r.commit.covered_sequence = decode_fixed64_le(p + v2);
-        // A marker covers frames before its own: one that claims its own
-        // number or a later one was not written by a writer.
-        if (*r.commit.covered_sequence >= sequence) return bad_payload(type, sequence, "covered sequence");
-        at = v3;
-      }
-      if (n > at) r.commit.stamp_bound = stamp::decode(p + at);
+      auto marker = decode_commit(type, sequence, payload);
+      if (!marker) return marker.error();
+      r.commit = std::move(*marker);
       return r;
     }
     case record_type::replication_state:

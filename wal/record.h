@@ -9,6 +9,9 @@
 //   commit             16-byte root hash (big-endian) | u64 LE node-store length
 //                      [| u64 LE covered sequence, format version 3]
 //                      [| 20-byte stamp bound (core/stamp.h), format version 2]
+//   commit_runs        u8 count (1 .. limits::max_sorted_runs) | count x 16-byte
+//                      run root (big-endian), newest first | a commit payload
+//                      with a covered sequence (32 or 52 bytes): format version 4
 //   replication_state  opaque bytes
 //
 // Invariants: encode_* accept only input that passes the limits (the writer
@@ -58,6 +61,12 @@ struct commit_record {
   // tree; recovery replays the ones above it. Absent (format versions 1 and
   // 2): the frames before the marker's own. The writer sets it.
   std::optional<std::uint64_t> covered_sequence{};
+  // The roots of the sorted runs (engine/sorted_run.h) that hold what the
+  // marker covers beside `root`, newest first: the covered writes are in
+  // the runs and the tree together, a run's entry hiding the same key in
+  // older runs and in the tree. Empty: all of them are in the tree. A marker
+  // with runs is a commit_runs frame.
+  std::vector<hash128> runs{};
   friend bool operator==(const commit_record&, const commit_record&) = default;
 };
 
@@ -78,7 +87,12 @@ status check_batch(std::span<const mutation_view> batch);
 void encode_put(std::string& dst, std::string_view key, std::string_view value);
 void encode_del(std::string& dst, std::string_view key);
 void encode_batch(std::string& dst, std::span<const mutation_view> batch);
+// A commit_runs payload when c names runs (a covered sequence is required
+// then), otherwise a commit payload; commit_type(c) is the frame's type.
 void encode_commit(std::string& dst, const commit_record& c);
+inline record_type commit_type(const commit_record& c) noexcept {
+  return c.runs.empty() ? record_type::commit : record_type::commit_runs;
+}
 
 result<record> decode_record(record_type type, std::uint64_t sequence, std::string_view payload);
 

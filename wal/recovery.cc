@@ -38,14 +38,16 @@ result<std::string> read_range(file& f, std::uint64_t offset, std::size_t n) {
 
 // True if the segment's header is intact and its first frame is a commit marker.
 bool starts_with_commit(segment_file& s) {
-  // The largest commit payload: root, length, covered sequence, stamp bound.
-  constexpr std::size_t commit_bytes = hash128::byte_size + 8 + 8 + stamp::encoded_bytes;
+  // The largest commit payload: the most runs, root, length, covered
+  // sequence, stamp bound.
+  constexpr std::size_t commit_bytes =
+      1 + (limits::max_sorted_runs + 1) * hash128::byte_size + 8 + 8 + stamp::encoded_bytes;
   auto head = read_range(*s.handle, 0, segment_header_size + frame_header_size + commit_bytes);
   if (!head) return false;
   auto h = check_segment_header(*head, s.number, s.path);
   if (!h) return false;
   parsed_frame f = parse_frame(std::string_view(*head).substr(segment_header_size), h->salt);
-  return f.check == frame_check::ok && f.header.type == record_type::commit;
+  return f.check == frame_check::ok && is_commit(f.header.type);
 }
 
 // Looks for an intact frame flagged follows_sync with a sequence number of at
@@ -215,7 +217,8 @@ std::string why_not_next(log_reader::step st, const log_reader& reader, std::opt
 // state is kept aside (the newest wins); the rest is the tail to replay.
 void take_record(record rec, recovered_log& out) {
   switch (rec.type) {
-    case record_type::commit: {
+    case record_type::commit:
+    case record_type::commit_runs: {
       // The frames it covers are in its tree, wherever they lie: a marker
       // of a background checkpoint follows frames written after the ones it
       // covers (format version 3); an older marker covers every frame

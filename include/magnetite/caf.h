@@ -62,7 +62,8 @@ typename Inspector::result_type inspect(Inspector& f, batch_op& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
   return f(caf::meta::type_name("shard_stats"), x.writes, x.acknowledged, x.group_sizes, x.groups, x.checkpoints,
-           x.write_stalls, x.write_stall_ns, x.ingested, x.replayed_records, x.expired, x.log_fsyncs);
+           x.runs_written, x.folds, x.sorted_runs, x.run_entries, x.write_stalls, x.write_stall_ns, x.ingested,
+           x.replayed_records, x.expired, x.log_fsyncs);
 }
 
 template <class Inspector>

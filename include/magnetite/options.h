@@ -55,10 +55,18 @@ struct MAGNETITE_API shard_options {
   // last one hold this many bytes in it (every write, rewrites of a key
   // included), or when the oldest of them is checkpoint_interval old. A
   // shard holds at most two memtables: the active one, and the one a
-  // checkpoint is writing to the tree meanwhile; when the active one fills
-  // before that checkpoint ends, writes wait for it (shard_stats::write_stalls).
+  // checkpoint is writing meanwhile; when the active one fills before that
+  // checkpoint ends, writes wait for it (shard_stats::write_stalls).
   std::size_t checkpoint_bytes = std::size_t{32} << 20;
   std::chrono::milliseconds checkpoint_interval{60'000};
+  // How many sorted runs a shard may keep beside its tree (0 to 64). A
+  // checkpoint writes the memtable as a run of its own (no leaf of the tree
+  // read or rewritten) while the runs hold fewer entries than the tree and
+  // number fewer than this; otherwise it folds the memtable and every run
+  // into the tree in one pass. An explicit checkpoint (commit) always folds.
+  // 0: every checkpoint applies the memtable to the tree. More runs make
+  // loads cheaper and point reads of absent keys a filter probe dearer.
+  std::size_t max_sorted_runs = 8;
   chunk_policy chunking{};
   wall_clock_ns clock = system_now_ns;
   // How long a stamped tombstone left by an expired stamped value is kept

@@ -24,6 +24,13 @@ struct shard_stats {
   std::vector<std::uint64_t> group_sizes = std::vector<std::uint64_t>(group_size_buckets);
   std::uint64_t groups = 0;       // commit_group calls that made writes durable
   std::uint64_t checkpoints = 0;  // ingests' commit markers included
+  // Of those, the ones that wrote their memtable as a sorted run, and the
+  // ones that folded it with every run into the tree; the runs kept now,
+  // and the entries they hold (deletions included).
+  std::uint64_t runs_written = 0;
+  std::uint64_t folds = 0;
+  std::uint64_t sorted_runs = 0;
+  std::uint64_t run_entries = 0;
   // Times the writes waited for a checkpoint because the memtables were full
   // (the active one reached checkpoint_bytes while the one before it was
   // still being written to the tree), and how long in all.

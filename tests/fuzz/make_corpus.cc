@@ -166,6 +166,16 @@ void wal_seeds() {
   seed("wal_recovery", "two-step-checkpoint", recovery_input(16, 0, seg3));
   seed("wal_recovery", "two-step-checkpoint-fixed", recovery_input(1 | 16 | 32, 0, seg3));
 
+  // A two-step checkpoint whose marker names sorted runs (format version 4).
+  MUST(a.w->begin_checkpoint().is_ok());
+  a.puts(40, 2);
+  MUST(a.w->sync().is_ok());
+  wal::commit_record with_runs{hash128::of("root-3"), tree::make_position(1, 12288)};
+  with_runs.runs = {hash128::of("run-2"), hash128::of("run-1")};
+  MUST(a.w->commit(with_runs).is_ok());
+  std::string seg4 = a.segment(3) + a.segment(4);
+  seed("wal_recovery", "checkpoint-with-runs", recovery_input(0, 0, seg4));
+
   // Reserved space after the last frame, and several groups between syncs.
   wal_log b(512, wal::fsync_policy::commit_only);
   for (int i = 0; i < 4; ++i) {
@@ -193,6 +203,12 @@ void wal_seeds() {
   p.clear();
   wal::encode_commit(p, marker);
   seed("wal_record", "commit", rec(wal::record_type::commit, p));
+  p.clear();
+  wal::commit_record runs_marker = marker;
+  runs_marker.covered_sequence = 3;
+  runs_marker.runs = {hash128::of("run-2"), hash128::of("run-1")};
+  wal::encode_commit(p, runs_marker);
+  seed("wal_record", "commit-runs", rec(wal::record_type::commit_runs, p));
   seed("wal_record", "replication-state", rec(wal::record_type::replication_state, "promise:ballot=3"));
   seed("wal_record", "unknown-type", rec(static_cast<wal::record_type>(9), "future"));
 }

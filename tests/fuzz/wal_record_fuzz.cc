@@ -47,7 +47,9 @@ MAGNETITE_FUZZ_TARGET(wal_record) {
       wal::encode_batch(re, views);
       break;
     case wal::record_type::commit:
+    case wal::record_type::commit_runs:
       FUZZ_CHECK(views.empty());
+      FUZZ_CHECK(wal::commit_type(r->commit) == type);
       wal::encode_commit(re, r->commit);
       break;
     case wal::record_type::replication_state:
