@@ -78,11 +78,14 @@ status database_core::start() {
     c.dir = shard_dir(options_.dir, i);
     c.options = options_.shard;
     if (options_.memory_budget) {
-      // A shard's share: half for its node caches, a quarter for each of its
-      // two memtables (the active one and the one a checkpoint is writing).
+      // A shard's share: three quarters for its node caches, an eighth for
+      // each of its two memtables (the active one and the one a checkpoint
+      // is writing). Small memtables cost little since a checkpoint writes
+      // a sorted run rather than rewriting the tree (docs/benchmarks.md,
+      // "Sorted runs").
       std::size_t share = *options_.memory_budget / *options_.shards;
-      c.options.cache_bytes = share / 2;
-      c.options.checkpoint_bytes = share / 4;
+      c.options.cache_bytes = share / 4 * 3;
+      c.options.checkpoint_bytes = share / 8;
     }
     // The database's own actor system runs CAF's real scheduler: a
     // checkpoint's thread may tell the actor when it is done.

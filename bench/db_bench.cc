@@ -6,7 +6,7 @@
 //   db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R]
 //            [--shards N] [--spin-polls N] [--wal-preallocate BYTES]
 //            [--record-cache-share F] [--max-space-amplification F]
-//            [--ops N] [--checkpoint-bytes B] [--reclaim-threads 1|32]
+//            [--max-sorted-runs N] [--ops N] [--checkpoint-bytes B] [--reclaim-threads 1|32]
 //            [--reclaim-turn K] [--order random|sequential] [--values R]
 //            [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]
 //   db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]
@@ -17,7 +17,9 @@
 // it that may hold compressed leaf records, shard_options::record_cache_share,
 // 0 for decoded nodes only; --max-space-amplification F sets
 // shard_options::max_space_amplification, 0 for no reclamation, in the cases
-// that do not set it themselves). RocksDB is otherwise opened as RocksDB's
+// that do not set it themselves; --max-sorted-runs N sets
+// shard_options::max_sorted_runs, 0 for every checkpoint into the tree as
+// before sorted runs). RocksDB is otherwise opened as RocksDB's
 // own db_bench opens it by default (4 KiB blocks, no bloom filter, index and
 // filter blocks outside the cache, level compaction, snappy; open_rocksdb):
 // docs/benchmarks.md has the check against it.
@@ -263,6 +265,7 @@ std::size_t spin_polls = database_options{}.worker_spin_polls;
 std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
 double record_cache_share = shard_options{}.record_cache_share;            // 0: decoded nodes only
 double max_space_amplification = shard_options{}.max_space_amplification;  // 0: no reclamation
+std::size_t max_sorted_runs = shard_options{}.max_sorted_runs;             // 0: every checkpoint into the tree
 std::size_t cache_mib = 1024;
 std::size_t cache_bytes() { return cache_mib << 20; }
 
@@ -646,6 +649,7 @@ database_options db_options(const std::string& dir, bool no_sync = false) {
   o.shard.wal_preallocate = wal_preallocate;
   o.shard.record_cache_share = record_cache_share;
   o.shard.max_space_amplification = max_space_amplification;
+  o.shard.max_sorted_runs = max_sorted_runs;
   o.memory_budget = cache_bytes();  // the same as RocksDB's block cache
   if (no_sync) o.shard.fsync = wal::fsync_policy::interval;
   return o;
@@ -1563,7 +1567,7 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
   fmt::print(stderr,
              "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
              "[--spin-polls N] [--wal-preallocate BYTES] [--record-cache-share F]\n"
-             "                [--max-space-amplification F] [--ops N] [--checkpoint-bytes B]\n"
+             "                [--max-space-amplification F] [--max-sorted-runs N] [--ops N] [--checkpoint-bytes B]\n"
              "                [--reclaim-threads 1|32] [--reclaim-turn K] [--order random|sequential]\n"
              "                [--values RATIO]\n"
              "                [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]\n"
@@ -1610,6 +1614,8 @@ int main(int argc, char** argv) {
       record_cache_share = std::atof(argv[++i]);
     else if (a == "--max-space-amplification" && i + 1 < argc)
       max_space_amplification = std::atof(argv[++i]);
+    else if (a == "--max-sorted-runs" && i + 1 < argc)
+      max_sorted_runs = static_cast<std::size_t>(std::atoll(argv[++i]));
     else if (a == "--rocksdb-readrandom" && i + 1 < argc)
       readrandom_dir = argv[++i];
     else if (a == "--order" && i + 1 < argc) {

@@ -66,7 +66,7 @@ struct MAGNETITE_API shard_options {
   // into the tree in one pass. An explicit checkpoint (commit) always folds.
   // 0: every checkpoint applies the memtable to the tree. More runs make
   // loads cheaper and point reads of absent keys a filter probe dearer.
-  std::size_t max_sorted_runs = 8;
+  std::size_t max_sorted_runs = 16;
   chunk_policy chunking{};
   wall_clock_ns clock = system_now_ns;
   // How long a stamped tombstone left by an expired stamped value is kept
@@ -97,9 +97,10 @@ struct MAGNETITE_API database_options {
   // The memory the database may use for the data it holds, in bytes; nullopt:
   // each shard's node cache is `shard.cache_bytes` and its memtables
   // `shard.checkpoint_bytes` each. When set, the shards share it evenly, and
-  // each shard's share bounds its caches and its write path together: half
-  // for its node caches (shard.cache_bytes is replaced) and a quarter for
-  // each of its two memtables (shard.checkpoint_bytes is replaced), so one
+  // each shard's share bounds its caches and its write path together: three
+  // quarters for its node caches (shard.cache_bytes is replaced) and an
+  // eighth for each of its two memtables (shard.checkpoint_bytes is
+  // replaced), so one
   // number bounds the caches and the memtables whatever the shard count. A
   // writer that would take more waits for a checkpoint (a stall, counted in
   // shard_stats and admission_stats), as RocksDB's write buffer manager makes
