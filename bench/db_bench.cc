@@ -6,7 +6,7 @@
 //   db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R]
 //            [--shards N] [--spin-polls N] [--wal-preallocate BYTES]
 //            [--record-cache-share F] [--max-space-amplification F]
-//            [--max-sorted-runs N] [--ops N] [--checkpoint-bytes B] [--reclaim-threads 1|32]
+//            [--max-sorted-runs N] [--no-peers] [--ops N] [--checkpoint-bytes B] [--reclaim-threads 1|32]
 //            [--reclaim-turn K] [--order random|sequential] [--values R]
 //            [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]
 //   db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]
@@ -19,7 +19,8 @@
 // shard_options::max_space_amplification, 0 for no reclamation, in the cases
 // that do not set it themselves; --max-sorted-runs N sets
 // shard_options::max_sorted_runs, 0 for every checkpoint into the tree as
-// before sorted runs). RocksDB is otherwise opened as RocksDB's
+// before sorted runs; --no-peers makes `load` measure ours alone, no row
+// reported, for A/Bs of those options). RocksDB is otherwise opened as RocksDB's
 // own db_bench opens it by default (4 KiB blocks, no bloom filter, index and
 // filter blocks outside the cache, level compaction, snappy; open_rocksdb):
 // docs/benchmarks.md has the check against it.
@@ -265,6 +266,7 @@ std::size_t spin_polls = database_options{}.worker_spin_polls;
 std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
 double record_cache_share = shard_options{}.record_cache_share;            // 0: decoded nodes only
 double max_space_amplification = shard_options{}.max_space_amplification;  // 0: no reclamation
+bool no_peers = false;  // load: ours alone (A/Bs of our own options)
 std::size_t max_sorted_runs = shard_options{}.max_sorted_runs;             // 0: every checkpoint into the tree
 std::size_t cache_mib = 1024;
 std::size_t cache_bytes() { return cache_mib << 20; }
@@ -1051,6 +1053,10 @@ void load_case(const std::string& base, std::uint64_t keys) {
       random_order ? "random" : "key", value_ratio);
   std::vector<child_result> m;
   for (engine e : {engine::ours, engine::rocksdb}) {
+    if (no_peers && e != engine::ours) {
+      std::filesystem::remove_all(base + "/l");
+      return;
+    }
     std::string dir = base + "/l/" + engine_name(e);
     auto r = in_child([&](std::vector<double>& f) {
       f.push_back(load_engine(e, dir, keys, false));
@@ -1567,7 +1573,7 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
   fmt::print(stderr,
              "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
              "[--spin-polls N] [--wal-preallocate BYTES] [--record-cache-share F]\n"
-             "                [--max-space-amplification F] [--max-sorted-runs N] [--ops N] [--checkpoint-bytes B]\n"
+             "                [--max-space-amplification F] [--max-sorted-runs N] [--no-peers] [--ops N] [--checkpoint-bytes B]\n"
              "                [--reclaim-threads 1|32] [--reclaim-turn K] [--order random|sequential]\n"
              "                [--values RATIO]\n"
              "                [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]\n"
@@ -1614,6 +1620,8 @@ int main(int argc, char** argv) {
       record_cache_share = std::atof(argv[++i]);
     else if (a == "--max-space-amplification" && i + 1 < argc)
       max_space_amplification = std::atof(argv[++i]);
+    else if (a == "--no-peers")
+      no_peers = true;
     else if (a == "--max-sorted-runs" && i + 1 < argc)
       max_sorted_runs = static_cast<std::size_t>(std::atoll(argv[++i]));
     else if (a == "--rocksdb-readrandom" && i + 1 < argc)
