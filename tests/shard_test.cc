@@ -1220,7 +1220,7 @@ void check_checkpoints_after_reopen(fault_env& fe, std::unique_ptr<shard>& s, co
 // write whose group was acknowledged, and of the others a prefix in log order.
 TEST_CASE("shard: a power cut anywhere in a background checkpoint loses no acknowledged write") {
   const std::string nodes_dir = dir + "/nodes", wal_dir = dir + "/wal";
-  int fired = 0, trials = 0;
+  int fired = 0, trials = 0, reopened_with_runs = 0;
   for (int mode_index = 0; mode_index < 5; ++mode_index) {
     bool process_crash = mode_index == 4;
     auto mode = process_crash ? fault_env::unsynced::lose : every_unsynced_mode[mode_index];
@@ -1317,14 +1317,17 @@ TEST_CASE("shard: a power cut anywhere in a background checkpoint loses no ackno
       ++trials;
       fe.clear_faults();
       auto s = must_open(fe, o);
+      reopened_with_runs += s->stats().sorted_runs > 0;  // the marker the cut left named runs
       auto got = contents(*s);
       check_holds_acked(got, w);
       CHECK(must(s->verify({})).problems.empty());
       check_checkpoints_after_reopen(fe, s, o);
     }
   }
-  MESSAGE(fmt::format("{} of {} power cuts fired at a trap", fired, trials));
+  MESSAGE(fmt::format("{} of {} power cuts fired at a trap; {} reopened with sorted runs", fired, trials,
+                      reopened_with_runs));
   CHECK(fired >= trials / 3);
+  CHECK(reopened_with_runs > 0);  // the cuts fell around checkpoints that wrote runs too
 }
 
 // The node store's flush in a background checkpoint fails (its pack's fsync,
