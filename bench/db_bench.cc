@@ -266,7 +266,7 @@ std::size_t spin_polls = database_options{}.worker_spin_polls;
 std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
 double record_cache_share = shard_options{}.record_cache_share;            // 0: decoded nodes only
 double max_space_amplification = shard_options{}.max_space_amplification;  // 0: no reclamation
-bool no_peers = false;  // load: ours alone (A/Bs of our own options)
+bool no_peers = false;                                                     // load: ours alone (A/Bs of our own options)
 std::size_t max_sorted_runs = shard_options{}.max_sorted_runs;             // 0: every checkpoint into the tree
 std::size_t cache_mib = 1024;
 std::size_t cache_bytes() { return cache_mib << 20; }
@@ -1573,7 +1573,8 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
   fmt::print(stderr,
              "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
              "[--spin-polls N] [--wal-preallocate BYTES] [--record-cache-share F]\n"
-             "                [--max-space-amplification F] [--max-sorted-runs N] [--no-peers] [--ops N] [--checkpoint-bytes B]\n"
+             "                [--max-space-amplification F] [--max-sorted-runs N] [--no-peers] [--ops N] "
+             "[--checkpoint-bytes B]\n"
              "                [--reclaim-threads 1|32] [--reclaim-turn K] [--order random|sequential]\n"
              "                [--values RATIO]\n"
              "                [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]\n"
