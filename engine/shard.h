@@ -24,12 +24,16 @@
 // Checkpoint: when the active memtable holds checkpoint_bytes, it becomes
 // immutable and a new one takes the writes (begin_checkpoint); the log starts
 // a new segment there. The immutable one is then, on a thread of its own
-// while writes go on, or at once, either
-// - written as a sorted run (engine/sorted_run.h): a tree of its own entries
-//   only, nothing of the shard's tree read or rewritten, while the runs hold
-//   fewer entries than the tree and number fewer than max_sorted_runs; or
-// - folded, with every run, into the tree in one pass (fold_runs), each
-//   leaf rewritten once for all of them.
+// while writes go on, or at once, (plan_checkpoint)
+// - applied to the tree alone, the runs kept, when all its keys lie above
+//   every key of the tree and the runs (keys written in order: it touches
+//   only the tree's right edge, and no run holds an older version of them);
+// - otherwise written as a sorted run (engine/sorted_run.h): a tree of its
+//   own entries only, nothing of the shard's tree read or rewritten, while
+//   the runs hold fewer entries than the tree and number fewer than
+//   max_sorted_runs;
+// - otherwise folded, with every run, into the tree in one pass
+//   (fold_runs), each leaf rewritten once for all of them.
 // So the tree's entries at least double from one fold to the next until
 // the run count bounds them, and a write's entry is rewritten in the tree a
 // bounded number of times, however large the tree. The node store is then
@@ -339,9 +343,9 @@ class shard {
   // with no runs and a new, empty active memtable (the root must hold every
   // write the runs and the active memtable held).
   result<hash128> commit_to_tree(result<hash128> root);
-  // Whether the running checkpoint's memtable goes into a new run (or, false,
-  // is folded with the runs into the tree): see "Checkpoint" above.
-  result<bool> spill_due(const memtable& frozen) const;
+  // Where a checkpoint puts the frozen memtable: see "Checkpoint" above.
+  enum class checkpoint_plan : std::uint8_t { append, run, fold };
+  result<checkpoint_plan> plan_checkpoint(const memtable& frozen) const;
 
   env& env_;
   std::string dir_;
@@ -357,14 +361,14 @@ class shard {
   std::vector<run_ptr> runs_;
   std::vector<std::weak_ptr<const sorted_run>> published_runs_;
   // The checkpoint under way (begin_checkpoint), if any: the frozen memtable,
-  // the root and runs it began from, and whether it writes a run or folds;
+  // the root and runs it began from, and where it puts the memtable;
   // its thread (background) writes `outcome`, then sets `ready`, and the
   // owner reads `outcome` only after that (or after joining the thread).
   struct running_checkpoint {
     std::shared_ptr<const memtable> table;
     hash128 base;
     std::vector<run_ptr> base_runs;
-    bool spill = false;
+    checkpoint_plan plan = checkpoint_plan::fold;
     // The node store's active pack when it began: its nodes are in this pack
     // or later ones (begin_reclaim keeps them out of a cycle's victims).
     std::uint32_t first_pack = 0;

@@ -18,23 +18,34 @@ std::size_t shard::memtable_bytes() const noexcept {
 
 bool shard::checkpoint_ready() const noexcept { return running_ && running_->ready.load(std::memory_order_acquire); }
 
-result<bool> shard::spill_due(const memtable& frozen) const {
-  if (runs_.size() >= options_.max_sorted_runs) return false;
+result<shard::checkpoint_plan> shard::plan_checkpoint(const memtable& frozen) const {
+  tree::prolly_tree t(*store_, options_.chunking);
+  memtable::cursor first(frozen, frozen.latest());
+  first.seek_to_first();
+  if (first.valid()) {
+    // Above the tree's last key and every run's: an append.
+    auto c = t.last(view_->root());
+    if (!c) return c.error();
+    bool above = !c->valid() || c->current().key < first.key();
+    for (const auto& r : runs_) above = above && r->last_key() < first.key();
+    if (above) return checkpoint_plan::append;
+  }
+  if (runs_.size() >= options_.max_sorted_runs) return checkpoint_plan::fold;
   // Fold once the runs would hold as many entries as the tree: the tree at
   // least doubles from fold to fold, so each entry is rewritten in it a
   // bounded number of times (the run count bounds the rest).
-  auto in_tree = tree::prolly_tree(*store_, options_.chunking).count(view_->root());
+  auto in_tree = t.count(view_->root());
   if (!in_tree) return in_tree.error();
   std::uint64_t in_runs = frozen.entries();
   for (const auto& r : runs_) in_runs += r->entries();
-  return in_runs < *in_tree;
+  return in_runs < *in_tree ? checkpoint_plan::run : checkpoint_plan::fold;
 }
 
 status shard::begin_checkpoint(bool background, std::function<void()> done) {
   MAGNETITE_TRY(commit_group());
   if (running_ || active_->empty()) return status::ok();
-  auto spill = spill_due(*active_);
-  if (!spill) return fail(spill.error());
+  auto plan = plan_checkpoint(*active_);
+  if (!plan) return fail(plan.error());
   // Everything staged is durable and published: the frozen memtable holds
   // exactly the frames up to the sequence the log's checkpoint covers.
   auto covered = log_->begin_checkpoint();
@@ -43,7 +54,7 @@ status shard::begin_checkpoint(bool background, std::function<void()> done) {
   running_->table = std::move(active_);
   running_->base = view_->root();
   running_->base_runs = runs_;
-  running_->spill = *spill;
+  running_->plan = *plan;
   running_->first_pack = store_->active_pack();
   store_->journal_reuse(true);  // off when the checkpoint ends, its root then ours
   active_ = std::make_shared<memtable>();
@@ -54,15 +65,19 @@ status shard::begin_checkpoint(bool background, std::function<void()> done) {
     r->outcome = [&]() -> result<running_checkpoint::done> {
       tree::rewrite_reads reads(*store);
       running_checkpoint::done out{r->base, {}, 0};
-      if (r->spill) {
+      if (r->plan == checkpoint_plan::run) {
         auto run = write_run(reads, policy, *r->table);
         if (!run) return run.error();
         out.runs.push_back(std::move(*run));
         out.runs.insert(out.runs.end(), r->base_runs.begin(), r->base_runs.end());
       } else {
-        auto root = fold_runs(reads, policy, r->base, r->table.get(), r->base_runs);
+        // An append leaves the runs as they are: none holds its keys.
+        bool append = r->plan == checkpoint_plan::append;
+        auto root = fold_runs(reads, policy, r->base, r->table.get(),
+                              append ? std::span<const run_ptr>() : std::span<const run_ptr>(r->base_runs));
         if (!root) return root.error();
         out.root = *root;
+        if (append) out.runs = r->base_runs;
       }
       auto position = store->flush();
       if (!position) return position.error();
@@ -100,7 +115,7 @@ result<hash128> shard::finish_checkpoint() {
     return fail(s);
   }
   ++stats_.checkpoints;
-  ++(running_->spill ? stats_.runs_written : stats_.folds);
+  ++(running_->plan == checkpoint_plan::run ? stats_.runs_written : stats_.folds);
   running_.reset();
   store_->journal_reuse(false);
   runs_ = std::move(outcome->runs);

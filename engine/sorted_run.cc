@@ -89,7 +89,10 @@ result<run_ptr> write_run(tree::node_sink& store, const tree::chunk_policy& poli
   if (!root) return root.error();
   auto entries = t.count(*root);
   if (!entries) return entries.error();
-  return std::make_shared<const sorted_run>(*root, *entries, std::move(filter));
+  memtable::cursor last(table, table.latest());
+  last.seek_to_last();
+  std::string last_key = last.valid() ? std::string(last.key()) : std::string();
+  return std::make_shared<const sorted_run>(*root, *entries, std::move(last_key), std::move(filter));
 }
 
 result<run_ptr> read_run(tree::node_sink& store, const tree::chunk_policy& policy, const hash128& root) {
@@ -97,11 +100,13 @@ result<run_ptr> read_run(tree::node_sink& store, const tree::chunk_policy& polic
   auto entries = t.count(root);
   if (!entries) return entries.error();
   key_filter filter(static_cast<std::size_t>(*entries));
+  std::string last;
   MAGNETITE_TRY(t.scan(root, {}, {}, false, [&](const tree::entry_view& e) {
     filter.add(key_filter::hash_of(e.key));
+    last = e.key;
     return true;
   }));
-  return std::make_shared<const sorted_run>(root, *entries, std::move(filter));
+  return std::make_shared<const sorted_run>(root, *entries, std::move(last), std::move(filter));
 }
 
 result<hash128> fold_runs(tree::node_sink& store, const tree::chunk_policy& policy, const hash128& base,

@@ -48,8 +48,8 @@ using run_ptr = std::shared_ptr<const sorted_run>;
 
 class sorted_run {
  public:
-  sorted_run(hash128 root, std::uint64_t entries, key_filter filter)
-      : root_(root), entries_(entries), filter_(std::move(filter)) {}
+  sorted_run(hash128 root, std::uint64_t entries, std::string last_key, key_filter filter)
+      : root_(root), entries_(entries), last_key_(std::move(last_key)), filter_(std::move(filter)) {}
 
   // A run's value: a deletion, or the stored bytes it tags.
   static bool deletion(std::string_view tagged) noexcept { return tagged.empty(); }
@@ -59,6 +59,8 @@ class sorted_run {
   const hash128& root() const noexcept { return root_; }
   // Entries, deletions included (from the root's child counts).
   std::uint64_t entries() const noexcept { return entries_; }
+  // The largest key it holds (a run is never empty).
+  const std::string& last_key() const noexcept { return last_key_; }
   bool may_contain(std::uint64_t key_hash) const noexcept { return filter_.may_contain(key_hash); }
   std::size_t filter_bytes() const noexcept { return filter_.bytes(); }
 
@@ -72,6 +74,7 @@ class sorted_run {
  private:
   hash128 root_;
   std::uint64_t entries_;
+  std::string last_key_;
   key_filter filter_;
 };
 

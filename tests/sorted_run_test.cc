@@ -124,11 +124,13 @@ TEST_CASE("sorted runs: written beside the tree until they hold as many entries 
   check_reads(*s, model, 600);
 
   // Runs that would hold as many entries as the tree are folded too: a
-  // memtable of more than the tree's entries goes straight in.
+  // memtable of more than the tree's entries (keys among the tree's, so no
+  // append) goes straight in.
   std::uint64_t tree_entries = must(tree::prolly_tree(*s->view()->store(), o.chunking).count(s->view()->root()));
   for (int k = 0; k < static_cast<int>(tree_entries) + 10; ++k) {
-    REQUIRE(s->put(fmt::format("n{:05}", k), "new").is_ok());
-    model[fmt::format("n{:05}", k)] = "new";
+    std::string key = fmt::format("k{:04}x{:05}", k % 600, k);
+    REQUIRE(s->put(key, "new").is_ok());
+    model[key] = "new";
   }
   REQUIRE(s->commit_group().is_ok());
   checkpoint_inline(*s);
@@ -136,6 +138,70 @@ TEST_CASE("sorted runs: written beside the tree until they hold as many entries 
   CHECK(s->stats().sorted_runs == 0);
   CHECK(s->view()->root() == built_root(model, o.chunking));
   check_reads(*s, model, 600);
+}
+
+TEST_CASE("sorted runs: a memtable whose keys all come after every other is applied to the tree, runs kept") {
+  fault_env fe;
+  manual_clock clock;
+  auto o = run_options(clock, 8);
+  auto s = must(shard::open(fe, dir, o));
+  kv_map model;
+  // Keys in order: every checkpoint appends to the tree's right edge.
+  int next = 0;
+  auto write_next = [&](int n) {
+    for (int i = 0; i < n; ++i, ++next) {
+      std::string key = fmt::format("k{:04}", next);
+      REQUIRE(s->put(key, value_of(9, next)).is_ok());
+      model[key] = value_of(9, next);
+    }
+    REQUIRE(s->commit_group().is_ok());
+  };
+  for (int round = 0; round < 4; ++round) {
+    write_next(50);
+    checkpoint_inline(*s);
+    CHECK(s->stats().runs_written == 0);
+    CHECK(s->stats().folds == static_cast<std::uint64_t>(round + 1));
+    CHECK(s->view()->root() == built_root(model, o.chunking));
+  }
+  // A rewrite of old keys makes a run; keys after everything still append,
+  // the run kept beside the tree; one below the run's last key makes a run.
+  std::mt19937_64 rng(5);
+  write_round(*s, model, rng, 10, 30, next);
+  checkpoint_inline(*s);
+  REQUIRE(s->stats().sorted_runs == 1);
+  hash128 before = s->view()->root();
+  write_next(20);
+  checkpoint_inline(*s);
+  CHECK(s->stats().sorted_runs == 1);
+  CHECK(s->stats().runs_written == 1);
+  CHECK(s->view()->root() != before);
+  check_reads(*s, model, next);
+  REQUIRE(s->put("k0000", "below").is_ok());
+  model["k0000"] = "below";
+  write_next(5);
+  checkpoint_inline(*s);
+  CHECK(s->stats().sorted_runs == 2);
+  check_reads(*s, model, next);
+  // Above the tree's last key but not above a run's: a run, not an append
+  // (the tree would take k9000's new value under the run's older one).
+  must(s->checkpoint());
+  for (const char* k : {"k0001", "k9000"}) {
+    REQUIRE(s->put(k, "in-a-run").is_ok());
+    model[k] = "in-a-run";
+  }
+  REQUIRE(s->commit_group().is_ok());
+  checkpoint_inline(*s);
+  REQUIRE(s->stats().sorted_runs == 1);
+  for (const char* k : {"k8000", "k9000"}) {
+    REQUIRE(s->put(k, "newer").is_ok());
+    model[k] = "newer";
+  }
+  REQUIRE(s->commit_group().is_ok());
+  checkpoint_inline(*s);
+  CHECK(s->stats().sorted_runs == 2);
+  CHECK(must(s->get("k9000")) == "newer");
+  check_reads(*s, model, next);
+  CHECK(must(s->checkpoint()) == built_root(model, o.chunking));
 }
 
 TEST_CASE("sorted runs: an explicit checkpoint folds them, and max_sorted_runs 0 never writes one") {

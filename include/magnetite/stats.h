@@ -25,8 +25,9 @@ struct shard_stats {
   std::uint64_t groups = 0;       // commit_group calls that made writes durable
   std::uint64_t checkpoints = 0;  // ingests' commit markers included
   // Of those, the ones that wrote their memtable as a sorted run, and the
-  // ones that folded it with every run into the tree; the runs kept now,
-  // and the entries they hold (deletions included).
+  // ones that applied it to the tree (with every run, or alone when its
+  // keys all came after every other); the runs kept now, and the entries
+  // they hold (deletions included).
   std::uint64_t runs_written = 0;
   std::uint64_t folds = 0;
   std::uint64_t sorted_runs = 0;
