@@ -6,7 +6,8 @@
 //   db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R]
 //            [--shards N] [--spin-polls N] [--wal-preallocate BYTES]
 //            [--record-cache-share F] [--max-space-amplification F]
-//            [--max-sorted-runs N] [--no-peers] [--ops N] [--checkpoint-bytes B] [--reclaim-threads 1|32]
+//            [--max-sorted-runs N] [--no-peers] [--in-process] [--ops N] [--checkpoint-bytes B] [--reclaim-threads
+//            1|32]
 //            [--reclaim-turn K] [--order random|sequential] [--values R]
 //            [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]
 //   db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]
@@ -20,7 +21,9 @@
 // that do not set it themselves; --max-sorted-runs N sets
 // shard_options::max_sorted_runs, 0 for every checkpoint into the tree as
 // before sorted runs; --no-peers makes `load` measure ours alone, no row
-// reported, for A/Bs of those options). RocksDB is otherwise opened as RocksDB's
+// reported, for A/Bs of those options; --in-process runs each engine in
+// this process rather than a child, so heaptrack sees it, and reports no
+// peak RSS). RocksDB is otherwise opened as RocksDB's
 // own db_bench opens it by default (4 KiB blocks, no bloom filter, index and
 // filter blocks outside the cache, level compaction, snappy; open_rocksdb):
 // docs/benchmarks.md has the check against it.
@@ -266,8 +269,12 @@ std::size_t spin_polls = database_options{}.worker_spin_polls;
 std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
 double record_cache_share = shard_options{}.record_cache_share;            // 0: decoded nodes only
 double max_space_amplification = shard_options{}.max_space_amplification;  // 0: no reclamation
-bool no_peers = false;                                                     // load: ours alone (A/Bs of our own options)
-std::size_t max_sorted_runs = shard_options{}.max_sorted_runs;             // 0: every checkpoint into the tree
+// load: ours alone (A/Bs of our own options).
+bool no_peers = false;
+// No child processes: for heaptrack and perf; no peak RSS then.
+bool in_process = false;
+// 0: every checkpoint into the tree, as before sorted runs.
+std::size_t max_sorted_runs = shard_options{}.max_sorted_runs;
 std::size_t cache_mib = 1024;
 std::size_t cache_bytes() { return cache_mib << 20; }
 
@@ -424,6 +431,11 @@ child_result in_child(const std::function<void(std::vector<double>&)>& body) {
   }
   std::fflush(stdout);
   std::fflush(stderr);
+  if (in_process) {
+    child_result r;
+    body(r.figures);
+    return r;
+  }
   pid_t pid = ::fork();
   if (pid < 0) {
     fmt::print(stderr, "db_bench: fork: {}\n", std::strerror(errno));
@@ -1570,15 +1582,16 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
 }
 
 [[noreturn]] void usage() {
-  fmt::print(stderr,
-             "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
-             "[--spin-polls N] [--wal-preallocate BYTES] [--record-cache-share F]\n"
-             "                [--max-space-amplification F] [--max-sorted-runs N] [--no-peers] [--ops N] "
-             "[--checkpoint-bytes B]\n"
-             "                [--reclaim-threads 1|32] [--reclaim-turn K] [--order random|sequential]\n"
-             "                [--values RATIO]\n"
-             "                [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]\n"
-             "       db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]\n");
+  fmt::print(
+      stderr,
+      "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
+      "[--spin-polls N] [--wal-preallocate BYTES] [--record-cache-share F]\n"
+      "                [--max-space-amplification F] [--max-sorted-runs N] [--no-peers] [--in-process] [--ops N] "
+      "[--checkpoint-bytes B]\n"
+      "                [--reclaim-threads 1|32] [--reclaim-turn K] [--order random|sequential]\n"
+      "                [--values RATIO]\n"
+      "                [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]\n"
+      "       db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]\n");
   std::exit(2);
 }
 
@@ -1623,6 +1636,8 @@ int main(int argc, char** argv) {
       max_space_amplification = std::atof(argv[++i]);
     else if (a == "--no-peers")
       no_peers = true;
+    else if (a == "--in-process")
+      in_process = true;
     else if (a == "--max-sorted-runs" && i + 1 < argc)
       max_sorted_runs = static_cast<std::size_t>(std::atoll(argv[++i]));
     else if (a == "--rocksdb-readrandom" && i + 1 < argc)
