@@ -29,8 +29,6 @@ class key_filter {
   void add(std::uint64_t hash) noexcept;
 
   bool may_contain(std::uint64_t hash) const noexcept;
-  // Memory it holds.
-  std::size_t bytes() const noexcept { return bits_.capacity() * sizeof(std::uint64_t); }
 
  private:
   std::vector<std::uint64_t> bits_;  // empty: not filtered

@@ -72,10 +72,10 @@ std::vector<hash128> shard::kept_roots(std::span<const hash128> retained) const 
   };
   for (const auto& r : retained) add(r);
   // Roots of views still held elsewhere (a host's scan cursor, say), and
-  // the runs of every view: the current one's among them.
+  // the runs of every view: the current one's among them (publish lists
+  // every run it hands out).
   for (const auto& w : pinned_roots_)
     if (auto pin = w.lock()) add(*pin);
-  for (const auto& r : runs_) add(r->root());
   for (const auto& w : published_runs_)
     if (auto run = w.lock()) add(run->root());
   return roots;

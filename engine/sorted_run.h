@@ -61,8 +61,6 @@ class sorted_run {
   std::uint64_t entries() const noexcept { return entries_; }
   // The largest key it holds (a run is never empty).
   const std::string& last_key() const noexcept { return last_key_; }
-  bool may_contain(std::uint64_t key_hash) const noexcept { return filter_.may_contain(key_hash); }
-  std::size_t filter_bytes() const noexcept { return filter_.bytes(); }
 
   enum class lookup { absent, deleted, found };
   // The run's entry for a tree key whose key_filter::hash_of is `key_hash`:

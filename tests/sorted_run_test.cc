@@ -77,6 +77,15 @@ void write_round(shard& s, kv_map& model, std::mt19937_64& rng, int round, int w
   REQUIRE(s.commit_group().is_ok());
 }
 
+// Puts `value` under each key, in one group.
+void put_group(shard& s, kv_map& model, std::initializer_list<const char*> keys, const std::string& value) {
+  for (const char* k : keys) {
+    REQUIRE(s.put(k, value).is_ok());
+    model[k] = value;
+  }
+  REQUIRE(s.commit_group().is_ok());
+}
+
 // A checkpoint of the active memtable, its work done on this thread.
 void checkpoint_inline(shard& s) {
   REQUIRE(s.begin_checkpoint(/*background=*/false).is_ok());
@@ -176,8 +185,7 @@ TEST_CASE("sorted runs: a memtable whose keys all come after every other is appl
   CHECK(s->stats().runs_written == 1);
   CHECK(s->view()->root() != before);
   check_reads(*s, model, next);
-  REQUIRE(s->put("k0000", "below").is_ok());
-  model["k0000"] = "below";
+  put_group(*s, model, {"k0000"}, "below");
   write_next(5);
   checkpoint_inline(*s);
   CHECK(s->stats().sorted_runs == 2);
@@ -185,18 +193,10 @@ TEST_CASE("sorted runs: a memtable whose keys all come after every other is appl
   // Above the tree's last key but not above a run's: a run, not an append
   // (the tree would take k9000's new value under the run's older one).
   must(s->checkpoint());
-  for (const char* k : {"k0001", "k9000"}) {
-    REQUIRE(s->put(k, "in-a-run").is_ok());
-    model[k] = "in-a-run";
-  }
-  REQUIRE(s->commit_group().is_ok());
+  put_group(*s, model, {"k0001", "k9000"}, "in-a-run");
   checkpoint_inline(*s);
   REQUIRE(s->stats().sorted_runs == 1);
-  for (const char* k : {"k8000", "k9000"}) {
-    REQUIRE(s->put(k, "newer").is_ok());
-    model[k] = "newer";
-  }
-  REQUIRE(s->commit_group().is_ok());
+  put_group(*s, model, {"k8000", "k9000"}, "newer");
   checkpoint_inline(*s);
   CHECK(s->stats().sorted_runs == 2);
   CHECK(must(s->get("k9000")) == "newer");
