@@ -626,6 +626,10 @@ TEST_CASE(
   // Refused before anything was made: no data directory.
   CHECK_FALSE(std::filesystem::exists(dir / "node1"));
   for (int start = 0; start < 2; ++start) {
+    // The child truncates `out` after the fork: without this the poll below
+    // could see the first start's "listening on" before the second's child
+    // emptied the file (seen once in make test, 2026-12-07).
+    std::filesystem::remove(out);
     pid_t pid = testing::spawn_magnetite(
         {"--data", dir / "node1", "serve", "--node", "1", "--cluster", path, "--insecure"}, out);
     bool listening = testing::poll_until([&] { return slurp(out).find("listening on") != std::string::npos; },
