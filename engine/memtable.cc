@@ -91,6 +91,7 @@ memtable::memtable() : next_block_bytes_(first_block_bytes) {
   char* at = allocate(node::size_for(max_height, 0));
   head_ = new (at) node{0, 0, 0, max_height, {}};
   for (int l = 0; l < max_height; ++l) new (&head_->next_[l]) std::atomic<node*>(nullptr);
+  for (auto& f : finger_) f = head_;
 }
 
 // Nodes are trivially destructible; the blocks go with blocks_.
@@ -195,8 +196,11 @@ std::uint64_t memtable::insert(std::string_view prefix, std::string_view key, st
   // (key, seq), which no node equals.
   const node* before[max_height];
   std::string_view whole(bytes, key_size);
-  find_greater_or_equal(whole, seq, before);
   int old_height = height_.load(std::memory_order_relaxed);
+  if (last_ && last_->before(whole, seq))
+    find_from_finger(whole, seq, old_height, before);
+  else
+    find_greater_or_equal(whole, seq, before);
   if (height > old_height) {
     for (int l = old_height; l < height; ++l) before[l] = head_;
     // A reader that sees the new height before the links finds null at the
@@ -208,7 +212,43 @@ std::uint64_t memtable::insert(std::string_view prefix, std::string_view key, st
     new (&n->next_[l]) std::atomic<node*>(b->next_[l].load(std::memory_order_relaxed));
     b->next_[l].store(n, std::memory_order_release);
   }
+  last_ = n;
+  for (int l = 0; l < max_height; ++l) finger_[l] = l < height ? n : l < old_height ? before[l] : head_;
   return seq;
+}
+
+void memtable::find_from_finger(std::string_view key, std::uint64_t seq, int height,
+                                const node** before) const noexcept {
+  // The lowest level whose finger node's successor is not before the entry:
+  // the finger brackets it there, and so at every level above (a finger node
+  // at a higher level is at or before the one below it, and its successor at
+  // or after that one's). Nearby keys stop low, so the search walks down from
+  // close by instead of from the head.
+  int level = 0;
+  while (level < height - 1) {
+    const node* next = finger_[level]->next(level);
+    if (!next || !next->before(key, seq)) break;
+    ++level;
+  }
+  for (int l = level + 1; l < height; ++l) before[l] = finger_[l];
+  const node* x = finger_[level];
+  for (;;) {
+    const node* next = x->next(level);
+    if (next && next->before(key, seq)) {
+      x = next;
+    } else {
+      before[level] = x;
+      if (level == 0) return;
+      --level;
+    }
+  }
+}
+
+bool memtable::levels_in_order() const noexcept {
+  for (int l = 0; l < height_.load(std::memory_order_relaxed); ++l)
+    for (const node* x = head_->next(l); x && x->next(l); x = x->next(l))
+      if (!x->before(x->next(l)->key(), x->next(l)->seq)) return false;
+  return true;
 }
 
 memtable::lookup memtable::find(std::string_view key, std::uint64_t at) const noexcept {

@@ -318,7 +318,13 @@ result<std::uint64_t> shard::log_and_stage(std::span<const batch_write> writes,
   // The log checks the batch's own limits (count, bytes) before taking it.
   auto seq = log_->append_batch(views);
   if (!seq) return seq.error().code() == status_code::invalid_argument ? seq.error() : fail(seq.error());
-  for (std::size_t i = 0; i < writes.size(); ++i) MAGNETITE_TRY(stage(writes[i].key, stored[i]));
+  // Staged in key order (a key's writes in batch order, so the last still
+  // wins): the memtable's inserts then each start from the one before.
+  std::vector<std::uint32_t> order(writes.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+  auto by_key = [&](std::uint32_t a, std::uint32_t b) { return writes[a].key < writes[b].key; };
+  if (!std::is_sorted(order.begin(), order.end(), by_key)) std::stable_sort(order.begin(), order.end(), by_key);
+  for (std::uint32_t i : order) MAGNETITE_TRY(stage(writes[i].key, stored[i]));
   return *seq;
 }
 
