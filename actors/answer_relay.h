@@ -9,16 +9,26 @@
 // which at 30 writes a group kept the log idle for longer than its fsync), and
 // the wake-ups spread over the host threads and cores.
 //
-// Invariants: every waiter of a released group is woken exactly once by
-// someone (the actor for the first, its parent in the tree for the others),
-// whether or not it was already awake; an answer is complete before its
-// `ready` flag is set; a waiter's children's flags are set before its own, so
-// a waiter that finds its flag set can relay at once.
+// A waiter may spin for a while before it sleeps (database_options::
+// writer_spin, when it is the only writer blocked): then the answer usually
+// finds it awake, and no one needs to wake it. A waiter says it sleeps
+// (`sleeping`) before its last look at `ready`; whoever answers it sets
+// `ready` before looking at `sleeping`; both sequentially consistent, so at
+// least one of the two sees the other's store: either the waiter sees its
+// answer and does not sleep, or it is woken. A FUTEX_WAKE that finds no one
+// asleep would cost the actor a syscall (and an IPI on a VM) for nothing.
+//
+// Invariants: every waiter of a released group that sleeps is woken by
+// someone (the actor for the first, its parent in the tree for the others);
+// an answer is complete before its `ready` flag is set; a waiter's children's
+// flags are set before its own, so a waiter that finds its flag set can relay
+// at once.
 // A waiter keeps its group alive until it has woken its children, and drops it
 // then, which breaks the group <-> waiter cycle.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -30,8 +40,9 @@ namespace magnetite {
 
 class host_wait {
  public:
-  // Host thread: blocks until answered, then wakes its part of the group.
-  void wait();
+  // Host thread: blocks until answered (spinning for up to `spin` first,
+  // then sleeping), then wakes its part of the group.
+  void wait(std::chrono::nanoseconds spin = {});
   // Answers this waiter alone (an error before any group, say) and wakes it.
   void answer_now(const status& s, cas_outcome o = {});
 
@@ -47,6 +58,9 @@ class host_wait {
   std::shared_ptr<group> group_;  // set with the answer, dropped after relaying
   std::size_t index_ = 0;
   std::atomic<std::uint32_t> ready_{0};  // the futex word: 1 once answered
+  std::atomic<bool> sleeping_{false};    // set before the waiter's last look at ready_
+  // Called after w's ready_ is set: wakes w if it sleeps or is about to.
+  static void wake(host_wait& w);
   static_assert(sizeof(std::atomic<std::uint32_t>) == 4 && std::atomic<std::uint32_t>::is_always_lock_free);
 };
 

@@ -239,7 +239,9 @@ result<cas_outcome> database_core::submit(prepared p) {
     return status::io_error("shard unavailable: it has no actor", status_category::transient);
   }
   caf::anon_send(handle, host_atom::value, std::move(r));
-  w->wait();
+  bool alone = blocked_writers_.fetch_add(1, std::memory_order_relaxed) == 0;
+  w->wait(alone ? options_.writer_spin : std::chrono::microseconds(0));
+  blocked_writers_.fetch_sub(1, std::memory_order_relaxed);
   budget.release(cost);
   if (!w->result()) return w->result();
   return w->outcome();

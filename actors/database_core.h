@@ -55,6 +55,7 @@ struct core_options : private database_options {
   using database_options::validate;
   using database_options::warn;
   using database_options::worker_spin_polls;
+  using database_options::writer_spin;
   // The host's actor system, or null: the database makes its own.
   caf::actor_system* system = nullptr;
   // The shards are replicas of a cluster (replication/): the transaction
@@ -227,6 +228,9 @@ class database_core final : public state_storage {
   std::unique_ptr<caf::actor_system> own_system_;
   caf::actor_system* system_ = nullptr;
   std::vector<std::shared_ptr<shard_slot>> slots_;
+  // Host threads blocked in submit(); one alone spins for its answer
+  // (database_options::writer_spin).
+  std::atomic<int> blocked_writers_{0};
   std::shared_ptr<shard_supervision> supervision_;
   // commit, verify and gc run one at a time: a gc between a commit's shard
   // checkpoints and its CHECKPOINTS line could drop a root the line then names.

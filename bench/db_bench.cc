@@ -4,7 +4,7 @@
 // amplification under overwrites (issue 19).
 //
 //   db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R]
-//            [--shards N] [--spin-polls N] [--wal-preallocate BYTES]
+//            [--shards N] [--spin-polls N] [--writer-spin US] [--wal-preallocate BYTES]
 //            [--record-cache-share F] [--max-space-amplification F]
 //            [--max-sorted-runs N] [--no-peers] [--in-process] [--ops N] [--checkpoint-bytes B] [--reclaim-threads
 //            1|32]
@@ -26,7 +26,8 @@
 // peak RSS). RocksDB is otherwise opened as RocksDB's
 // own db_bench opens it by default (4 KiB blocks, no bloom filter, index and
 // filter blocks outside the cache, level compaction, snappy; open_rocksdb):
-// docs/benchmarks.md has the check against it.
+// docs/benchmarks.md has the check against it. --writer-spin US sets
+// database_options::writer_spin (0: a lone writer sleeps for its answer).
 //
 // Cases (16-byte keys, 100-byte values). Values compress to about half their
 // size, as RocksDB's db_bench makes them by default (--compression_ratio
@@ -266,6 +267,7 @@ const char* verdict(bool met) { return met ? "PASS" : "MISS"; }
 
 std::size_t shard_count = 2;
 std::size_t spin_polls = database_options{}.worker_spin_polls;
+std::chrono::microseconds writer_spin = database_options{}.writer_spin;
 std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
 double record_cache_share = shard_options{}.record_cache_share;            // 0: decoded nodes only
 double max_space_amplification = shard_options{}.max_space_amplification;  // 0: no reclamation
@@ -660,6 +662,7 @@ database_options db_options(const std::string& dir, bool no_sync = false) {
   o.dir = dir;
   o.shards = shard_count;
   o.worker_spin_polls = spin_polls;
+  o.writer_spin = writer_spin;
   o.shard.wal_preallocate = wal_preallocate;
   o.shard.record_cache_share = record_cache_share;
   o.shard.max_space_amplification = max_space_amplification;
@@ -1585,7 +1588,7 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
   fmt::print(
       stderr,
       "usage: db_bench [--dir D] [--seconds S] [--keys N] [--cache-mib M] [--rounds R] [--shards N] "
-      "[--spin-polls N] [--wal-preallocate BYTES] [--record-cache-share F]\n"
+      "[--spin-polls N] [--writer-spin US] [--wal-preallocate BYTES] [--record-cache-share F]\n"
       "                [--max-space-amplification F] [--max-sorted-runs N] [--no-peers] [--in-process] [--ops N] "
       "[--checkpoint-bytes B]\n"
       "                [--reclaim-threads 1|32] [--reclaim-turn K] [--order random|sequential]\n"
@@ -1628,6 +1631,8 @@ int main(int argc, char** argv) {
       shard_count = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--spin-polls" && i + 1 < argc)
       spin_polls = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--writer-spin" && i + 1 < argc)
+      writer_spin = std::chrono::microseconds(std::strtoll(argv[++i], nullptr, 10));
     else if (a == "--wal-preallocate" && i + 1 < argc)
       wal_preallocate = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--record-cache-share" && i + 1 < argc)

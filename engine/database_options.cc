@@ -35,6 +35,9 @@ status database_options::validate() const {
   if (admission_requests < 16)
     return status::invalid_argument(
         fmt::format("database option admission_requests = {}: must be at least 16", admission_requests));
+  if (writer_spin.count() < 0 || writer_spin > std::chrono::milliseconds(100))
+    return status::invalid_argument(
+        fmt::format("database option writer_spin = {} us: must be 0..100000", writer_spin.count()));
   if (restart_backoff.count() <= 0) return status::invalid_argument("database option restart_backoff must be > 0");
   if (restart_window.count() <= 0) return status::invalid_argument("database option restart_window must be > 0");
   return shard.validate();

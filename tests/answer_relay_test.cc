@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -14,9 +15,10 @@
 
 using namespace magnetite;
 
-TEST_CASE("answer relay: every waiter of every group wakes with its own answer") {
-  constexpr int threads = 24;
-  constexpr int rounds = 2000;
+namespace {
+// `threads` host threads, each `rounds` writes; thread t spins for spin_of(t)
+// before it sleeps on each answer.
+void run_groups(int threads, int rounds, const std::function<std::chrono::nanoseconds(int)>& spin_of) {
   std::mutex mu;
   std::condition_variable queued;
   std::vector<std::pair<std::shared_ptr<host_wait>, int>> queue;  // the "mailbox"
@@ -32,7 +34,7 @@ TEST_CASE("answer relay: every waiter of every group wakes with its own answer")
           queue.push_back({w, t});
         }
         queued.notify_one();
-        w->wait();
+        w->wait(spin_of(t));
         if (w->result().is_ok()) {
           if (w->outcome().current != std::to_string(t)) ++wrong;
         } else {
@@ -77,6 +79,69 @@ TEST_CASE("answer relay: every waiter of every group wakes with its own answer")
   CHECK(failed_answers.load() > 0);
   CHECK(relay.empty());
   MESSAGE(groups << " groups for " << threads * rounds << " answers");
+}
+}  // namespace
+
+TEST_CASE("answer relay: every waiter of every group wakes with its own answer") {
+  run_groups(24, 2000, [](int) { return std::chrono::nanoseconds(0); });
+}
+
+// Spinners mixed with sleepers: a spin that ends just as its answer comes is
+// the race between the waiter's `sleeping` and the answer's `ready`; a waiter
+// lost there never wakes, and the run stops.
+TEST_CASE("answer relay: waiters that spin first, for no time, briefly or long, all wake") {
+  run_groups(12, 2000, [](int t) {
+    switch (t % 4) {
+      case 0:
+        return std::chrono::nanoseconds(0);
+      case 1:
+        return std::chrono::nanoseconds(std::chrono::microseconds(2));
+      case 2:
+        return std::chrono::nanoseconds(std::chrono::microseconds(40));
+      default:
+        return std::chrono::nanoseconds(std::chrono::milliseconds(2));
+    }
+  });
+}
+
+// One writer alone, as a lone host thread with writer_spin waits: each answer
+// lands while it spins, or after its spin ran out and it went to sleep.
+TEST_CASE("answer relay: a lone spinning waiter is answered in and after its spin") {
+  for (auto spin : {std::chrono::microseconds(1), std::chrono::microseconds(50), std::chrono::microseconds(100'000)}) {
+    std::atomic<int> good{0};
+    constexpr int rounds = 3000;
+    std::mutex mu;
+    std::condition_variable queued;
+    std::shared_ptr<host_wait> pending;
+    std::thread host([&] {
+      for (int r = 0; r < rounds; ++r) {
+        auto w = std::make_shared<host_wait>();
+        {
+          std::lock_guard lk(mu);
+          pending = w;
+        }
+        queued.notify_one();
+        w->wait(spin);
+        if (w->result().is_ok() && w->outcome().current == std::to_string(r)) ++good;
+      }
+    });
+    answer_relay relay;
+    for (int r = 0; r < rounds; ++r) {
+      std::shared_ptr<host_wait> w;
+      {
+        std::unique_lock lk(mu);
+        REQUIRE(queued.wait_for(lk, std::chrono::seconds(30), [&] { return pending != nullptr; }));
+        w = std::move(pending);
+        pending = nullptr;
+      }
+      // Every few rounds the answer comes late, so short spins end first.
+      if (r % 5 == 0) std::this_thread::yield();
+      relay.add(std::move(w), cas_outcome::refused(std::to_string(r)));
+      relay.release(status::ok());
+    }
+    host.join();
+    CHECK(good.load() == rounds);
+  }
 }
 
 TEST_CASE("answer relay: a waiter answered alone, before or after it sleeps, wakes") {

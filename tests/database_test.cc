@@ -6,8 +6,9 @@
 #include <condition_variable>
 #include <fstream>
 #include <iterator>
-#include <mutex>
+#include <latch>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
@@ -23,9 +24,7 @@ using namespace std::chrono_literals;
 using magnetite::testing::must_open;
 using magnetite::testing::options_for;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("database: writes from host threads are durable when acknowledged and visible to get at once") {
   testing::temp_dir d("db");
@@ -432,7 +431,7 @@ TEST_CASE("database: gc keeps the snapshot an open scan cursor reads, whatever w
   for (const auto& s : g.shards) reclaimed += s.bytes_reclaimed;
   CHECK(reclaimed > 0);
   int n = 0;
-  for (auto more = cursor.next(); ; more = cursor.next()) {
+  for (auto more = cursor.next();; more = cursor.next()) {
     REQUIRE_MESSAGE(more.is_ok(), more.error().to_string());
     if (!*more) break;
     CHECK(cursor.key() == fmt::format("k{:03}", n));
@@ -595,8 +594,56 @@ TEST_CASE("database: stats count the misses the record cache answers; with share
       misses += u.cache_misses;
     }
     CHECK(misses > 0);
-    if (share > 0) CHECK(record_hits > 0);
-    else CHECK(record_hits == 0);
+    if (share > 0)
+      CHECK(record_hits > 0);
+    else
+      CHECK(record_hits == 0);
     CHECK(record_hits <= misses);
+  }
+}
+
+// database_options::writer_spin: a lone blocked writer spins for its answer
+// before it sleeps. Held inside its write for longer than its spin (the
+// before_write hook), it must still wake with its answer; released at once,
+// it is answered while spinning; two writers at once both sleep and both
+// wake. A spin below 0 or above 100 ms is refused at open, naming the option.
+TEST_CASE("database: a lone writer's spin, run out or not, ends with its answer; bad spins are refused") {
+  testing::temp_dir d("db");
+  for (auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(1), std::chrono::microseconds(100'000)}) {
+    std::latch released{1};
+    std::atomic<bool> inside{false};
+    auto o = options_for(d.path() + fmt::format("/spin-{}", spin.count()), 1);
+    o.writer_spin = spin;
+    o.before_write = [&](const std::string& key) {
+      if (key != "hold") return;
+      inside = true;
+      released.wait();
+    };
+    auto db = must_open(o);
+    std::atomic<bool> answered{false};
+    std::thread writer([&] {
+      CHECK(db->put("hold", "v").is_ok());
+      answered = true;
+    });
+    REQUIRE(testing::poll_until([&] { return inside.load(); }, 30s));
+    CHECK_FALSE(answered.load());  // the shard holds it: no answer yet
+    released.count_down();
+    writer.join();
+    CHECK(answered.load());
+    for (int i = 0; i < 200; ++i) REQUIRE(db->put(fmt::format("k{}", i), "x").is_ok());
+    std::thread second([&] { CHECK(db->put("other", "y").is_ok()); });
+    CHECK(db->put("one", "z").is_ok());
+    second.join();
+    CHECK(db->get("hold").value() == std::optional<std::string>("v"));
+    CHECK(db->get("k199").value() == std::optional<std::string>("x"));
+    CHECK(db->get("other").value() == std::optional<std::string>("y"));
+  }
+  for (auto bad : {std::chrono::microseconds(-1), std::chrono::microseconds(100'001)}) {
+    auto o = options_for(d.path() + "/bad", 1);
+    o.writer_spin = bad;
+    auto db = open_database(o);
+    REQUIRE_FALSE(db.is_ok());
+    CHECK(db.error().code() == status_code::invalid_argument);
+    CHECK(db.error().message().find("writer_spin") != std::string::npos);
   }
 }

@@ -119,6 +119,15 @@ struct MAGNETITE_API database_options {
   // runs the database in its own actor system (<magnetite/caf.h>) sets its
   // system's value itself.
   std::size_t worker_spin_polls = 20'000;
+  // How long a host thread blocked on a write spins for its answer before it
+  // sleeps, when it is the only host thread so blocked (with more, every one
+  // sleeps at once and the group's fsync answers them together). A lone
+  // writer waits for one fdatasync a write; spinning through it spares the
+  // shard actor the futex wake-up and the writer the wait to be scheduled,
+  // about a quarter of a durable write's time on this VM (docs/benchmarks.md),
+  // at the cost of one core busy while that writer waits. 0: always sleep.
+  // At most 100 ms.
+  std::chrono::microseconds writer_spin{500};
   // Bounded admission (docs/embedding.md, "Bounded admission"): the writes
   // accepted and not yet answered (in a shard's mailbox, staged, waiting for
   // their group's fsync) hold at most admission_bytes, counting each
