@@ -264,7 +264,8 @@ status node_store::append_records(std::span<const pending_record> records) {
   written_size_ = at;
   {
     std::unique_lock sl(state_mu_);
-    for (const auto& e : entries) index_.insert_or_assign(e.hash, node_location{active_->number, e.offset, e.length});
+    for (const auto& e : entries)
+      index_.insert_or_assign(e.hash, node_location{.offset = e.offset, .pack = active_->number, .length = e.length});
   }
   unsynced_entries_.insert(unsynced_entries_.end(), entries.begin(), entries.end());
   return status::ok();

@@ -55,7 +55,7 @@ status node_store::gc_output::add(const hash128& h, const stored_record& rec) {
   auto len = static_cast<std::uint32_t>(record_header_size + rec.payload.size());
   encode_record(buf_, o.p->salt, h, rec.flags, rec.payload, static_cast<std::uint32_t>(rec.raw.size()));
   o.entries.push_back({h, o.size, len});
-  index.emplace(h, node_location{o.p->number, o.size, len});
+  index.emplace(h, node_location{.offset = o.size, .pack = o.p->number, .length = len});
   o.size += len;
   if (buf_.size() >= io_chunk) MAGNETITE_TRY(write_out());
   return status::ok();

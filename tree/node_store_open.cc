@@ -327,7 +327,8 @@ status node_store::rewrite_indexes(const std::vector<recovered_pack>& live, std:
 status node_store::adopt_recovered(const std::vector<recovered_pack>& live, std::optional<std::uint64_t> keep) {
   for (const auto& lp : live) {
     lp.p->sealed_size = lp.limit;
-    for (const auto& e : lp.entries) index_.emplace(e.hash, node_location{lp.p->number, e.offset, e.length});
+    for (const auto& e : lp.entries)
+      index_.emplace(e.hash, node_location{.offset = e.offset, .pack = lp.p->number, .length = e.length});
     packs_[lp.p->number] = lp.p;
   }
   report_.packs = live.size();
