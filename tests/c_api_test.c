@@ -152,6 +152,18 @@ static void test_errors(void) {
   magnetite_options_set_memory_budget(o, 0);
   magnetite_options_set_fsync(o, 9, 0);
   FAILS(magnetite_open(dir, o, &db), MAGNETITE_INVALID_ARGUMENT, MAGNETITE_PERMANENT, "fsync policy 9");
+  magnetite_options_set_fsync(o, MAGNETITE_FSYNC_ALWAYS, 0);
+  magnetite_options_set_writer_spin(o, 100001);
+  FAILS(magnetite_open(dir, o, &db), MAGNETITE_INVALID_ARGUMENT, MAGNETITE_PERMANENT, "writer_spin");
+  CHECK(db == NULL);
+  /* No spin at all: a lone writer sleeps at once and still gets its answer. */
+  magnetite_options_set_writer_spin(o, 0);
+  OK(magnetite_open(dir, o, &db));
+  if (db) {
+    OK(magnetite_put(db, "spun", 4, "no", 2, 0));
+    magnetite_close(db);
+    db = NULL;
+  }
   magnetite_options_free(o);
   CHECK(db == NULL);
 }

@@ -393,6 +393,9 @@ void magnetite_options_set_fsync(magnetite_options* o, int policy, uint32_t inte
 void magnetite_options_set_retained_checkpoints(magnetite_options* o, size_t n) {
   if (o) o->o.retained_checkpoints = n;
 }
+void magnetite_options_set_writer_spin(magnetite_options* o, uint32_t microseconds) {
+  if (o) o->o.writer_spin = std::chrono::microseconds(microseconds);
+}
 
 magnetite_error* magnetite_open(const char* dir, const magnetite_options* options, magnetite_db** out) {
   return guarded([&, fn = __func__]() -> magnetite_error* {

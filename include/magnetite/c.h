@@ -109,6 +109,10 @@ MAGNETITE_C_API void magnetite_options_set_memory_budget(magnetite_options* o, u
 /* policy: a magnetite_fsync; another value makes magnetite_open refuse. */
 MAGNETITE_C_API void magnetite_options_set_fsync(magnetite_options* o, int policy, uint32_t interval_ms);
 MAGNETITE_C_API void magnetite_options_set_retained_checkpoints(magnetite_options* o, size_t n);
+/* How long a thread that is the only one blocked on a write spins for its
+ * answer before it sleeps (database_options::writer_spin; 500 by default).
+ * 0: it sleeps at once. Above 100 000 open refuses. */
+MAGNETITE_C_API void magnetite_options_set_writer_spin(magnetite_options* o, uint32_t microseconds);
 
 typedef struct magnetite_db magnetite_db;
 
