@@ -24,8 +24,6 @@ using namespace std::chrono_literals;
 using magnetite::testing::must_open;
 using magnetite::testing::options_for;
 
-namespace {}  // namespace
-
 TEST_CASE("database: writes from host threads are durable when acknowledged and visible to get at once") {
   testing::temp_dir d("db");
   std::map<std::string, std::string> model;
@@ -603,10 +601,12 @@ TEST_CASE("database: stats count the misses the record cache answers; with share
 }
 
 // database_options::writer_spin: a lone blocked writer spins for its answer
-// before it sleeps. Held inside its write for longer than its spin (the
-// before_write hook), it must still wake with its answer; released at once,
-// it is answered while spinning; two writers at once both sleep and both
-// wake. A spin below 0 or above 100 ms is refused at open, naming the option.
+// before it sleeps. Held inside its write (the before_write hook) it has no
+// answer; released, it returns with it, whether its spin ran out first (0,
+// 1 us) or most likely not (100 ms). Then writes one after the other, and
+// two writers at once, all get theirs. A spin below 0 or above 100 ms is
+// refused at open, naming the option. (Which of spinning and sleeping
+// answered is the relay's test, answer_relay_test.cc.)
 TEST_CASE("database: a lone writer's spin, run out or not, ends with its answer; bad spins are refused") {
   testing::temp_dir d("db");
   for (auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(1), std::chrono::microseconds(100'000)}) {
