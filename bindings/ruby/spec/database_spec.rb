@@ -52,6 +52,19 @@ RSpec.describe Magnetite::Database do
     expect { Magnetite::Database.open(fresh_dir, fsync: :sometimes) }.to raise_error(Magnetite::PermanentError)
   end
 
+  it "takes writer_spin in seconds, refusing what the engine would not" do
+    Magnetite::Database.open(fresh_dir, writer_spin: 0) do |db|
+      db.put("k", "v")
+      expect(db.get("k")).to eq("v")
+    end
+    # 0.2 s passes the binding and is refused by open, naming the option.
+    [0.2, -1].each do |bad|
+      expect { Magnetite::Database.open(fresh_dir, writer_spin: bad) }.to raise_error(Magnetite::PermanentError, /writer_spin/) { |e|
+        expect(e.code).to eq(:invalid_argument)
+      }
+    end
+  end
+
   it "closes whatever is still open with it, and refuses calls after close" do
     dir = fresh_dir
     db = Magnetite::Database.open(dir)

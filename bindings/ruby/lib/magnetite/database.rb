@@ -41,10 +41,13 @@ module Magnetite
     #   fsync:         :always (default), :commit_only, :interval
     #   fsync_interval: seconds, for :interval
     #   retained_checkpoints: commits kept for diff and verify
+    #   writer_spin:   seconds a lone blocked writer spins for its answer
+    #                  before it sleeps (default 0.0005; 0 sleeps at once;
+    #                  at most 0.1)
     def self.open(dir, shards: nil, memory_budget: nil, fsync: :always, fsync_interval: nil,
-                  retained_checkpoints: nil)
+                  retained_checkpoints: nil, writer_spin: nil)
       db = new(dir, shards: shards, memory_budget: memory_budget, fsync: fsync, fsync_interval: fsync_interval,
-                    retained_checkpoints: retained_checkpoints)
+                    retained_checkpoints: retained_checkpoints, writer_spin: writer_spin)
       return db unless block_given?
       begin
         yield db
@@ -53,9 +56,16 @@ module Magnetite
       end
     end
 
-    def initialize(dir, shards:, memory_budget:, fsync:, fsync_interval:, retained_checkpoints:)
+    def initialize(dir, shards:, memory_budget:, fsync:, fsync_interval:, retained_checkpoints:, writer_spin:)
       policy = FSYNC.fetch(fsync) do
         raise PermanentError.new("fsync is :always, :commit_only or :interval, not #{fsync.inspect}",
+                                 code: :invalid_argument, category: :permanent)
+      end
+      # The C setter takes whole microseconds; what it cannot carry (a
+      # negative or absurd figure) is refused here, the rest by open.
+      spin_us = writer_spin && (writer_spin * 1_000_000).round
+      if spin_us && !spin_us.between?(0, 0xFFFF_FFFF)
+        raise PermanentError.new("writer_spin is seconds from 0 to 0.1, not #{writer_spin.inspect}",
                                  code: :invalid_argument, category: :permanent)
       end
       options = Native.magnetite_options_create
@@ -66,6 +76,7 @@ module Magnetite
         interval = fsync_interval ? (fsync_interval * 1000).ceil : 0
         Native.magnetite_options_set_fsync(options, policy, interval)
         Native.magnetite_options_set_retained_checkpoints(options, retained_checkpoints) if retained_checkpoints
+        Native.magnetite_options_set_writer_spin(options, spin_us) if spin_us
         out = Glue.out_pointer
         Glue.check(Native.magnetite_open(String(dir), options, out))
         @db = NativeObject.new(out.read_pointer, :magnetite_close)

@@ -59,6 +59,7 @@ module Magnetite
     attach_function :magnetite_options_set_memory_budget, [:pointer, :uint64], :void
     attach_function :magnetite_options_set_fsync, [:pointer, :int, :uint32], :void
     attach_function :magnetite_options_set_retained_checkpoints, [:pointer, :size_t], :void
+    attach_function :magnetite_options_set_writer_spin, [:pointer, :uint32], :void
 
     def self.blocking(name, args, ret)
       attach_function name, args, ret, blocking: true
