@@ -57,15 +57,20 @@ result<promise_state> promise_state::decode(std::string_view bytes) {
   return s;
 }
 
+bool promise_state::reachable(const ballot& b) const noexcept {
+  std::uint64_t seen = std::max(promised.counter, minted);
+  return b.counter <= max_ballot_counter && b.counter - std::min(b.counter, seen) <= max_ballot_jump;
+}
+
 decision on_prepare(const promise_state& s, const ballot& b) {
-  if (b <= s.promised) return {false, s.promised, std::nullopt};
+  if (b <= s.promised || !s.reachable(b)) return {false, s.promised, std::nullopt};
   promise_state next = s;
   next.promised = b;
   return {true, b, next};
 }
 
 decision on_write(const promise_state& s, const ballot& e) {
-  if (e < s.promised) return {false, s.promised, std::nullopt};
+  if (e < s.promised || !s.reachable(e)) return {false, s.promised, std::nullopt};
   if (e == s.promised && e == s.epoch) return {true, e, std::nullopt};
   promise_state next = s;
   next.promised = e;
@@ -73,9 +78,11 @@ decision on_write(const promise_state& s, const ballot& e) {
   return {true, e, next};
 }
 
-minted_ballot mint(const promise_state& s, std::uint32_t node) {
+std::optional<minted_ballot> mint(const promise_state& s, std::uint32_t node) {
+  std::uint64_t seen = std::max(s.minted, s.promised.counter);
+  if (seen >= max_ballot_counter) return std::nullopt;
   minted_ballot out;
-  out.b = {std::max(s.minted, s.promised.counter) + 1, node};
+  out.b = {seen + 1, node};
   out.store = s;
   out.store.minted = out.b.counter;
   return out;

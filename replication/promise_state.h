@@ -19,6 +19,17 @@
 // Invariants: promised never decreases; epoch <= promised; minted, synced_ns
 // and settled_ns only grow, and a minted ballot is above every ballot the
 // node had seen when it minted.
+//
+// Ballots a replica takes are bounded (docs/design/replication.md, 7.2): a
+// counter above max_ballot_counter, or more than max_ballot_jump above the
+// highest counter this replica has promised or minted, is refused as a
+// prepare or a write and changes nothing. An honest counter grows by one a
+// campaign from the highest the candidate has seen, so no honest ballot is
+// ever refused by either bound (2^32 elections missed, or 2^62 in all, at
+// one a millisecond take 49 days and 146 million years). Without them one
+// message carrying counter 2^64-1 became a promise no candidate could ever
+// mint above (mint wrapped to 0), durable, and the shard never elected an
+// owner again.
 // The encoding (docs/formats/replication.md) is fixed-size and versioned;
 // decode refuses anything else as corruption.
 #pragma once
@@ -32,6 +43,9 @@
 #include "core/status.h"
 
 namespace magnetite::replication {
+
+inline constexpr std::uint64_t max_ballot_counter = std::uint64_t{1} << 62;
+inline constexpr std::uint64_t max_ballot_jump = std::uint64_t{1} << 32;
 
 struct promise_state {
   ballot promised;
@@ -47,6 +61,9 @@ struct promise_state {
   // Decodes version 1 (synced_ns and settled_ns 0) and version 2.
   std::string encode() const;
   static result<promise_state> decode(std::string_view bytes);
+
+  // Whether `b` is within the bounds above, as seen from this state.
+  bool reachable(const ballot& b) const noexcept;
 };
 
 // What a replica answers a prepare or a write with.
@@ -56,19 +73,22 @@ struct decision {
   std::optional<promise_state> store;  // set: make this durable before replying
 };
 
-// prepare(b): promise b if it is above every ballot promised so far.
+// prepare(b): promise b if it is above every ballot promised so far (and
+// reachable).
 decision on_prepare(const promise_state& s, const ballot& b);
-// A write of epoch e: refused below the promise (a deposed owner); accepted at
-// it; above it the replica missed the election e won, and adopts e.
+// A write of epoch e: refused below the promise (a deposed owner) or when not
+// reachable; accepted at it; above it the replica missed the election e
+// won, and adopts e.
 decision on_write(const promise_state& s, const ballot& e);
 
 // A new ballot for this node as a candidate: above everything it has seen.
 // The returned state (minted moved) must be durable before the prepare goes out.
+// None once the counter would pass max_ballot_counter (never wraps).
 struct minted_ballot {
   ballot b;
   promise_state store;
 };
-minted_ballot mint(const promise_state& s, std::uint32_t node);
+std::optional<minted_ballot> mint(const promise_state& s, std::uint32_t node);
 
 // The promise state a shard's log holds: decoded, or the initial state when it
 // holds none.

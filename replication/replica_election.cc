@@ -85,12 +85,21 @@ void take_over(self_ptr self, std::uint64_t my_term, std::vector<std::pair<std::
 void campaign(self_ptr self, std::function<void(const status&, bool owns)> finish) {
   auto& st = self->state;
   if (st.absent()) return finish(away(self), false);  // our data could bring back purged deletes
+  auto m = mint(st.ps, st.config.node);
+  if (!m) {
+    // Only a promise at the counters' bound gets here, which no ballot can
+    // reach since the bounds were kept (promise_state.h); a state from
+    // before them needs an operator.
+    return finish(status::make(status_code::failed, status_category::permanent,
+                               fmt::format("ballots exhausted (promise {}): no campaign can mint above it",
+                                           to_string(st.ps.promised))),
+                  false);
+  }
   st.campaign_began = st.config.clock();
-  minted_ballot m = mint(st.ps, st.config.node);
-  decision d = on_prepare(m.store, m.b);
-  st.ps = *d.store;
+  st.ps = m->store;
+  st.ps.promised = m->b;  // on_prepare's rule: the minted ballot is above the promise
   st.now = role::candidate;
-  st.epoch = m.b;
+  st.epoch = m->b;
   std::uint64_t my_term = ++st.term;
   // Whatever the outcome, a follower's patience starts again: a lost
   // campaign is retried only after another random wait.

@@ -76,6 +76,16 @@ TEST_CASE("promise state: encodes to a fixed size and back; anything else is ref
   CHECK(must(from_log(good)) == s);
 }
 
+namespace {
+
+minted_ballot must_mint(const promise_state& s, std::uint32_t node) {
+  auto m = mint(s, node);
+  REQUIRE(m.has_value());
+  return *m;
+}
+
+}  // namespace
+
 TEST_CASE("promise state: the acceptor's rules keep Paxos's invariants over random histories") {
   // A model replica: what it has promised and accepted, updated only through
   // the rules' `store`. Checked after each step: promised never decreases,
@@ -122,13 +132,13 @@ TEST_CASE("promise state: the acceptor's rules keep Paxos's invariants over rand
         }
         default: {
           auto node = static_cast<std::uint32_t>(1 + rng() % 3);
-          minted_ballot m = mint(s, node);
+          minted_ballot m = must_mint(s, node);
           CHECK(m.b.node == node);
           CHECK(m.b > highest_seen);
           CHECK(m.b > before.promised);
           CHECK(m.store.minted == m.b.counter);
           CHECK(m.store.promised == before.promised);
-          CHECK(mint(m.store, node).b.counter > m.b.counter);  // never the same ballot twice
+          CHECK(must_mint(m.store, node).b.counter > m.b.counter);  // never the same ballot twice
           s = m.store;
           highest_seen = std::max(highest_seen, m.b);
           break;
@@ -141,6 +151,48 @@ TEST_CASE("promise state: the acceptor's rules keep Paxos's invariants over rand
       CHECK(must(promise_state::decode(s.encode())) == s);
     }
   }
+}
+
+TEST_CASE("promise state: a ballot past the bounds changes nothing, and mint refuses instead of wrapping") {
+  promise_state s;
+  s.promised = {100, 2};
+  s.epoch = {100, 2};
+  s.minted = 90;
+  const promise_state before = s;
+  // The attack: counter 2^64-1 as a prepare and as a write. Taken, it was a
+  // durable promise no candidate could mint above.
+  for (ballot b : {ballot{UINT64_MAX, 3}, ballot{max_ballot_counter + 1, 3}, ballot{100 + max_ballot_jump + 1, 3}}) {
+    CAPTURE(b.counter);
+    CHECK_FALSE(s.reachable(b));
+    for (const decision& d : {on_prepare(s, b), on_write(s, b)}) {
+      CHECK_FALSE(d.accepted);
+      CHECK_FALSE(d.store.has_value());
+      CHECK(d.promised == before.promised);
+    }
+  }
+  // The largest jump is still taken: a replica that missed many elections
+  // catches up with the owner's epoch.
+  ballot far{100 + max_ballot_jump, 3};
+  CHECK(s.reachable(far));
+  CHECK(on_prepare(s, far).accepted);
+  auto w = on_write(s, far);
+  REQUIRE(w.store.has_value());
+  CHECK(w.store->epoch == far);
+  // The jump is measured from the highest counter promised or minted.
+  s.minted = 1000;
+  CHECK(s.reachable({1000 + max_ballot_jump, 1}));
+  CHECK_FALSE(s.reachable({1001 + max_ballot_jump, 1}));
+  // mint: above everything seen up to the bound, then none, never 0.
+  promise_state top;
+  top.promised = {max_ballot_counter - 1, 1};
+  top.epoch = top.promised;
+  auto last = mint(top, 2);
+  REQUIRE(last.has_value());
+  CHECK(last->b == ballot{max_ballot_counter, 2});
+  CHECK_FALSE(mint(last->store, 2).has_value());
+  promise_state poisoned;  // a state written before the bounds, as one message left it
+  poisoned.promised = {UINT64_MAX, 9};
+  CHECK_FALSE(mint(poisoned, 1).has_value());
 }
 
 namespace {
