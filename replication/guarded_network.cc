@@ -36,6 +36,7 @@ status check_limits(const connection_limits& l) {
         "max_inflight_bytes {} is below max_message_bytes {}: a message of the largest size could never be taken",
         l.max_inflight_bytes, l.max_message_bytes));
   if (l.max_pending_connections == 0) return status::invalid_argument("max_pending_connections must be at least 1");
+  if (l.max_pending_per_source == 0) return status::invalid_argument("max_pending_per_source must be at least 1");
   return status::ok();
 }
 
@@ -58,26 +59,54 @@ class connection_watch {
   struct entry {
     native_socket fd;
     bool accepted;
+    std::string source;  // the peer's address, of an accepted connection
     std::int64_t opened_ns;
     std::atomic<std::int64_t> heard_ns;
     std::atomic<bool> shook{false};
-    bool cut = false;  // shut down by the sweep (under the watch's lock)
+    bool cut = false;    // shut down by the sweep (under the watch's lock)
+    caf::node_id named;  // the node its peer's handshake named (under the lock)
+    bool refused_name = false;
   };
 
-  connection_watch(caf::actor_system& sys, connection_limits limits) : limits_(limits), reader_(sys) {}
+  connection_watch(caf::actor_system& sys, connection_limits limits)
+      : limits_(limits), reader_(sys), this_node_(sys.node()) {}
   const connection_limits& limits() const { return limits_; }
   // On the network thread only (every guarded stream's reads run there).
-  std::string check_payload(std::uint8_t op, std::span<const std::uint8_t> payload, caf::node_id& peer) {
-    return reader_.check(op, payload, peer);
+  std::string check_payload(entry* e, std::uint8_t op, std::span<const std::uint8_t> payload, caf::node_id& peer) {
+    auto why = reader_.check(op, payload, peer);
+    if (!why.empty() || (op != frame_guard::server_handshake && op != frame_guard::client_handshake)) return why;
+    std::lock_guard<std::mutex> lock(m_);
+    // A connection we made was dialled to an address of the cluster file:
+    // what its server names is CAF's to judge (it closes a connection to
+    // itself or a redundant one). Its name still counts for the others.
+    if (!peer) {
+      why = "a handshake naming no node";
+    } else if (e->accepted) {
+      if (peer == this_node_) why = "a handshake naming this node";
+      for (auto& [_, other] : entries_)
+        if (why.empty() && other.get() != e && !other->cut && other->named == peer)
+          why = fmt::format("a handshake naming node {}, linked on another connection", to_string(peer));
+    }
+    if (!why.empty()) {
+      e->refused_name = true;
+      return why;
+    }
+    e->named = peer;
+    return why;
   }
 
-  // Whether an accepted connection may be taken: fewer than the limit have
-  // not shaken hands. Counts it either way.
-  bool admit() {
+  // Whether an accepted connection from `source` may be taken: fewer than
+  // the limit have not shaken hands, in all and from that address. Counts
+  // it either way.
+  bool admit(const std::string& source) {
     std::lock_guard<std::mutex> lock(m_);
     ++c_.accepted;
     if (pending_locked() >= limits_.max_pending_connections) {
       ++c_.refused_pending;
+      return false;
+    }
+    if (pending_locked(&source) >= limits_.max_pending_per_source) {
+      ++c_.refused_source;
       return false;
     }
     return true;
@@ -87,6 +116,10 @@ class connection_watch {
     auto e = std::make_unique<entry>();
     e->fd = fd;
     e->accepted = accepted;
+    if (accepted) {
+      auto addr = caf::io::network::remote_addr_of_fd(fd);
+      e->source = addr ? *addr : std::string();
+    }
     e->opened_ns = now_ns();
     e->heard_ns = e->opened_ns;
     entry* at = e.get();
@@ -109,9 +142,9 @@ class connection_watch {
     return true;
   }
 
-  void refused(const std::string& why) {
+  void refused(entry* e, const std::string& why) {
     std::lock_guard<std::mutex> lock(m_);
-    ++c_.refused_frames;
+    ++(e->refused_name ? c_.refused_names : c_.refused_frames);
     c_.last_refusal = why;
   }
 
@@ -144,14 +177,17 @@ class connection_watch {
   }
 
  private:
-  std::size_t pending_locked() const {
+  // Accepted, not cut, not shaken hands: in all, or from one address.
+  std::size_t pending_locked(const std::string* source = nullptr) const {
     std::size_t n = 0;
-    for (auto& [_, e] : entries_) n += e->accepted && !e->cut && !e->shook.load(std::memory_order_relaxed);
+    for (auto& [_, e] : entries_)
+      n += e->accepted && !e->cut && !e->shook.load(std::memory_order_relaxed) && (!source || e->source == *source);
     return n;
   }
 
   const connection_limits limits_;
   payload_reader reader_;
+  const caf::node_id this_node_;
   mutable std::mutex m_;
   std::map<entry*, std::unique_ptr<entry>> entries_;
   network_stats c_;  // the counts; open and pending are counted when asked
@@ -223,8 +259,9 @@ class guarded_policy {
         guard_(
             accepted ? frame_guard::side::accepted : frame_guard::side::connected, watch_->limits().max_handshake_bytes,
             watch_->limits().max_message_bytes,
-            [w = watch_.get(), peer = caf::node_id()](std::uint8_t op, std::span<const std::uint8_t> payload) mutable {
-              return w->check_payload(op, payload, peer);
+            [w = watch_.get(), e = entry_, peer = caf::node_id()](std::uint8_t op,
+                                                                  std::span<const std::uint8_t> payload) mutable {
+              return w->check_payload(e, op, payload, peer);
             },
             [w = watch_.get()](std::int64_t delta) { return w->claim(delta); }) {}
   ~guarded_policy() { watch_->remove(entry_); }
@@ -236,7 +273,7 @@ class guarded_policy {
     if (s != rw_state::success || n == 0) return s;
     entry_->heard_ns.store(now_ns(), std::memory_order_relaxed);
     if (!guard_.take({static_cast<const std::uint8_t*>(buf), n})) {
-      watch_->refused(guard_.refusal());
+      watch_->refused(entry_, guard_.refusal());
       n = 0;
       return rw_state::failure;
     }
@@ -327,7 +364,8 @@ class guarded_doorman : public caf::io::network::doorman_impl {
     auto& mpx = acceptor_.backend();
     native_socket fd = acceptor_.accepted_socket();
     caf::detail::socket_guard closed_unless_taken{fd};
-    if (!watch_->admit()) return false;
+    auto source = caf::io::network::remote_addr_of_fd(fd);
+    if (!watch_->admit(source ? *source : std::string())) return false;
     caf::io::network::nonblocking(fd, true);
     auto scribe = make_scribe(parent()->system(), fd, true, tls_, watch_);
     if (!scribe) return false;

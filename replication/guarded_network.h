@@ -10,7 +10,19 @@
 //   - a connection_watch: a connection that has not shaken hands within
 //     handshake_timeout, or has sent nothing for idle_timeout, is shut down;
 //     past max_pending_connections accepted connections that have not
-//     shaken hands, a new one is closed as it is accepted.
+//     shaken hands, or max_pending_per_source of them from one address, a
+//     new one is closed as it is accepted;
+//   - the node a handshake names: a connection we accepted whose peer names
+//     this node, or a node that another open connection of ours has shaken
+//     hands with, is closed at that handshake. CAF 0.17's BASP would take
+//     either: a connection naming this node has its messages delivered as
+//     our own process's, one naming a linked node has its messages
+//     delivered as that node's, and with BASP's select-connection flag
+//     takes over every message we send that node. (Two plaintext nodes
+//     that dial each other at once meet this too: the second connection,
+//     which CAF would close as redundant, is closed here, and the dialling
+//     node's connect still succeeds over the first. Counted apart, in
+//     refused_names, not as a refused frame.)
 // A node publishes its actor and connects to its peers through actor(), the
 // middleman actor this makes; CAF's default one (sys.middleman()) stays as
 // it was, unguarded, for whatever else the host does with the system.
@@ -50,6 +62,9 @@ struct connection_limits {
   std::chrono::milliseconds handshake_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
   std::size_t max_pending_connections = 64;
+  // Of them, from one source address at most (at least 1; above the total,
+  // the total bounds it): one host cannot take every slot from the rest.
+  std::size_t max_pending_per_source = 8;
 };
 
 // Limits a node can run with, or an error that names the one that is not.
@@ -59,6 +74,8 @@ struct network_stats {
   std::uint64_t accepted = 0;         // connections taken in (refused ones included)
   std::uint64_t refused_pending = 0;  // closed on accept: too many had not shaken hands
   std::uint64_t refused_frames = 0;   // closed at a frame the guard refused
+  std::uint64_t refused_names = 0;    // closed at a handshake naming this node, or a node linked elsewhere
+  std::uint64_t refused_source = 0;   // closed on accept: its address had max_pending_per_source pending
   std::uint64_t inflight_bytes = 0;   // claimed by open connections' frames, not yet whole
   std::uint64_t timed_out = 0;        // no handshake within handshake_timeout
   std::uint64_t idle = 0;             // nothing received for idle_timeout

@@ -248,6 +248,17 @@ bytes frame(caf::actor_system& sys, std::uint8_t op, std::uint64_t source, std::
 // CAF serializes it.
 bytes client_handshake_payload(caf::actor_system& other) { return serialized(other, other.node()); }
 
+// A whole client handshake naming `who`, made up (no process has it) or real.
+bytes client_handshake_naming(caf::actor_system& sys, const caf::node_id& who) {
+  return frame(sys, frame_guard::client_handshake, 0, 0, who);
+}
+caf::node_id made_up_node(std::uint32_t n) {
+  caf::node_id::default_data::host_id_type host{};
+  host[0] = 0x5a;
+  host[1] = static_cast<std::uint8_t>(n);
+  return caf::make_node_id(4'000'000 + n, host);
+}
+
 struct guarded_node {
   testing::temp_dir dir{"guard"};
   std::uint16_t port;
@@ -275,8 +286,10 @@ struct guarded_node {
         .receive([&](const std::vector<caf::actor>& r) { replicas = r; },
                  [&](caf::error& e) { FAIL(to_status(e).message()); });
     REQUIRE(replicas.size() == 1);
+    // `elect` is a member's: asked in the node's own process.
     bool owns = false;
-    asker->request(caf::actor_cast<replica_actor>(replicas[0]), std::chrono::seconds(10), elect_atom::value)
+    caf::scoped_actor member{*p->sys};
+    member->request(p->n->replica(0), std::chrono::seconds(10), elect_atom::value)
         .receive([&](bool b) { owns = b; }, [&](caf::error& e) { FAIL(to_status(e).message()); });
     REQUIRE(owns);
     status out = status::failed("no answer");
@@ -463,13 +476,13 @@ TEST_CASE("network guard: claims of many connections together stop at max_inflig
   caf::actor_system_config other_cfg;
   configure_system(other_cfg);
   caf::actor_system other{other_cfg};
-  auto payload = client_handshake_payload(other);
-  auto handshake = basp_header(frame_guard::client_handshake, static_cast<std::uint32_t>(payload.size())) + payload;
-  // Each shakes hands, then claims the largest message and sends none of it;
-  // one after another, each judged before the next comes.
+  // Each shakes hands (as a node of its own: one node is linked once), then
+  // claims the largest message and sends none of it; one after another,
+  // each judged before the next comes.
   std::vector<int> held;
   for (int i = 0; i < 5; ++i) {
     int fd = dial(node.port);
+    auto handshake = client_handshake_naming(other, made_up_node(static_cast<std::uint32_t>(i)));
     send_all(fd, handshake + basp_header(direct, 1 << 20, 0, 0, 1));
     held.push_back(fd);
     CHECK(testing::poll_until(
@@ -504,6 +517,103 @@ TEST_CASE("network guard: a real client's message over max_message_bytes is cut,
   node.still_serves();
 }
 
+TEST_CASE("network guard: a handshake naming this node, no node, or a node linked elsewhere is closed before CAF") {
+  guarded_node node(guard_base_port() + 5, connection_limits{});
+  caf::actor_system_config other_cfg;
+  configure_system(other_cfg);
+  caf::actor_system other{other_cfg};
+  caf::node_id victim = node.p->sys->node();
+  auto refused_names = [&] { return node.p->n->network().refused_names; };
+  auto cut_naming = [&](const bytes& sent, const char* reason, std::uint64_t count) {
+    CAPTURE(node.p->n->network().last_refusal);
+    int fd = dial(node.port);
+    send_all(fd, sent);
+    CHECK(closed_within(fd, std::chrono::seconds(10)));
+    ::close(fd);
+    CHECK(refused_names() == count);
+    CHECK(node.p->n->network().last_refusal.find(reason) != std::string::npos);
+  };
+  // Naming the node itself: CAF would deliver its messages as our own
+  // process's (a replica takes `peers` from those).
+  cut_naming(client_handshake_naming(other, victim), "naming this node", 1);
+  cut_naming(client_handshake_naming(other, caf::node_id{}), "naming no node", 2);
+
+  // A made-up node is taken once; a second connection naming it while the
+  // first is open is not; once the first is closed, the name is free again.
+  int first = dial(node.port);
+  send_all(first, client_handshake_naming(other, made_up_node(1)));
+  REQUIRE(testing::poll_until([&] { return node.p->n->network().pending == 0 && node.p->n->network().open >= 1; },
+                              std::chrono::seconds(10)));
+  cut_naming(client_handshake_naming(other, made_up_node(1)), "linked on another connection", 3);
+  CHECK_FALSE(closed_within(first, std::chrono::milliseconds(0)));
+  ::close(first);
+  REQUIRE(testing::poll_until([&] { return node.p->n->network().open == 0; }, std::chrono::seconds(10)));
+  int again = dial(node.port);
+  send_all(again, client_handshake_naming(other, made_up_node(1)));
+  CHECK_FALSE(closed_within(again, std::chrono::milliseconds(500)));
+  CHECK(refused_names() == 3);
+  ::close(again);
+
+  // Route takeover: a real client is linked; a stranger names the client's
+  // node, with BASP's select-connection flag, which would move every
+  // message for the client onto the stranger's connection. Refused, and
+  // the client's next request is answered on its own link.
+  auto remote = connect_to(other, "127.0.0.1", node.port, false, std::chrono::seconds(10));
+  REQUIRE_MESSAGE(remote.is_ok(), remote.error().message());
+  caf::scoped_actor asker{other};
+  auto hello = [&] {
+    bool answered = false;
+    asker
+        ->request(*remote, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0}, node.cluster.fingerprint(),
+                  protocol_version)
+        .receive([&](const std::vector<caf::actor>&) { answered = true; }, [&](caf::error&) {});
+    return answered;
+  };
+  REQUIRE(hello());
+  auto payload = serialized(other, other.node());
+  auto takeover = basp_header(frame_guard::client_handshake, static_cast<std::uint32_t>(payload.size()), 0, 0, 0,
+                              caf::io::basp::header::select_connection_flag) +
+                  payload;
+  cut_naming(takeover, "linked on another connection", 4);
+  CHECK(hello());
+  CHECK(node.p->n->network().refused_frames == 0);  // names are counted apart
+  node.still_serves();
+}
+
+TEST_CASE("network guard: pending handshakes are bounded per source address as well as in total") {
+  connection_limits limits;
+  limits.max_pending_connections = 6;
+  limits.max_pending_per_source = 2;
+  limits.handshake_timeout = std::chrono::seconds(30);  // none is cut for silence while the test runs
+  guarded_node node(guard_base_port() + 6, limits);
+  auto pending = [&] { return node.p->n->network().pending; };
+  constexpr std::uint32_t one = 0x7f000001, two = 0x7f000002;  // 127.0.0.1, 127.0.0.2
+  std::vector<int> held{dial(node.port, one), dial(node.port, one)};
+  REQUIRE(testing::poll_until([&] { return pending() == 2; }, std::chrono::seconds(10)));
+  // A third from the same address is closed as it is accepted...
+  int third = dial(node.port, one);
+  CHECK(closed_within(third, std::chrono::seconds(10)));
+  ::close(third);
+  CHECK(node.p->n->network().refused_source == 1);
+  // ...while another address still gets its slots.
+  held.push_back(dial(node.port, two));
+  held.push_back(dial(node.port, two));
+  CHECK(testing::poll_until([&] { return pending() == 4; }, std::chrono::seconds(10)));
+  for (int fd : held) CHECK_FALSE(closed_within(fd, std::chrono::milliseconds(0)));
+  auto s = node.p->n->network();
+  CHECK(s.refused_source == 1);
+  CHECK(s.refused_pending == 0);
+  // A slot freed is a slot again.
+  ::close(held[0]);
+  held.erase(held.begin());
+  REQUIRE(testing::poll_until([&] { return pending() == 3; }, std::chrono::seconds(10)));
+  held.push_back(dial(node.port, one));
+  CHECK(testing::poll_until([&] { return pending() == 4; }, std::chrono::seconds(10)));
+  CHECK(node.p->n->network().refused_source == 1);
+  for (int fd : held) ::close(fd);
+  node.still_serves();
+}
+
 TEST_CASE("network guard: limits a node cannot run with are refused at start") {
   testing::temp_dir dir("guard-limits");
   auto cluster =
@@ -526,6 +636,7 @@ TEST_CASE("network guard: limits a node cannot run with are refused at start") {
   CHECK_FALSE(with([](connection_limits& l) { l.max_message_bytes = 2000; }).is_ok());
   CHECK_FALSE(with([](connection_limits& l) { l.idle_timeout = std::chrono::milliseconds(0); }).is_ok());
   CHECK_FALSE(with([](connection_limits& l) { l.max_pending_connections = 0; }).is_ok());
+  CHECK_FALSE(with([](connection_limits& l) { l.max_pending_per_source = 0; }).is_ok());
   CHECK_FALSE(with([](connection_limits& l) { l.max_inflight_bytes = l.max_message_bytes - 1; }).is_ok());
   CHECK(with([](connection_limits&) {}).is_ok());
 }

@@ -289,6 +289,10 @@ void declare(CLI::App& app, command_line& c) {
       ->add_option("--max-pending-connections", c.network.max_pending_connections,
                    "past this many connections that have not shaken hands, a new one is closed at once")
       ->capture_default_str();
+  c.serve
+      ->add_option("--max-pending-per-source", c.network.max_pending_per_source,
+                   "the same, counting the connections from one address only")
+      ->capture_default_str();
   c.cluster_demo = app.add_subcommand(
       "cluster-demo", "three serve processes on loopback: failover after SIGKILL, nothing lost, catch-up by delta");
   c.cluster_demo->add_option("--dir", c.demo_cluster.dir, "a new directory for the nodes (default: a temporary one)");

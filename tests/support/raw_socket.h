@@ -17,10 +17,17 @@
 
 namespace magnetite::testing {
 
-// A connected socket to 127.0.0.1:port.
-inline int dial(std::uint16_t port) {
+// A connected socket to 127.0.0.1:port, from `source` (a loopback address,
+// host order; any 127.x.y.z is this machine's) when not 0.
+inline int dial(std::uint16_t port, std::uint32_t source = 0) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   REQUIRE(fd >= 0);
+  if (source != 0) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    from.sin_addr.s_addr = htonl(source);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&from), sizeof from) == 0);
+  }
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
