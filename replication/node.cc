@@ -235,12 +235,19 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
         // from 0: a client (tools, tests) that talks to the replicas itself.
         return st.replicas;
       },
-      // Kept for connect_peers, which sends its own hello through it: the
-      // offer is taken on trust, the hello checks the cluster file.
+      // Kept for connect_peers, which sends its own hello through it (the
+      // hello checks the cluster file). The actor offered must live on the
+      // sender's own node, and a node offers one id: a sender cannot hand
+      // us another's actor, nor stand as two nodes whose votes would count
+      // twice. Which id the sender may claim at all is not known here
+      // (design 7.2: nothing ties a node id to a certificate yet).
       [=](offer_atom, std::uint32_t from, const caf::actor& theirs) {
         auto& st = self->state;
-        if (from == 0 || from >= st.id || !theirs) return false;
+        const auto& sender = self->current_sender();
+        if (from == 0 || from >= st.id || !theirs || !sender || sender->node() != theirs.node()) return false;
         std::lock_guard<std::mutex> lock(offered->m);
+        for (const auto& [id, a] : offered->by_id)
+          if (id != from && a && a.node() == theirs.node()) return false;
         offered->by_id[from] = theirs;
         return true;
       },

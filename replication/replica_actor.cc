@@ -41,6 +41,37 @@ void on_down(self_ptr self, const caf::down_msg& m) {
   if (st.patience > soon) st.silent = std::max(st.silent, st.patience - soon);
 }
 
+}  // namespace
+
+namespace replica_internal {
+
+bool sent_by_member(self_ptr self) {
+  const auto& s = self->current_sender();
+  if (!s) return false;
+  if (s->node() == self->node()) return true;
+  for (const auto& [id, peer] : self->state.peers)
+    if (peer && peer.node() == s->node()) return true;
+  return false;
+}
+
+bool sent_by_node(self_ptr self, std::uint32_t id) {
+  const auto& s = self->current_sender();
+  if (!s) return false;
+  if (id == self->state.config.node) return s->node() == self->node();
+  auto it = self->state.peers.find(id);
+  return it != self->state.peers.end() && it->second && it->second.node() == s->node();
+}
+
+std::optional<voter> voter_of(self_ptr self) {
+  if (!sent_by_member(self)) return std::nullopt;
+  const auto& s = self->current_sender();
+  return voter{s->node(), s->node() == self->node() ? s->id() : caf::actor_id{0}};
+}
+
+}  // namespace replica_internal
+
+namespace {
+
 // Messages only this process may send: membership from an actor of this
 // actor system, our timers from ourselves. Anyone who can reach the node's
 // port can send a replica any message of its interface (over TLS: anyone
@@ -52,6 +83,11 @@ bool sent_here(self_ptr self) {
 }
 bool sent_by_self(self_ptr self) { return self->current_sender() == self->ctrl(); }
 
+caf::error not_from_member(const char* what) {
+  return to_error(status::invalid_argument(
+      fmt::format("`{}` is for the cluster's replicas, each speaking for itself: refused from this sender", what)));
+}
+
 // Membership: the node tells us our peers' replicas (again after a peer
 // restarted under a new handle).
 auto membership_handlers(self_ptr self) {
@@ -61,6 +97,9 @@ auto membership_handlers(self_ptr self) {
     st.peers.clear();
     for (std::size_t i = 0; i < ids.size() && i < actors.size(); ++i) {
       if (ids[i] == st.config.node || !actors[i]) continue;
+      // One replica is one peer: under a second id its votes would count twice.
+      auto same = [&](const auto& p) { return p.second == caf::actor_cast<replica_actor>(actors[i]); };
+      if (std::any_of(st.peers.begin(), st.peers.end(), same)) continue;
       st.peers[ids[i]] = caf::actor_cast<replica_actor>(actors[i]);
       if (st.monitored.emplace(actors[i].address(), ids[i]).second) self->monitor(actors[i]);
     }
@@ -71,6 +110,7 @@ auto membership_handlers(self_ptr self) {
 auto acceptor_handlers(self_ptr self) {
   return std::make_tuple(
       [=](prepare_atom, const ballot& b) -> caf::result<promise_reply> {
+        if (!sent_by_node(self, b.node)) return not_from_member("prepare");
         auto rp = self->make_response_promise<promise_reply>();
         // Absent, our tree could bring back purged deletes into the
         // candidate's: no promise until we caught up or settled.
@@ -110,6 +150,12 @@ auto acceptor_handlers(self_ptr self) {
         auto answer = [self, writer, round](const vote& v) {
           if (writer) self->send(writer, rvote_atom::value, round, v);
         };
+        // Only the epoch's own node writes under it, and every op of its
+        // batch carries that epoch: a stamp above it would win over every
+        // later write, here and wherever anti-entropy takes it.
+        if (!sent_by_node(self, e.node)) return;
+        auto other_epoch = [&e](const stamped_op& op) { return op.stamp.epoch != e; };
+        if (std::any_of(ops.begin(), ops.end(), other_epoch)) return answer(vote{false, st.ps.promised});
         // Past our horizon we acknowledge nothing: a peer we adopt a tree
         // from later need only know what we acknowledged before it. (Our
         // heartbeat, a prepare or an elect starts the recovery: not every
@@ -139,6 +185,7 @@ auto acceptor_handlers(self_ptr self) {
                 });
       },
       [=](confirm_atom, const ballot& e) -> caf::result<vote> {
+        if (!sent_by_node(self, e.node)) return not_from_member("confirm");
         auto& st = self->state;
         // An owner at or above our promise is alive: no campaign of ours is
         // needed (one would only depose it). A replica that missed its
@@ -147,6 +194,7 @@ auto acceptor_handlers(self_ptr self) {
         return vote{st.ps.promised == e, st.ps.promised};
       },
       [=](probe_atom) -> bool {
+        if (!sent_by_member(self)) return false;
         auto& st = self->state;
         // A replica running its own pre-vote has heard no live owner for as
         // long (it began past a patience of at least election_ticks, and an
@@ -166,6 +214,7 @@ auto acceptor_handlers(self_ptr self) {
 auto transfer_handlers(self_ptr self) {
   return std::make_tuple(
       [=](fetch_atom, const std::vector<hash128>& hashes) -> caf::result<std::vector<std::string>> {
+        if (!sent_by_member(self)) return not_from_member("fetch");
         auto v = view_of(self);
         if (!v) return to_error(status::io_error("the shard is not serving", status_category::transient));
         // A prefix of what was asked, within fetch_reply_bytes but at least
@@ -182,6 +231,7 @@ auto transfer_handlers(self_ptr self) {
         return out;
       },
       [=](sync_atom, const hash128& root, std::uint32_t from) -> caf::result<merge_report> {
+        if (!sent_by_node(self, from)) return not_from_member("sync");
         // Absent, we catch up by adopting a tree that knows more (recover), not by merging.
         if (self->state.absent()) return to_error(away(self));
         auto rp = self->make_response_promise<merge_report>();
@@ -208,6 +258,7 @@ auto transfer_handlers(self_ptr self) {
 auto election_handlers(self_ptr self) {
   return std::make_tuple(
       [=](elect_atom) -> caf::result<bool> {
+        if (!sent_by_member(self)) return not_from_member("elect");
         auto& st = self->state;
         if (st.now == role::owner) return true;
         if (st.now == role::candidate) return to_error(not_owner(self));

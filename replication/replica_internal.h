@@ -99,6 +99,7 @@ struct replica_state {
     std::size_t yes = 1;       // ourselves
     std::size_t answered = 0;
     std::function<void(bool)> done;
+    std::vector<std::pair<caf::node_id, caf::actor_id>> voted;  // whose vote counted (voter_of): once each
   };
   std::map<std::uint64_t, write_round> write_rounds;  // by round: by deadline too
   std::uint64_t next_round = 1;
@@ -225,6 +226,25 @@ inline bool replied_by_node_of(self_ptr self, const replica_actor& asked) {
   const auto& from = self->current_sender();
   return from != nullptr && from->node() == asked.node();
 }
+
+// Who may say what to a replica (docs/design/replication.md, 7.2). A member
+// is this process or the node of one of our peers' replicas, as this node
+// linked them; anyone else (a client, a stranger, a message with no sender)
+// is not, and may send none of the messages replicas send each other
+// (prepare, rwrite, rvote, confirm, fetch, sync, probe, elect, peers). Which
+// node a peer id is rests on the link (the address in the cluster file,
+// or over TLS the offer) and on the door refusing a second connection that
+// names a linked node (guarded_network.h).
+bool sent_by_member(self_ptr self);
+// Whether the sender may speak for member `id` (a ballot's or a stamp's
+// node, a sync's `from`): its node is that peer's, or ours for our own id.
+bool sent_by_node(self_ptr self, std::uint32_t id);
+// Who cast the vote being handled, once a member sent it: a peer by its
+// node (whatever actor of it sent the vote, it is one voice), an actor of
+// this process by its id (only tests run several replicas in one
+// process). None from anyone else.
+using voter = std::pair<caf::node_id, caf::actor_id>;
+std::optional<voter> voter_of(self_ptr self);
 
 // One round to every peer, counting ourselves as the first yes: `yes` judges
 // each reply (a failed request, or a reply from another node than the

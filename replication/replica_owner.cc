@@ -264,11 +264,18 @@ void ship_batch(self_ptr self) {
 // a vote for a round we never sent counts for nothing (round_mask).
 void on_write_vote(self_ptr self, std::uint64_t sent_round, const vote& v) {
   auto& st = self->state;
+  // A vote is a peer replica's, once a round: repeated, or from anyone
+  // else, it could make a majority of one voice.
+  auto from = voter_of(self);
+  if (!from) return;
   std::uint64_t round = sent_round ^ st.round_mask;
   if (round == 0 || round >= st.next_round) return;
   if (!v.accepted && v.promised > st.epoch) step_down(self);
   auto it = st.write_rounds.find(round);
   if (it == st.write_rounds.end()) return;
+  auto& voted = it->second.voted;
+  if (std::find(voted.begin(), voted.end(), *from) != voted.end()) return;
+  voted.push_back(*from);
   ++it->second.answered;
   if (v.accepted && v.promised == it->second.epoch) ++it->second.yes;
   decide_round(self, it);

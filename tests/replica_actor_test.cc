@@ -617,7 +617,9 @@ TEST_CASE("replica actors: a replica that stops in the middle of a pull keeps no
   auto slot = c.node(2).slot;
   long idle = slot.use_count();
   auto dropped = c.links[1][0]->dropped;
-  caf::anon_send(c.node(2).replica, sync_atom::value, root, std::uint32_t{1});
+  // As node 1 sends it: a sync from anyone but a member is refused.
+  caf::send_as(caf::actor_cast<caf::actor>(c.node(1).replica), c.node(2).replica, sync_atom::value, root,
+               std::uint32_t{1});
   c.sched->run();
   CHECK(c.links[1][0]->dropped == dropped + 1);
   // The replica stops (its node went away) before the answer: its state, and
@@ -693,6 +695,41 @@ TEST_CASE("replica actors: votes for rounds the owner never sent count for nothi
     CHECK_FALSE(c.local(2, "lone").has_value());
     CHECK_FALSE(c.local(3, "lone").has_value());
   }
+}
+
+TEST_CASE("replica actors: a yes repeated, or one replica under two ids, is one voice") {
+  // Five nodes: a write needs three yes, the owner's own and two peers'.
+  cluster c(5);
+  REQUIRE(c.elect(1));
+  REQUIRE(c.put(1, "k", "v").is_ok());
+  // What stands for peers of node 1: an actor that answers every rwrite
+  // with `yes_votes` yes votes, and silent ones.
+  auto voter = [&](int yes_votes) {
+    return c.sys->spawn([yes_votes](caf::event_based_actor* self) -> caf::behavior {
+      self->set_default_handler(caf::drop);
+      return {[self, yes_votes](rwrite_atom, const ballot& e, std::uint64_t round, const std::vector<stamped_op>&) {
+        auto writer = caf::actor_cast<caf::actor>(self->current_sender());
+        for (int i = 0; i < yes_votes; ++i) self->send(writer, rvote_atom::value, round, vote{true, e});
+      }};
+    });
+  };
+  auto silent = [&] { return voter(0); };
+  std::vector<caf::actor> actors;
+  SUBCASE("one peer says yes twice") {
+    auto twice = voter(2);
+    actors = {caf::actor_cast<caf::actor>(c.node(1).replica), twice, silent(), silent(), silent()};
+  }
+  SUBCASE("one peer is given under two ids") {
+    auto once = voter(1);
+    actors = {caf::actor_cast<caf::actor>(c.node(1).replica), once, once, silent(), silent()};
+  }
+  // As the node sends it (an actor of its process).
+  caf::send_as(actors[0], c.node(1).replica, peers_atom::value, std::vector<std::uint32_t>{1, 2, 3, 4, 5}, actors);
+  c.sched->run();
+  // Counted as two voices it would be acknowledged on two disks of five.
+  CHECK_FALSE(c.put(1, "lone", "v").is_ok());
+  CHECK_FALSE(c.local(2, "lone").has_value());  // nothing reached a real peer
+  for (auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::kill);
 }
 
 TEST_CASE("replica actors: write rounds to a peer that never answers leave nothing waiting in CAF's clock") {

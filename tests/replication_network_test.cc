@@ -415,3 +415,122 @@ TEST_CASE("network: a reply counts only from the node of the peer asked; another
                  caf::after(std::chrono::seconds(10)) >> [] { FAIL("no answer to elect"); });
   CHECK_FALSE(owns);
 }
+
+TEST_CASE("network: what only replicas send each other is refused from a client; a 2^64-1 ballot changes nothing") {
+  testing::temp_dir dir("net-roles");
+  auto port = static_cast<std::uint16_t>(base_port() + 3);
+  auto cluster = must(cluster_file::parse(fmt::format("cluster roles\nshards 1\nnode 1 127.0.0.1 {}\n", port)));
+  testing::node_process one(dir / "node1", cluster, 1);
+  caf::scoped_actor member{*one.sys};
+  auto elect_here = [&] {
+    bool owns = false;
+    member->request(one.n->replica(0), std::chrono::seconds(10), elect_atom::value)
+        .receive([&](bool b) { owns = b; }, [&](caf::error& e) { FAIL(to_status(e).message()); });
+    return owns;
+  };
+  REQUIRE(elect_here());
+  // A client of the cluster: it reaches the replica through hello.
+  caf::actor_system_config client_cfg;
+  configure_system(client_cfg);
+  caf::actor_system client_sys{client_cfg};
+  auto node1 = must(connect_to(client_sys, "127.0.0.1", port, false, std::chrono::seconds(5)));
+  caf::scoped_actor client{client_sys};
+  replica_actor replica;
+  client
+      ->request(node1, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
+                protocol_version)
+      .receive([&](const std::vector<caf::actor>& r) { replica = caf::actor_cast<replica_actor>(r.at(0)); },
+               [&](caf::error& e) { FAIL(to_status(e).message()); });
+  auto info = [&] {
+    replica_info out;
+    client->request(replica, std::chrono::seconds(5), info_atom::value)
+        .receive([&](const replica_info& i) { out = i; }, [&](caf::error& e) { FAIL(to_status(e).message()); });
+    return out;
+  };
+  const replica_info before = info();
+  REQUIRE(before.role == 2);
+  // Each refused with a reason, none answered as a member would be.
+  auto refused = [&]<class Reply>(std::type_identity<Reply>, auto... xs) {
+    std::string why;
+    client->request(replica, std::chrono::seconds(5), xs...)
+        .receive([&](const Reply&) { why = "answered"; }, [&](caf::error& e) { why = to_status(e).message(); });
+    return why;
+  };
+  const ballot top{UINT64_MAX, 1};
+  CHECK(refused(std::type_identity<promise_reply>(), prepare_atom::value, top)
+            .find("`prepare` is for the cluster's replicas") != std::string::npos);
+  CHECK(refused(std::type_identity<promise_reply>(), prepare_atom::value, ballot{before.promised.counter + 1, 7})
+            .find("`prepare`") != std::string::npos);
+  CHECK(refused(std::type_identity<vote>(), confirm_atom::value, before.epoch).find("`confirm`") != std::string::npos);
+  CHECK(refused(std::type_identity<std::vector<std::string>>(), fetch_atom::value, std::vector<hash128>{before.root})
+            .find("`fetch`") != std::string::npos);
+  CHECK(refused(std::type_identity<merge_report>(), sync_atom::value, before.root, std::uint32_t{1}).find("`sync`") !=
+        std::string::npos);
+  CHECK(refused(std::type_identity<bool>(), elect_atom::value).find("`elect`") != std::string::npos);
+  bool yes = true;
+  client->request(replica, std::chrono::seconds(5), probe_atom::value)
+      .receive([&](bool b) { yes = b; }, [&](caf::error&) {});
+  CHECK_FALSE(yes);
+  // A write under a ballot above the promise, stamped higher still: taken,
+  // it deposed the owner and its stamp beat every later write.
+  ballot higher{before.promised.counter + 1, 1};
+  client->send(replica, rwrite_atom::value, higher, std::uint64_t{1},
+               std::vector<stamped_op>{stamped_op{"forged", stamp{top, 1}, true, "x", false, 0}});
+  // Messages of one sender arrive in order: this answer comes after the
+  // rwrite was handled.
+  auto after = info();
+  CHECK(after.promised == before.promised);
+  CHECK(after.epoch == before.epoch);
+  CHECK(after.role == 2);
+  bool found = true;
+  client->request(replica, std::chrono::seconds(5), get_atom::value, std::string("forged"))
+      .receive([&](bool f, const std::string&) { found = f; }, [&](caf::error& e) { FAIL(to_status(e).message()); });
+  CHECK_FALSE(found);
+  // The node still elects (its promise is not poisoned), and the client's
+  // own writes work.
+  CHECK(elect_here());
+  bool put = false;
+  client
+      ->request(replica, std::chrono::seconds(5), put_atom::value, std::string("k"), std::string("v"), std::int64_t{0})
+      .receive([&](ok_atom) { put = true; }, [&](caf::error& e) { FAIL(to_status(e).message()); });
+  CHECK(put);
+}
+
+TEST_CASE("network: an offer is taken only of the sender's own actor, and a node offers one id") {
+  testing::temp_dir dir("net-offer");
+  auto base = static_cast<std::uint16_t>(base_port() + 4);
+  auto cluster = must(cluster_file::parse(
+      fmt::format("cluster offers\nshards 1\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", base - 2,
+                  base - 1, base)));
+  testing::node_process three(dir / "node3", cluster, 3);
+  caf::actor_system_config other_cfg;
+  configure_system(other_cfg);
+  caf::actor_system other{other_cfg};
+  auto node3 = must(connect_to(other, "127.0.0.1", base, false, std::chrono::seconds(5)));
+  caf::scoped_actor stranger{other};
+  auto offer = [&](std::uint32_t id, const caf::actor& a) {
+    std::optional<bool> taken;
+    stranger->request(node3, std::chrono::seconds(5), offer_atom::value, id, a)
+        .receive([&](bool b) { taken = b; }, [&](caf::error& e) { FAIL(to_status(e).message()); });
+    REQUIRE(taken.has_value());
+    return *taken;
+  };
+  // An actor of node 3's own process (its replica, as any client learns it
+  // through hello) offered as node 1: votes node 3 sent "node 1" would come
+  // from node 3 itself.
+  std::vector<caf::actor> replicas;
+  stranger
+      ->request(node3, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
+                protocol_version)
+      .receive([&](const std::vector<caf::actor>& r) { replicas = r; },
+               [&](caf::error& e) { FAIL(to_status(e).message()); });
+  REQUIRE(replicas.size() == 1);
+  CHECK_FALSE(offer(1, replicas[0]));
+  // Its own actor, once; the same node as a second id is refused.
+  auto own = other.spawn([]() -> caf::behavior { return {[](hello_atom) {}}; });
+  CHECK(offer(1, own));
+  CHECK_FALSE(offer(2, own));
+  CHECK(offer(1, own));        // the same id again (a node that linked anew) is taken
+  CHECK_FALSE(offer(3, own));  // not below the receiver's id
+  caf::anon_send_exit(own, caf::exit_reason::kill);
+}
