@@ -1,5 +1,7 @@
 #include "replication/node.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <mutex>
 #include <thread>
@@ -93,6 +95,13 @@ status check_tls_files(const tls_files& files) {
   if (SSL_CTX_use_certificate_chain_file(ctx.get(), files.certificate.c_str()) != 1)
     return status::invalid_argument(
         fmt::format("tls: cannot load the certificate {}: {}", files.certificate, openssl_errors()));
+  // As ssh does for its keys: a key others on the machine may read is no
+  // longer this node's alone (and with it, its identity in the cluster).
+  struct stat key_stat {};
+  if (::stat(files.key.c_str(), &key_stat) == 0 && (key_stat.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+    return status::invalid_argument(
+        fmt::format("tls: the key {} may be read or written by others than its owner (mode {:04o}): `chmod 600` it",
+                    files.key, key_stat.st_mode & 07777));
   if (SSL_CTX_use_PrivateKey_file(ctx.get(), files.key.c_str(), SSL_FILETYPE_PEM) != 1) {
     if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
       return status::invalid_argument(fmt::format("tls: the key {} is not the key of the certificate {}: {}", files.key,

@@ -11,6 +11,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "actors/caf_headers.h"  // before any other CAF header
@@ -28,12 +29,24 @@ namespace {
 
 std::string tls_data(std::string_view file) { return std::string(MAGNETITE_TLS_DATA) + "/" + std::string(file); }
 
+// A committed key as a node must hold it: a copy only its owner may read (a
+// checkout gives every file 0644, which a node refuses).
+std::string private_key(std::string_view file) {
+  static testing::temp_dir keys("tls-keys");
+  auto to = keys / std::string(file);
+  if (!std::filesystem::exists(to)) {
+    std::filesystem::copy_file(tls_data(file), to);
+    std::filesystem::permissions(to, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  }
+  return to;
+}
+
 tls_files node_files(std::uint32_t id) {
-  return {tls_data(fmt::format("node{}.pem", id)), tls_data(fmt::format("node{}.key", id)), tls_data("ca.pem")};
+  return {tls_data(fmt::format("node{}.pem", id)), private_key(fmt::format("node{}.key", id)), tls_data("ca.pem")};
 }
 
 // A node of another cluster's CA: consistent on its own, a stranger to ours.
-tls_files stranger_files() { return {tls_data("stranger.pem"), tls_data("stranger.key"), tls_data("other-ca.pem")}; }
+tls_files stranger_files() { return {tls_data("stranger.pem"), private_key("stranger.key"), tls_data("other-ca.pem")}; }
 
 // Ports apart from replication_network_test's (20000 + ...), by process id.
 std::uint16_t base_port() { return static_cast<std::uint16_t>(10000 + (::getpid() % 1000) * 10); }
@@ -96,17 +109,27 @@ TEST_CASE("tls: a node's certificate files are checked before CAF reads them, an
     INFO(s.message());
     CHECK(s.message().find(says) != std::string::npos);
   };
-  refused({tls_data("node1.pem"), tls_data("node1.key"), ""}, "all needed");
-  refused({tls_data("missing.pem"), tls_data("node1.key"), tls_data("ca.pem")}, "cannot load the certificate");
+  refused({tls_data("node1.pem"), private_key("node1.key"), ""}, "all needed");
+  refused({tls_data("missing.pem"), private_key("node1.key"), tls_data("ca.pem")}, "cannot load the certificate");
   refused({tls_data("node1.pem"), tls_data("missing.key"), tls_data("ca.pem")}, "cannot load the key");
-  refused({tls_data("node1.pem"), tls_data("node2.key"), tls_data("ca.pem")}, "is not the key of the certificate");
-  refused({tls_data("node1.pem"), tls_data("node1.key"), tls_data("missing.pem")}, "cannot load the CA file");
+  refused({tls_data("node1.pem"), private_key("node2.key"), tls_data("ca.pem")}, "is not the key of the certificate");
+  refused({tls_data("node1.pem"), private_key("node1.key"), tls_data("missing.pem")}, "cannot load the CA file");
   // Signed by the other CA: peers would refuse it; so does the check.
-  refused({tls_data("stranger.pem"), tls_data("stranger.key"), tls_data("ca.pem")}, "does not check against");
+  refused({tls_data("stranger.pem"), private_key("stranger.key"), tls_data("ca.pem")}, "does not check against");
+  // A key the group or others may read (as a checkout leaves it) is refused,
+  // naming its mode; the same bytes at 0600 pass above.
+  refused({tls_data("node1.pem"), tls_data("node1.key"), tls_data("ca.pem")}, "by others than its owner");
+  auto group_readable = private_key("node3.key") + ".0640";
+  std::filesystem::copy_file(private_key("node3.key"), group_readable,
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::permissions(group_readable, std::filesystem::perms::owner_read |
+                                                   std::filesystem::perms::owner_write |
+                                                   std::filesystem::perms::group_read);
+  refused({tls_data("node3.pem"), group_readable, tls_data("ca.pem")}, "mode 0640");
   // The actor system is not given files that fail.
   caf::actor_system_config cfg;
   cfg.load<caf::io::middleman>();
-  CHECK_FALSE(configure_tls(cfg, {tls_data("node1.pem"), tls_data("node2.key"), tls_data("ca.pem")}).is_ok());
+  CHECK_FALSE(configure_tls(cfg, {tls_data("node1.pem"), private_key("node2.key"), tls_data("ca.pem")}).is_ok());
   CHECK(cfg.openssl_certificate.empty());
 }
 
