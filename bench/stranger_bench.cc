@@ -7,8 +7,12 @@
 //   stranger_bench
 //
 // Each child publishes one actor on loopback, connects a raw socket to it,
-// sends the attack, waits 3 s and exits 0 if it is still alive.
+// sends the attack, waits 3 s and, still alive, says whether the node kept
+// the connection (exit 0) or closed it (exit 5). A connection kept after a
+// handshake naming this very node, or no node, is one the node took as a
+// route to that node (docs/design/replication.md, 7.2).
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -52,11 +56,37 @@ bytes message(std::string_view type, const bytes& body) {
   return b + body;
 }
 
+// What an attack is made from: the published actor's id, a handshake of
+// another node to send first, and handshakes naming the node itself and
+// naming no node.
+struct material {
+  std::uint64_t target;
+  bytes handshake, naming_victim, naming_none;
+};
+
 struct attack {
   const char* what;
-  // The bytes, given the published actor's id and a handshake to send first.
-  std::function<bytes(std::uint64_t, const bytes&)> make;
+  std::function<bytes(const material&)> make;
 };
+
+bytes client_handshake(caf::actor_system& sys, const caf::node_id& who) {
+  std::vector<char> node;
+  caf::binary_serializer sink{sys, node};
+  if (sink(who)) std::_Exit(3);
+  return header(1, static_cast<std::uint32_t>(node.size())) + bytes(node.begin(), node.end());
+}
+
+// Whether the peer closed fd (what it sent is read and dropped).
+bool closed(int fd) {
+  char buf[4096];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    auto n = ::recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n == 0) return true;
+    if (n < 0) return errno != EAGAIN && errno != EWOULDBLOCK;
+  }
+}
 
 void run_child(const attack& a) {
   caf::actor_system_config cfg;
@@ -67,11 +97,9 @@ void run_child(const attack& a) {
   if (!port) std::_Exit(3);
   caf::actor_system_config other_cfg;
   caf::actor_system other{other_cfg};
-  std::vector<char> node;
-  caf::binary_serializer sink{other, node};
-  if (sink(other.node())) std::_Exit(3);
-  bytes handshake = header(1, static_cast<std::uint32_t>(node.size())) + bytes(node.begin(), node.end());
-  bytes sent = a.make(target.id(), handshake);
+  material m{target.id(), client_handshake(other, other.node()), client_handshake(other, sys.node()),
+             client_handshake(other, caf::node_id{})};
+  bytes sent = a.make(m);
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in to{};
   to.sin_family = AF_INET;
@@ -80,7 +108,7 @@ void run_child(const attack& a) {
   if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) std::_Exit(3);
   (void)::send(fd, sent.data(), sent.size(), MSG_NOSIGNAL);
   std::this_thread::sleep_for(std::chrono::seconds(3));
-  std::_Exit(0);  // alive; CAF's own shutdown is not what is measured
+  std::_Exit(closed(fd) ? 5 : 0);  // alive; CAF's own shutdown is not what is measured
 }
 
 }  // namespace
@@ -88,19 +116,21 @@ void run_child(const attack& a) {
 int main() {
   const std::uint32_t four_gib = 0xfffffff0u;
   std::vector<attack> attacks = {
-      {"nothing (baseline)", [](std::uint64_t, const bytes&) { return bytes{}; }},
-      {"a header claiming 4 GiB", [&](std::uint64_t, const bytes&) { return header(1, four_gib); }},
-      {"an empty client handshake", [](std::uint64_t, const bytes&) { return header(1, 0); }},
+      {"nothing (baseline)", [](const material&) { return bytes{}; }},
+      {"a header claiming 4 GiB", [&](const material&) { return header(1, four_gib); }},
+      {"an empty client handshake", [](const material&) { return header(1, 0); }},
       {"a byte vector claiming 4 GiB, after a handshake",
-       [](std::uint64_t id, const bytes& hs) {
+       [](const material& m) {
          bytes body = message("@charbuf", bytes{0xf0, 0xff, 0xff, 0xff, 0x0f}) + bytes(16, 'c');
-         return hs + header(2, static_cast<std::uint32_t>(body.size()), id) + body;
+         return m.handshake + header(2, static_cast<std::uint32_t>(body.size()), m.target) + body;
        }},
       {"a config value of an unknown kind, after a handshake",
-       [](std::uint64_t id, const bytes& hs) {
+       [](const material& m) {
          bytes body = message("@config_value", bytes(8, 0xff));
-         return hs + header(2, static_cast<std::uint32_t>(body.size()), id) + body;
+         return m.handshake + header(2, static_cast<std::uint32_t>(body.size()), m.target) + body;
        }},
+      {"a client handshake naming the node itself", [](const material& m) { return m.naming_victim; }},
+      {"a client handshake naming no node", [](const material& m) { return m.naming_none; }},
   };
   fmt::print("stranger_bench: a bare CAF {}.{}.{} node, one child process an attack\n", CAF_MAJOR_VERSION,
              CAF_MINOR_VERSION, CAF_PATCH_VERSION);
@@ -111,7 +141,9 @@ int main() {
     rusage use{};
     ::wait4(pid, &status, 0, &use);
     std::string ended = WIFEXITED(status)
-                            ? (WEXITSTATUS(status) == 0 ? "alive" : fmt::format("exit {}", WEXITSTATUS(status)))
+                            ? (WEXITSTATUS(status) == 0   ? "alive, connection kept"
+                               : WEXITSTATUS(status) == 5 ? "alive, connection closed"
+                                                          : fmt::format("exit {}", WEXITSTATUS(status)))
                             : fmt::format("killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
     fmt::print("{:<55} {:>10.1f} MiB peak RSS  {}\n", a.what, static_cast<double>(use.ru_maxrss) / 1024, ended);
   }
