@@ -1,9 +1,11 @@
 #include "replication/guarded_network.h"
 
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -14,11 +16,14 @@
 #include <caf/io/network/default_multiplexer.hpp>
 #include <caf/io/network/doorman_impl.hpp>
 #include <caf/io/network/stream_impl.hpp>
-#include <caf/openssl/session.hpp>
 #include <caf/policy/tcp.hpp>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include "replication/frame_guard.h"
 #include "replication/payload_reader.h"
+#include "replication/tls_context.h"
 
 namespace magnetite::replication {
 
@@ -239,13 +244,99 @@ struct plain_transport {
   bool must_read_more(native_socket, size_t) { return kept_from != kept_to; }
 };
 
+// One TLS connection over a nonblocking socket, from the node's one context
+// (tls_context.h). The handshake is driven by the stream's reads and writes
+// (a write event with nothing to write, forced at launch, starts it).
+// "Would block" is success with nothing moved, as for plain TCP; the end
+// of the stream or any TLS error is a failure. Each call starts from an
+// empty error queue of this thread and leaves it empty: SSL_get_error()
+// reads that queue, so errors left behind would fail the next link that
+// asks (what CAF 0.17.6's own sessions did).
 struct tls_transport {
-  caf::openssl::session_ptr session;
-  rw_state read_some(size_t& n, native_socket fd, void* buf, size_t len) { return session->read_some(n, fd, buf, len); }
-  rw_state write_some(size_t& n, native_socket fd, const void* buf, size_t len) {
-    return session->write_some(n, fd, buf, len);
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl{nullptr, SSL_free};
+  bool handshaking = true;
+
+  // OpenSSL writes with write(2): a peer gone would raise SIGPIPE, which
+  // ends a process by default. Blocked around each call, and one raised
+  // meanwhile is taken before it is unblocked.
+  class sigpipe_blocked {
+   public:
+    sigpipe_blocked() {
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      pthread_sigmask(SIG_BLOCK, &pipe, &saved_);
+    }
+    ~sigpipe_blocked() {
+      sigset_t pipe, pending;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        timespec zero{0, 0};
+        sigtimedwait(&pipe, nullptr, &zero);
+      }
+      pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+    }
+
+   private:
+    sigset_t saved_;
+  };
+
+  // The outcome of an SSL call that returned r <= 0.
+  rw_state after(int r) {
+    int e = SSL_get_error(ssl.get(), r);
+    ERR_clear_error();
+    return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? rw_state::success : rw_state::failure;
   }
-  bool must_read_more(native_socket fd, size_t threshold) { return session->must_read_more(fd, threshold); }
+  // Drives the handshake; success with handshaking still true: not done yet.
+  rw_state shake() {
+    ERR_clear_error();
+    int r = SSL_do_handshake(ssl.get());
+    if (r == 1) {
+      handshaking = false;
+      return rw_state::success;
+    }
+    return after(r);
+  }
+  rw_state read_some(size_t& n, native_socket, void* buf, size_t len) {
+    n = 0;
+    sigpipe_blocked guard;
+    if (handshaking) {
+      rw_state s = shake();
+      if (s != rw_state::success || handshaking) return s;
+    }
+    if (len == 0) return rw_state::success;
+    ERR_clear_error();
+    int r = SSL_read(ssl.get(), buf, static_cast<int>(std::min<size_t>(len, INT32_MAX)));
+    if (r > 0) {
+      n = static_cast<size_t>(r);
+      return rw_state::success;
+    }
+    return after(r);
+  }
+  rw_state write_some(size_t& n, native_socket, const void* buf, size_t len) {
+    n = 0;
+    sigpipe_blocked guard;
+    if (handshaking) {
+      rw_state s = shake();
+      if (s != rw_state::success) return s;
+      // CAF's stream reads "indeterminate" for an empty write as "nothing
+      // more to write now" (its own TLS sessions answer so).
+      if (handshaking) return len == 0 ? rw_state::indeterminate : rw_state::success;
+    }
+    if (len == 0) return rw_state::indeterminate;
+    ERR_clear_error();
+    int r = SSL_write(ssl.get(), buf, static_cast<int>(std::min<size_t>(len, INT32_MAX)));
+    if (r > 0) {
+      n = static_cast<size_t>(r);
+      return rw_state::success;
+    }
+    return after(r);
+  }
+  bool must_read_more(native_socket, size_t threshold) {
+    return static_cast<size_t>(SSL_pending(ssl.get())) >= threshold;
+  }
 };
 
 // The stream policy: the transport's bytes, judged before CAF sees them.
@@ -342,22 +433,33 @@ caf::io::network::default_multiplexer& backend_of(caf::actor_system& sys) {
   return static_cast<caf::io::network::default_multiplexer&>(sys.middleman().backend());
 }
 
+using tls_ptr = std::shared_ptr<const tls_context>;
+
 // A scribe for fd, or nullptr when TLS cannot make a session for it.
-caf::io::scribe_ptr make_scribe(caf::actor_system& sys, native_socket fd, bool accepted, bool tls,
+caf::io::scribe_ptr make_scribe(caf::actor_system& sys, native_socket fd, bool accepted, const tls_ptr& tls,
                                 const std::shared_ptr<connection_watch>& watch) {
   auto& mpx = backend_of(sys);
   (void)caf::io::network::keepalive(fd, true);
   if (!tls) return caf::make_counted<guarded_scribe<plain_transport>>(mpx, fd, plain_transport{}, watch, accepted);
-  auto session = caf::openssl::make_session(sys, fd, accepted);
-  if (!session) return nullptr;
-  return caf::make_counted<guarded_scribe<tls_transport>>(mpx, fd, tls_transport{std::move(session)}, watch, accepted);
+  tls_transport t;
+  ERR_clear_error();
+  t.ssl.reset(SSL_new(tls->native()));
+  if (!t.ssl || SSL_set_fd(t.ssl.get(), fd) != 1) {
+    ERR_clear_error();
+    return nullptr;
+  }
+  if (accepted)
+    SSL_set_accept_state(t.ssl.get());
+  else
+    SSL_set_connect_state(t.ssl.get());
+  return caf::make_counted<guarded_scribe<tls_transport>>(mpx, fd, std::move(t), watch, accepted);
 }
 
 class guarded_doorman : public caf::io::network::doorman_impl {
  public:
-  guarded_doorman(caf::io::network::default_multiplexer& mpx, native_socket fd, bool tls,
+  guarded_doorman(caf::io::network::default_multiplexer& mpx, native_socket fd, tls_ptr tls,
                   std::shared_ptr<connection_watch> watch)
-      : caf::io::network::doorman_impl(mpx, fd), tls_(tls), watch_(std::move(watch)) {}
+      : caf::io::network::doorman_impl(mpx, fd), tls_(std::move(tls)), watch_(std::move(watch)) {}
 
   bool new_connection() override {
     if (detached()) return false;  // as CAF's: the broker let go of us already
@@ -376,14 +478,15 @@ class guarded_doorman : public caf::io::network::doorman_impl {
   }
 
  private:
-  bool tls_;
+  tls_ptr tls_;
   std::shared_ptr<connection_watch> watch_;
 };
 
 class guarded_middleman_actor : public caf::io::middleman_actor_impl {
  public:
-  guarded_middleman_actor(caf::actor_config& cfg, caf::actor broker, bool tls, std::shared_ptr<connection_watch> watch)
-      : caf::io::middleman_actor_impl(cfg, std::move(broker)), tls_(tls), watch_(std::move(watch)) {}
+  guarded_middleman_actor(caf::actor_config& cfg, caf::actor broker, tls_ptr tls,
+                          std::shared_ptr<connection_watch> watch)
+      : caf::io::middleman_actor_impl(cfg, std::move(broker)), tls_(std::move(tls)), watch_(std::move(watch)) {}
 
   const char* name() const override { return "magnetite::guarded_middleman_actor"; }
 
@@ -406,7 +509,7 @@ class guarded_middleman_actor : public caf::io::middleman_actor_impl {
   }
 
  private:
-  bool tls_;
+  tls_ptr tls_;
   std::shared_ptr<connection_watch> watch_;
 };
 
@@ -426,11 +529,10 @@ caf::behavior sweeper(caf::event_based_actor* self, std::shared_ptr<connection_w
 
 }  // namespace
 
-result<std::shared_ptr<guarded_network>> guarded_network::start(caf::actor_system& sys, bool tls,
+result<std::shared_ptr<guarded_network>> guarded_network::start(caf::actor_system& sys,
+                                                                std::shared_ptr<const tls_context> tls,
                                                                 const connection_limits& limits) {
   MAGNETITE_TRY(check_limits(limits));
-  if (tls && !sys.has_openssl_manager())
-    return status::invalid_argument("a guarded TLS network needs an actor system with configure_tls");
   std::shared_ptr<guarded_network> n(new guarded_network());
   n->watch_ = std::make_shared<connection_watch>(sys, limits);
   auto broker = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));

@@ -1,7 +1,9 @@
 // guarded_network: the door of a node's port (docs/design/replication.md, 7.1).
 //
-// CAF's own network layer (the io middleman, or its OpenSSL module for a
-// cluster with `tls on`), with two things of ours on every connection:
+// CAF's own network layer (the io middleman's doorman, scribes and streams),
+// over plain TCP or, for a cluster with `tls on`, over TLS sessions of ours
+// from one context a node (tls_context.h), with these of ours on every
+// connection:
 //   - a frame_guard on the bytes it delivers (plain text, or what TLS
 //     decrypted): no header that claims more than the limit, none but the
 //     handshake first; the connection is closed at the header it refuses,
@@ -85,12 +87,14 @@ struct network_stats {
 };
 
 class connection_watch;
+class tls_context;
 
 class guarded_network {
  public:
-  // A guarded middleman actor on sys, over TLS when `tls` (the system then
-  // needs replication::configure_tls), and its sweep.
-  static result<std::shared_ptr<guarded_network>> start(caf::actor_system& sys, bool tls,
+  // A guarded middleman actor on sys, over TLS from `tls` when it is given
+  // (every connection, accepted or made, shares that one context), and its
+  // sweep.
+  static result<std::shared_ptr<guarded_network>> start(caf::actor_system& sys, std::shared_ptr<const tls_context> tls,
                                                         const connection_limits& limits);
   ~guarded_network();
   guarded_network(const guarded_network&) = delete;

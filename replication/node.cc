@@ -1,7 +1,5 @@
 #include "replication/node.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <mutex>
 #include <thread>
@@ -58,26 +56,15 @@ core_options core_options_for(const cluster_file& cluster, std::string dir, caf:
 
 namespace {
 
-// OpenSSL's queued errors as one line (emptying the queue).
-std::string openssl_errors() {
-  std::string out;
-  while (unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof buf);
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? std::string("no detail from OpenSSL") : out;
-}
-
-// CAF 0.17.6's OpenSSL sessions all run on the middleman's network thread
-// and, without CAF's logging, leave the errors of a failed handshake in that
-// thread's OpenSSL error queue. SSL_get_error() reads that queue, so the next
-// read of an established link that ends in "want read" is taken as an error
-// and the link is dropped. Emptying the queue on that thread after a failed
-// handshake we know of (and at every connect_peers, for those of strangers
-// connecting to us) narrows the window; links dropped anyway are linked
-// again by connect_peers, as any lost link.
+// CAF 0.17.6's OpenSSL sessions (a client's links: connect_to; a node's own
+// links use guarded_network's sessions, which empty the queue themselves)
+// all run on the middleman's network thread and, without CAF's logging,
+// leave the errors of a failed handshake in that thread's OpenSSL error
+// queue. SSL_get_error() reads that queue, so the next read of an
+// established link that ends in "want read" is taken as an error and the
+// link is dropped. Emptying the queue on that thread after a failed
+// handshake we know of (and at every connect_peers) narrows the window;
+// links dropped anyway are linked again, as any lost link.
 void clear_network_thread_errors(caf::actor_system& sys) {
   sys.middleman().backend().post([] { ERR_clear_error(); });
 }
@@ -85,49 +72,8 @@ void clear_network_thread_errors(caf::actor_system& sys) {
 }  // namespace
 
 status check_tls_files(const tls_files& files) {
-  if (files.certificate.empty() || files.key.empty() || files.ca.empty())
-    return status::invalid_argument("tls: a certificate, a key and the cluster's CA file are all needed");
-  ERR_clear_error();
-  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_method()), SSL_CTX_free);
-  if (!ctx) return status::failed("tls: cannot make an OpenSSL context: " + openssl_errors());
-  // An encrypted key fails here instead of OpenSSL asking on the terminal.
-  SSL_CTX_set_default_passwd_cb(ctx.get(), [](char*, int, int, void*) { return 0; });
-  if (SSL_CTX_use_certificate_chain_file(ctx.get(), files.certificate.c_str()) != 1)
-    return status::invalid_argument(
-        fmt::format("tls: cannot load the certificate {}: {}", files.certificate, openssl_errors()));
-  // As ssh does for its keys: a key others on the machine may read is no
-  // longer this node's alone (and with it, its identity in the cluster).
-  struct stat key_stat {};
-  if (::stat(files.key.c_str(), &key_stat) == 0 && (key_stat.st_mode & (S_IRWXG | S_IRWXO)) != 0)
-    return status::invalid_argument(
-        fmt::format("tls: the key {} may be read or written by others than its owner (mode {:04o}): `chmod 600` it",
-                    files.key, key_stat.st_mode & 07777));
-  if (SSL_CTX_use_PrivateKey_file(ctx.get(), files.key.c_str(), SSL_FILETYPE_PEM) != 1) {
-    if (ERR_GET_REASON(ERR_peek_last_error()) == X509_R_KEY_VALUES_MISMATCH)
-      return status::invalid_argument(fmt::format("tls: the key {} is not the key of the certificate {}: {}", files.key,
-                                                  files.certificate, openssl_errors()));
-    return status::invalid_argument(
-        fmt::format("tls: cannot load the key {} (it must be PEM, unencrypted): {}", files.key, openssl_errors()));
-  }
-  if (SSL_CTX_check_private_key(ctx.get()) != 1)
-    return status::invalid_argument(fmt::format("tls: the key {} is not the key of the certificate {}: {}", files.key,
-                                                files.certificate, openssl_errors()));
-  if (SSL_CTX_load_verify_locations(ctx.get(), files.ca.c_str(), nullptr) != 1)
-    return status::invalid_argument(fmt::format("tls: cannot load the CA file {}: {}", files.ca, openssl_errors()));
-  // The peers will check our certificate against the same CA: check it here,
-  // so a wrong file is named at start rather than as refused links.
-  STACK_OF(X509)* chain = nullptr;
-  SSL_CTX_get0_chain_certs(ctx.get(), &chain);
-  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> verify(X509_STORE_CTX_new(), X509_STORE_CTX_free);
-  if (!verify || X509_STORE_CTX_init(verify.get(), SSL_CTX_get_cert_store(ctx.get()),
-                                     SSL_CTX_get0_certificate(ctx.get()), chain) != 1)
-    return status::failed("tls: cannot check the certificate: " + openssl_errors());
-  X509_STORE_CTX_set_purpose(verify.get(), X509_PURPOSE_SSL_CLIENT);
-  if (X509_verify_cert(verify.get()) != 1)
-    return status::invalid_argument(fmt::format("tls: the certificate {} does not check against the CA file {}: {}",
-                                                files.certificate, files.ca,
-                                                X509_verify_cert_error_string(X509_STORE_CTX_get_error(verify.get()))));
-  return status::ok();
+  auto ctx = tls_context::load(files);
+  return ctx ? status::ok() : ctx.error();
 }
 
 status configure_tls(caf::actor_system_config& cfg, const tls_files& files) {
@@ -317,8 +263,16 @@ result<std::unique_ptr<node>> node::start(node_options options) {
         fmt::format("cluster file {} says `tls on`: node {} needs its certificate, its key and the cluster's CA "
                     "(replication::configure_tls)",
                     options.cluster.name, options.id));
+  // The credentials configure_tls gave the system, read once, here.
+  std::shared_ptr<const tls_context> tls;
+  if (options.cluster.tls) {
+    auto ctx =
+        tls_context::load({sys.config().openssl_certificate, sys.config().openssl_key, sys.config().openssl_cafile});
+    if (!ctx) return ctx.error();
+    tls = std::move(*ctx);
+  }
   std::unique_ptr<node> n(new node(std::move(options)));
-  auto network = guarded_network::start(sys, n->options_.cluster.tls, n->options_.network);
+  auto network = guarded_network::start(sys, std::move(tls), n->options_.network);
   if (!network) return network.error();
   n->network_ = std::move(*network);
   caf::scoped_actor asker{sys};

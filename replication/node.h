@@ -31,6 +31,7 @@
 #include "replication/cluster_file.h"
 #include "replication/guarded_network.h"
 #include "replication/replica_actor.h"
+#include "replication/tls_context.h"
 
 namespace magnetite::replication {
 
@@ -74,22 +75,8 @@ inline constexpr std::chrono::seconds heartbeat_interval{2};
 // tombstone retention (every replica must purge tombstones alike).
 core_options core_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys);
 
-// One node's TLS credentials, PEM files: its certificate (a chain may follow
-// it in the file), its key (unencrypted: a node starts unattended), and the
-// cluster's CA, which must have signed the certificate of every node and
-// client. Peers check each other's certificate against the CA, both ways;
-// the host name in it is not checked, so any certificate of the cluster's CA
-// is a member (docs/design/replication.md, 7).
-struct tls_files {
-  std::string certificate;
-  std::string key;
-  std::string ca;
-};
-
-// Loads the files as a link would and names what is wrong: one that cannot be
-// read or parsed, a key that does not match the certificate, a certificate
-// the CA did not sign. CAF reads them only at the first connection, on its
-// network thread, where a bad file ends the process.
+// tls_context::load(files), its status: what a node would refuse to start
+// with, named.
 status check_tls_files(const tls_files& files);
 
 // check_tls_files(), then gives the actor system CAF's OpenSSL module with

@@ -16,8 +16,12 @@
 
 #include "actors/caf_headers.h"  // before any other CAF header
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include "replication/node.h"
 #include "tests/support/node_process.h"
+#include "tests/support/raw_socket.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
 
@@ -309,4 +313,76 @@ TEST_CASE("tls: a node without TLS, or with a certificate of another CA, cannot 
     CHECK(mentions(one.n->last_errors(), "node 3 at 127.0.0.1"));
     CHECK(took < 1.5);
   }
+}
+
+TEST_CASE("tls: a node reads its files once, at start: with them gone, links still come, elect and write") {
+  testing::temp_dir dir("tls-once");
+  // Two nodes (a majority is both), each with its own copies of its files.
+  auto base = static_cast<std::uint16_t>(base_port());
+  auto cluster = must(cluster_file::parse(
+      fmt::format("cluster once\nshards 1\ntls on\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n", base, base + 1)));
+  std::vector<std::string> copies;
+  auto own_copy = [&](std::uint32_t id) {
+    tls_files f = node_files(id);
+    for (std::string* path : {&f.certificate, &f.key, &f.ca}) {
+      auto to = dir / fmt::format("node{}-{}", id, std::filesystem::path(*path).filename().string());
+      std::filesystem::copy_file(*path, to);
+      *path = to;
+      copies.push_back(to);
+    }
+    return f;
+  };
+  testing::node_process one(dir / "node1", cluster, 1, over_tls(own_copy(1)));
+  testing::node_process two(dir / "node2", cluster, 2, over_tls(own_copy(2)));
+  for (const auto& f : copies) REQUIRE(std::filesystem::remove(f));
+  // No link was made before the files went: every handshake below is made
+  // from the context loaded at start. (CAF's own sessions read the files
+  // again for each connection, on the network thread.)
+  CHECK(one.n->connect_peers().empty());
+  for (const auto& e : one.n->last_errors()) MESSAGE(e);
+  CHECK(two.n->connect_peers().empty());
+  for (const auto& e : two.n->last_errors()) MESSAGE(e);
+  caf::scoped_actor member{*one.sys};
+  bool owns = false;
+  member->request(one.n->replica(0), std::chrono::seconds(10), elect_atom::value)
+      .receive([&](bool b) { owns = b; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  REQUIRE(owns);
+  bool ok = false;
+  member
+      ->request(one.n->replica(0), std::chrono::seconds(10), put_atom::value, std::string("k"), std::string("v"),
+                std::int64_t{0})
+      .receive([&](ok_atom) { ok = true; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  CHECK(ok);  // on both disks, over the link
+}
+
+TEST_CASE("tls: a peer that speaks at most TLS 1.1 is refused; the same peer at TLS 1.2 shakes hands") {
+  testing::temp_dir dir("tls-version");
+  auto base = static_cast<std::uint16_t>(base_port() + 2);
+  auto cluster =
+      must(cluster_file::parse(fmt::format("cluster version\nshards 1\ntls on\nnode 1 127.0.0.1 {}\n", base)));
+  testing::node_process one(dir / "node1", cluster, 1, over_tls(node_files(1)));
+  // A client of OpenSSL itself, with a certificate of the cluster's CA:
+  // only the highest version it offers differs between the two tries.
+  auto shakes_hands = [&](int max_version) {
+    auto files = node_files(2);
+    std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+    REQUIRE(ctx);
+    SSL_CTX_set_security_level(ctx.get(), 0);  // let the client offer old versions at all
+    REQUIRE(SSL_CTX_set_min_proto_version(ctx.get(), TLS1_VERSION) == 1);
+    REQUIRE(SSL_CTX_set_max_proto_version(ctx.get(), max_version) == 1);
+    REQUIRE(SSL_CTX_use_certificate_chain_file(ctx.get(), files.certificate.c_str()) == 1);
+    REQUIRE(SSL_CTX_use_PrivateKey_file(ctx.get(), files.key.c_str(), SSL_FILETYPE_PEM) == 1);
+    REQUIRE(SSL_CTX_load_verify_locations(ctx.get(), files.ca.c_str(), nullptr) == 1);
+    SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+    int fd = testing::dial(base);
+    std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), SSL_free);
+    SSL_set_fd(ssl.get(), fd);
+    bool done = SSL_connect(ssl.get()) == 1;
+    ERR_clear_error();
+    ssl.reset();
+    ::close(fd);
+    return done;
+  };
+  CHECK_FALSE(shakes_hands(TLS1_1_VERSION));
+  CHECK(shakes_hands(TLS1_2_VERSION));
 }
