@@ -19,6 +19,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "replication/cluster_certificates.h"
 #include "replication/node.h"
 #include "tests/support/node_process.h"
 #include "tests/support/raw_socket.h"
@@ -385,4 +386,65 @@ TEST_CASE("tls: a peer that speaks at most TLS 1.1 is refused; the same peer at 
   };
   CHECK_FALSE(shakes_hands(TLS1_1_VERSION));
   CHECK(shakes_hands(TLS1_2_VERSION));
+}
+
+TEST_CASE("tls: make_cluster_certificates: each file checks, names its node or client, overwrites nothing, links") {
+  testing::temp_dir dir("tls-made");
+  auto base = static_cast<std::uint16_t>(base_port() + 6);
+  auto cluster = must(cluster_file::parse(
+      fmt::format("cluster made\nshards 1\ntls on\nnode 1 127.0.0.1 {}\nnode 2 localhost {}\n", base, base + 1)));
+  certificate_set set{dir / "certs", {"reporter"}, 30};
+  auto files = must(make_cluster_certificates(cluster, set));
+  CHECK(files.size() == 8);  // the CA, two nodes, one client: a certificate and a key each
+  auto at = [&](std::string_view f) { return set.dir + "/" + std::string(f); };
+  for (const auto& f : files) {
+    auto mode = std::filesystem::status(f).permissions();
+    bool key = f.ends_with(".key");
+    CAPTURE(f);
+    CHECK((mode & (std::filesystem::perms::group_all | std::filesystem::perms::others_all)) ==
+          (key ? std::filesystem::perms::none
+               : std::filesystem::perms::group_read | std::filesystem::perms::others_read));
+  }
+  for (std::string who : {"node1", "node2", "client-reporter"})
+    CHECK(check_tls_files({at(who + ".pem"), at(who + ".key"), at("ca.pem")}).is_ok());
+  CHECK(must(certificate_names(at("node2.pem"))) == std::vector<std::string>{"magnetite://made/node/2"});
+  CHECK(must(certificate_names(at("client-reporter.pem"))) ==
+        std::vector<std::string>{"magnetite://made/client/reporter"});
+  CHECK(must(certificate_names(at("ca.pem"))).empty());
+  // Again into the same directory: refused by the first file's name, and
+  // not one byte changed.
+  auto before = std::filesystem::last_write_time(at("node1.key"));
+  auto again = make_cluster_certificates(cluster, set);
+  REQUIRE_FALSE(again.is_ok());
+  CHECK(again.error().message().find("ca.pem exists") != std::string::npos);
+  CHECK(std::filesystem::last_write_time(at("node1.key")) == before);
+  CHECK_FALSE(make_cluster_certificates(cluster, {dir / "other", {"no spaces"}, 30}).is_ok());
+  CHECK_FALSE(std::filesystem::exists(dir / "other/ca.pem"));
+  // Two nodes link and elect with them; the client's certificate gets it
+  // the replicas over TLS.
+  testing::node_process one(dir / "node1", cluster, 1,
+                            over_tls(tls_files{at("node1.pem"), at("node1.key"), at("ca.pem")}));
+  testing::node_process two(dir / "node2", cluster, 2,
+                            over_tls(tls_files{at("node2.pem"), at("node2.key"), at("ca.pem")}));
+  CHECK(one.n->connect_peers().empty());
+  CHECK(two.n->connect_peers().empty());
+  caf::scoped_actor member{*one.sys};
+  bool owns = false;
+  member->request(one.n->replica(0), std::chrono::seconds(10), elect_atom::value)
+      .receive([&](bool b) { owns = b; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  CHECK(owns);
+  caf::actor_system_config cfg;
+  configure_system(cfg);
+  REQUIRE(configure_tls(cfg, {at("client-reporter.pem"), at("client-reporter.key"), at("ca.pem")}).is_ok());
+  caf::actor_system client_sys{cfg};
+  auto node2 =
+      must(connect_to(client_sys, "127.0.0.1", static_cast<std::uint16_t>(base + 1), true, std::chrono::seconds(5)));
+  caf::scoped_actor client{client_sys};
+  std::size_t replicas = 0;
+  client
+      ->request(node2, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
+                protocol_version)
+      .receive([&](const std::vector<caf::actor>& r) { replicas = r.size(); },
+               [&](caf::error& e) { FAIL(to_status(e).message()); });
+  CHECK(replicas == 1);
 }

@@ -20,6 +20,9 @@
 //   magnetite verify                              on --data: a database or a backup
 //   magnetite gc [--json]
 //   magnetite demo
+//   magnetite cert --cluster FILE --out DIR [--client NAME]... [--days N]
+//                                                 a development CA, and a certificate
+//                                                 for each node and client
 //   magnetite bench [--workload writes|gets|restart|load|overwrite|reclaim|all] [--seconds S]
 //                   [--keys N] [--rounds R] [--order random|sequential] [--values R] [--json]
 //
@@ -42,6 +45,7 @@
 #include "core/limits.h"
 #include "engine/state_space.h"
 #include "magnetite/cluster_client.h"
+#include "replication/cluster_certificates.h"
 #include "tools/bench_command.h"
 #include "tools/cli_text.h"
 #include "tools/cluster_demo.h"
@@ -135,10 +139,12 @@ struct command_line {
   std::uint32_t node_id = 0;
   std::string cluster;
   CLI::App* cluster_demo = nullptr;
-  cluster_demo_options demo_cluster;       // cluster-demo
-  replication::tls_files tls;              // serve, for a cluster file with `tls on`
-  bool insecure = false;                   // serve: no TLS beyond loopback, on purpose
-  replication::connection_limits network;  // serve: what one connection may send
+  cluster_demo_options demo_cluster;  // cluster-demo
+  CLI::App* cert = nullptr;
+  replication::certificate_set certificates;  // cert
+  replication::tls_files tls;                 // serve, for a cluster file with `tls on`
+  bool insecure = false;                      // serve: no TLS beyond loopback, on purpose
+  replication::connection_limits network;     // serve: what one connection may send
   std::int64_t handshake_timeout_ms = replication::connection_limits{}.handshake_timeout.count();
   std::int64_t idle_timeout_ms = replication::connection_limits{}.idle_timeout.count();
 };
@@ -304,6 +310,29 @@ void declare(CLI::App& app, command_line& c) {
       ->capture_default_str();
   c.cluster_demo->add_option("--base-port", c.demo_cluster.base_port,
                              "the nodes listen on this port and the next two (default: from the process id)");
+  c.cert = app.add_subcommand(
+      "cert", "a development CA, and a certificate and key for every node of a cluster file and each client");
+  c.cert->add_option("--cluster", c.cluster, "the cluster file")->required();
+  c.cert->add_option("--out", c.certificates.dir, "a directory to write into (no file is overwritten)")->required();
+  c.cert->add_option("--client", c.certificates.clients, "a client's name (repeat for more)");
+  c.cert->add_option("--days", c.certificates.days, "how long they are valid")->capture_default_str();
+}
+
+// `magnetite cert`: the files, then how a node and a client use them.
+int make_certificates(const command_line& c) {
+  auto text = must(read_whole_file(env::posix(), c.cluster));
+  auto cluster = replication::cluster_file::parse(text);
+  if (!cluster) die(status::invalid_argument(fmt::format("{}: {}", c.cluster, cluster.error().message())));
+  for (const auto& f : must(replication::make_cluster_certificates(*cluster, c.certificates))) fmt::print("{}\n", f);
+  if (!cluster->tls)
+    fmt::print(stderr, "note: {} does not say `tls on`; the nodes use these only once it does\n", c.cluster);
+  const auto& first = cluster->nodes.front();
+  fmt::print(stderr,
+             "a node: magnetite --data DIR serve --node {0} --cluster {1} --tls-cert {2}/node{0}.pem "
+             "--tls-key {2}/node{0}.key --tls-ca {2}/ca.pem\n",
+             first.id, c.cluster, c.certificates.dir);
+  fmt::print(stderr, "ca.key signs them all: keep it away from the nodes in anything but a development cluster\n");
+  return 0;
 }
 
 // On the database, or on a snapshot of one of its versions (--at).
@@ -719,6 +748,7 @@ int execute(const command_line& c) {
     return run_serve(c.node_id, c.cluster, c.dir, c.tls, c.insecure, network);
   }
   if (*c.cluster_demo) return run_cluster_demo(c.demo_cluster);
+  if (*c.cert) return make_certificates(c);
   if (*c.bench) {
     bench_command_options o = c.bench_options;
     o.data_dir = c.dir;
