@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <string>
@@ -744,4 +745,26 @@ TEST_CASE("cli: --cache-mib opens the database with that memory budget, and refu
   auto zero = run(data + " --cache-mib 0 get k");
   CHECK(zero.exit_code == 2);
   CHECK(zero.err.find("--cache-mib") != std::string::npos);
+}
+
+TEST_CASE("cli: cert writes a CA and a certificate for each node and client once, and names what it refuses") {
+  testing::temp_dir dir("cli-cert");
+  std::string cluster = dir / "c.cluster";
+  std::ofstream(cluster) << "cluster certs\nshards 1\ntls on\nnode 1 127.0.0.1 7401\n";
+  std::string out = dir / "certs";
+  auto made = run(fmt::format("cert --cluster {} --out {} --client ops", cluster, out));
+  CHECK(made.exit_code == 0);
+  CHECK(made.out == fmt::format("{0}/ca.pem\n{0}/ca.key\n{0}/node1.pem\n{0}/node1.key\n{0}/client-ops.pem\n"
+                                "{0}/client-ops.key\n",
+                                out));
+  CHECK(made.err.find(fmt::format("--tls-cert {}/node1.pem", out)) != std::string::npos);
+  auto again = run(fmt::format("cert --cluster {} --out {}", cluster, out));
+  CHECK(again.exit_code == 2);
+  CHECK(again.err.find("ca.pem exists") != std::string::npos);
+  auto bad = run(fmt::format("cert --cluster {} --out {} --client 'a b'", cluster, dir / "other"));
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("client name 'a b'") != std::string::npos);
+  auto missing = run(fmt::format("cert --cluster {} --out {}", dir / "none.cluster", dir / "third"));
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("none.cluster") != std::string::npos);
 }
