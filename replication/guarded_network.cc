@@ -68,9 +68,9 @@ class connection_watch {
     std::int64_t opened_ns;
     std::atomic<std::int64_t> heard_ns;
     std::atomic<bool> shook{false};
-    bool cut = false;    // shut down by the sweep (under the watch's lock)
-    caf::node_id named;  // the node its peer's handshake named (under the lock)
-    bool refused_name = false;
+    bool cut = false;           // shut down by the sweep (under the watch's lock)
+    caf::node_id named;         // the node its peer's handshake named (under the lock)
+    bool refused_name = false;  // refused for the node it named: counted apart
   };
 
   connection_watch(caf::actor_system& sys, connection_limits limits)
@@ -81,12 +81,13 @@ class connection_watch {
     auto why = reader_.check(op, payload, peer);
     if (!why.empty() || (op != frame_guard::server_handshake && op != frame_guard::client_handshake)) return why;
     std::lock_guard<std::mutex> lock(m_);
-    // A connection we made was dialled to an address of the cluster file:
-    // what its server names is CAF's to judge (it closes a connection to
-    // itself or a redundant one). Its name still counts for the others.
     if (!peer) {
       why = "a handshake naming no node";
     } else if (e->accepted) {
+      // (A connection we made was dialled to an address of the cluster
+      // file: what its server names is CAF's to judge, which closes a
+      // connection to itself or a redundant one. Its name still counts
+      // for the others.)
       if (peer == this_node_) why = "a handshake naming this node";
       for (auto& [_, other] : entries_)
         if (why.empty() && other.get() != e && !other->cut && other->named == peer)

@@ -77,6 +77,7 @@ namespace {
 // port can send a replica any message of its interface (over TLS: anyone
 // with a certificate of the cluster's CA, clients included); a `peers` or a
 // `beat` from them would re-point replication or hurry elections. Ignored.
+// (What only replicas send each other is taken from members: sent_by_member.)
 bool sent_here(self_ptr self) {
   const auto& s = self->current_sender();
   return s && s->node() == self->node();

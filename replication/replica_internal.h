@@ -63,6 +63,11 @@ static_assert(connection_limits{}.max_message_bytes >=
               limits::max_batch_bytes + max_batch_bytes + limits::max_value_bytes + envelope_room);
 static_assert(connection_limits{}.max_message_bytes >= fetch_reply_bytes + tree::max_node_bytes + envelope_room);
 
+// Who cast a vote: a peer by its node (whatever actor of it sent the vote,
+// it is one voice), an actor of this process by its id (only tests run
+// several replicas in one process).
+using voter = std::pair<caf::node_id, caf::actor_id>;
+
 // A read (or a CAS refusal) waiting for a confirm round.
 struct queued_read {
   ballot epoch;  // the owner's when the value was read
@@ -99,7 +104,7 @@ struct replica_state {
     std::size_t yes = 1;       // ourselves
     std::size_t answered = 0;
     std::function<void(bool)> done;
-    std::vector<std::pair<caf::node_id, caf::actor_id>> voted;  // whose vote counted (voter_of): once each
+    std::vector<voter> voted;  // whose vote counted (voter_of): once each
   };
   std::map<std::uint64_t, write_round> write_rounds;  // by round: by deadline too
   std::uint64_t next_round = 1;
@@ -239,11 +244,7 @@ bool sent_by_member(self_ptr self);
 // Whether the sender may speak for member `id` (a ballot's or a stamp's
 // node, a sync's `from`): its node is that peer's, or ours for our own id.
 bool sent_by_node(self_ptr self, std::uint32_t id);
-// Who cast the vote being handled, once a member sent it: a peer by its
-// node (whatever actor of it sent the vote, it is one voice), an actor of
-// this process by its id (only tests run several replicas in one
-// process). None from anyone else.
-using voter = std::pair<caf::node_id, caf::actor_id>;
+// Who cast the vote being handled, once a member sent it (voter, above).
 std::optional<voter> voter_of(self_ptr self);
 
 // One round to every peer, counting ourselves as the first yes: `yes` judges
