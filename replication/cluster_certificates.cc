@@ -21,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "replication/peer_identity.h"
 #include "replication/tls_context.h"
 
 namespace magnetite::replication {
@@ -203,18 +204,7 @@ result<std::vector<std::string>> certificate_names(const std::string& pem_file) 
   cert_ptr cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr), X509_free);
   if (!cert)
     return status::corruption(fmt::format("cert: {} holds no PEM certificate: {}", pem_file, openssl_errors()));
-  std::vector<std::string> out;
-  auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert.get(), NID_subject_alt_name, nullptr, nullptr));
-  for (int i = 0; names && i < sk_GENERAL_NAME_num(names); ++i) {
-    const GENERAL_NAME* g = sk_GENERAL_NAME_value(names, i);
-    if (g->type != GEN_URI) continue;
-    const ASN1_IA5STRING* uri = g->d.uniformResourceIdentifier;
-    std::string s(reinterpret_cast<const char*>(ASN1_STRING_get0_data(uri)),
-                  static_cast<std::size_t>(ASN1_STRING_length(uri)));
-    if (s.rfind("magnetite://", 0) == 0) out.push_back(std::move(s));
-  }
-  GENERAL_NAMES_free(names);
-  return out;
+  return certificate_names(cert.get());
 }
 
 }  // namespace magnetite::replication

@@ -68,14 +68,31 @@ class connection_watch {
     std::int64_t opened_ns;
     std::atomic<std::int64_t> heard_ns;
     std::atomic<bool> shook{false};
-    bool cut = false;           // shut down by the sweep (under the watch's lock)
-    caf::node_id named;         // the node its peer's handshake named (under the lock)
-    bool refused_name = false;  // refused for the node it named: counted apart
+    bool cut = false;                       // shut down by the sweep (under the watch's lock)
+    caf::node_id named;                     // the node its peer's handshake named (under the lock)
+    bool refused_name = false;              // refused for the node it named: counted apart
+    std::optional<peer_identity> identity;  // what its TLS peer's certificate names (under the lock)
   };
 
-  connection_watch(caf::actor_system& sys, connection_limits limits)
-      : limits_(limits), reader_(sys), this_node_(sys.node()) {}
+  connection_watch(caf::actor_system& sys, connection_limits limits, std::string identities)
+      : limits_(limits), reader_(sys), this_node_(sys.node()), cluster_(std::move(identities)) {}
   const connection_limits& limits() const { return limits_; }
+  bool identities() const noexcept { return !cluster_.empty(); }
+
+  // A connection's TLS handshake finished, showing `cert`.
+  void identified(entry* e, x509_st* cert) {
+    if (!identities()) return;
+    auto id = identity_of(cert, cluster_);
+    std::lock_guard<std::mutex> lock(m_);
+    e->identity = std::move(id);
+  }
+
+  std::optional<peer_identity> identity_of_node(const caf::node_id& node) const {
+    std::lock_guard<std::mutex> lock(m_);
+    for (auto& [_, e] : entries_)
+      if (!e->cut && e->named == node && e->identity) return e->identity;
+    return std::nullopt;
+  }
   // On the network thread only (every guarded stream's reads run there).
   std::string check_payload(entry* e, std::uint8_t op, std::span<const std::uint8_t> payload, caf::node_id& peer) {
     auto why = reader_.check(op, payload, peer);
@@ -93,12 +110,29 @@ class connection_watch {
         if (why.empty() && other.get() != e && !other->cut && other->named == peer)
           why = fmt::format("a handshake naming node {}, linked on another connection", to_string(peer));
     }
+    if (why.empty() && identities()) why = identity_conflict(e, peer);
     if (!why.empty()) {
       e->refused_name = true;
       return why;
     }
     e->named = peer;
     return why;
+  }
+
+  // Under the lock: why a handshake naming `peer` on e may not speak for
+  // the identity e's certificate names, or "".
+  std::string identity_conflict(entry* e, const caf::node_id& peer) const {
+    if (!e->identity) return fmt::format("a certificate that names no node or client of cluster {}", cluster_);
+    for (auto& [_, other] : entries_) {
+      if (other.get() == e || other->cut || !other->named || !other->identity) continue;
+      if (other->named == peer && !(*other->identity == *e->identity))
+        return fmt::format("a handshake naming node {} as {}, which another connection speaks for as {}",
+                           to_string(peer), e->identity->to_string(), other->identity->to_string());
+      if (e->identity->as == peer_identity::role::node && *other->identity == *e->identity && other->named != peer)
+        return fmt::format("{}'s certificate, from another process than the one linked as {}", e->identity->to_string(),
+                           e->identity->to_string());
+    }
+    return std::string();
   }
 
   // Whether an accepted connection from `source` may be taken: fewer than
@@ -194,6 +228,7 @@ class connection_watch {
   const connection_limits limits_;
   payload_reader reader_;
   const caf::node_id this_node_;
+  const std::string cluster_;  // whose identities links are bound to; "": none
   mutable std::mutex m_;
   std::map<entry*, std::unique_ptr<entry>> entries_;
   network_stats c_;  // the counts; open and pending are counted when asked
@@ -338,6 +373,9 @@ struct tls_transport {
   bool must_read_more(native_socket, size_t threshold) {
     return static_cast<size_t>(SSL_pending(ssl.get())) >= threshold;
   }
+  // Once the handshake is done: the certificate the peer showed (verified).
+  bool secured() const { return !handshaking; }
+  x509_st* peer_certificate() const { return SSL_get0_peer_certificate(ssl.get()); }
 };
 
 // The stream policy: the transport's bytes, judged before CAF sees them.
@@ -362,6 +400,7 @@ class guarded_policy {
 
   rw_state read_some(size_t& n, native_socket fd, void* buf, size_t len) {
     rw_state s = transport_.read_some(n, fd, buf, len);
+    note_identity();
     if (s != rw_state::success || n == 0) return s;
     entry_->heard_ns.store(now_ns(), std::memory_order_relaxed);
     if (!guard_.take({static_cast<const std::uint8_t*>(buf), n})) {
@@ -373,11 +412,25 @@ class guarded_policy {
     return s;
   }
   rw_state write_some(size_t& n, native_socket fd, const void* buf, size_t len) {
-    return transport_.write_some(n, fd, buf, len);
+    rw_state s = transport_.write_some(n, fd, buf, len);
+    note_identity();
+    return s;
   }
   bool must_read_more(native_socket fd, size_t threshold) { return transport_.must_read_more(fd, threshold); }
 
  private:
+  // The TLS handshake ends in a read or a write, before any byte of BASP
+  // passes: the watch learns the peer's certificate then, once.
+  void note_identity() {
+    if constexpr (std::is_same_v<Transport, tls_transport>) {
+      if (!identified_ && transport_.secured()) {
+        identified_ = true;
+        watch_->identified(entry_, transport_.peer_certificate());
+      }
+    }
+  }
+
+  bool identified_ = false;
   Transport transport_;
   std::shared_ptr<connection_watch> watch_;
   connection_watch::entry* entry_;
@@ -532,10 +585,12 @@ caf::behavior sweeper(caf::event_based_actor* self, std::shared_ptr<connection_w
 
 result<std::shared_ptr<guarded_network>> guarded_network::start(caf::actor_system& sys,
                                                                 std::shared_ptr<const tls_context> tls,
-                                                                const connection_limits& limits) {
+                                                                const connection_limits& limits,
+                                                                std::string identities) {
   MAGNETITE_TRY(check_limits(limits));
+  if (!identities.empty() && !tls) return status::invalid_argument("identities need TLS: a certificate names them");
   std::shared_ptr<guarded_network> n(new guarded_network());
-  n->watch_ = std::make_shared<connection_watch>(sys, limits);
+  n->watch_ = std::make_shared<connection_watch>(sys, limits, std::move(identities));
   auto broker = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
   n->middleman_ = sys.spawn<guarded_middleman_actor, caf::hidden>(broker, tls, n->watch_);
   n->sweeper_ = sys.spawn<caf::hidden>(sweeper, n->watch_);
@@ -549,5 +604,11 @@ guarded_network::~guarded_network() {
 }
 
 network_stats guarded_network::stats() const { return watch_->stats(); }
+
+std::optional<peer_identity> guarded_network::identity_of(const caf::node_id& node) const {
+  return watch_->identity_of_node(node);
+}
+
+bool guarded_network::identities() const noexcept { return watch_->identities(); }
 
 }  // namespace magnetite::replication

@@ -25,6 +25,13 @@
 //     which CAF would close as redundant, is closed here, and the dialling
 //     node's connect still succeeds over the first. Counted apart, in
 //     refused_names, not as a refused frame.)
+//   - with identities (a TLS network started with a cluster name): the
+//     identity the peer's certificate names (peer_identity.h). A handshake
+//     is refused when the certificate names no node or client of the
+//     cluster, when another open connection speaks for the same node id
+//     under another identity, or when another connection speaks for the
+//     same node identity as another process. identity_of() tells who a
+//     linked node is.
 // A node publishes its actor and connects to its peers through actor(), the
 // middleman actor this makes; CAF's default one (sys.middleman()) stays as
 // it was, unguarded, for whatever else the host does with the system.
@@ -43,10 +50,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/caf_headers.h"  // before any other CAF header
 #include "core/status.h"
+#include "replication/peer_identity.h"
 
 namespace magnetite::replication {
 
@@ -94,8 +103,11 @@ class guarded_network {
   // A guarded middleman actor on sys, over TLS from `tls` when it is given
   // (every connection, accepted or made, shares that one context), and its
   // sweep.
+  // With `identities` (a cluster's name; only with tls), links are bound
+  // to the identities their certificates name in that cluster.
   static result<std::shared_ptr<guarded_network>> start(caf::actor_system& sys, std::shared_ptr<const tls_context> tls,
-                                                        const connection_limits& limits);
+                                                        const connection_limits& limits,
+                                                        std::string identities = std::string());
   ~guarded_network();
   guarded_network(const guarded_network&) = delete;
   guarded_network& operator=(const guarded_network&) = delete;
@@ -103,6 +115,11 @@ class guarded_network {
   // Publish (publish_atom) and connect (connect_atom) through this.
   const caf::io::middleman_actor& actor() const { return middleman_; }
   network_stats stats() const;
+  // Who the certificate of a link to `node` (a CAF node, as a message's
+  // sender names it) says it is; none without identities, or for a node no
+  // open link has shaken hands as. Thread-safe.
+  std::optional<peer_identity> identity_of(const caf::node_id& node) const;
+  bool identities() const noexcept;
 
  private:
   guarded_network() = default;

@@ -168,7 +168,7 @@ struct node_state {
 
 node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state> self, std::uint32_t id,
                                         hash128 fingerprint, std::vector<caf::actor> replicas,
-                                        std::shared_ptr<node::offered_nodes> offered) {
+                                        std::shared_ptr<node::offered_nodes> offered, identify_fn identify) {
   self->state.id = id;
   self->state.fingerprint = fingerprint;
   self->state.replicas = std::move(replicas);
@@ -187,6 +187,14 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
         if (from == st.id)
           return to_error(
               status::invalid_argument(fmt::format("a node calling itself node {} connected to node {}", from, st.id)));
+        // With identities, a node is who its certificate says (a client,
+        // from 0, may be anyone the CA signed).
+        if (from != 0 && identify) {
+          auto who = identify(self->current_sender() ? self->current_sender()->node() : caf::node_id());
+          if (!who || !who->is_node(from))
+            return to_error(status::invalid_argument(fmt::format(
+                "a link whose certificate names {} calls itself node {}", who ? who->to_string() : "nobody", from)));
+        }
         // from 0: a client (tools, tests) that talks to the replicas itself.
         return st.replicas;
       },
@@ -200,6 +208,10 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
         auto& st = self->state;
         const auto& sender = self->current_sender();
         if (from == 0 || from >= st.id || !theirs || !sender || sender->node() != theirs.node()) return false;
+        if (identify) {
+          auto who = identify(sender->node());
+          if (!who || !who->is_node(from)) return false;
+        }
         std::lock_guard<std::mutex> lock(offered->m);
         for (const auto& [id, a] : offered->by_id)
           if (id != from && a && a.node() == theirs.node()) return false;
@@ -212,6 +224,11 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
 }  // namespace
 
 node::node(node_options options) : options_(std::move(options)) {}
+
+identify_fn node::identify() const {
+  if (!network_ || !network_->identities()) return {};
+  return [net = network_](const caf::node_id& n) { return net->identity_of(n); };
+}
 
 node::~node() {
   auto& sys = options_.db->core().system();
@@ -265,14 +282,27 @@ result<std::unique_ptr<node>> node::start(node_options options) {
                     options.cluster.name, options.id));
   // The credentials configure_tls gave the system, read once, here.
   std::shared_ptr<const tls_context> tls;
+  std::string identities;  // the cluster whose identities bind the links, when our certificate names one
   if (options.cluster.tls) {
     auto ctx =
         tls_context::load({sys.config().openssl_certificate, sys.config().openssl_key, sys.config().openssl_cafile});
     if (!ctx) return ctx.error();
     tls = std::move(*ctx);
+    // A certificate naming identities binds every link to one (design
+    // 7.3); ours must then name this very node. One naming none (made
+    // before names) leaves links unbound, as before.
+    auto names = certificate_names(tls->certificate());
+    if (!names.empty()) {
+      auto own = identity_of(tls->certificate(), options.cluster.name);
+      if (!own || !own->is_node(options.id))
+        return status::invalid_argument(fmt::format("node {} of cluster {}: its certificate {} names {}, not this node",
+                                                    options.id, options.cluster.name, sys.config().openssl_certificate,
+                                                    own ? own->to_string() : names.front()));
+      identities = options.cluster.name;
+    }
   }
   std::unique_ptr<node> n(new node(std::move(options)));
-  auto network = guarded_network::start(sys, std::move(tls), n->options_.network);
+  auto network = guarded_network::start(sys, std::move(tls), n->options_.network, std::move(identities));
   if (!network) return network.error();
   n->network_ = std::move(*network);
   caf::scoped_actor asker{sys};
@@ -302,6 +332,7 @@ result<std::unique_ptr<node>> node::start(node_options options) {
     c.heartbeat = n->options_.heartbeat;
     c.election_ticks = n->options_.election_ticks;
     c.anti_entropy_ticks = n->options_.anti_entropy_ticks;
+    c.identify = n->identify();
     auto r = spawn_replica(sys, std::move(c));
     n->replicas_.push_back(r);
     handles.push_back(caf::actor_cast<caf::actor>(r));
@@ -309,7 +340,8 @@ result<std::unique_ptr<node>> node::start(node_options options) {
   n->gone_ = std::make_shared<lost_nodes>();
   n->watch_ = sys.spawn(link_watch, n->gone_);
   n->offered_ = std::make_shared<offered_nodes>();
-  n->published_ = sys.spawn(node_behavior, n->options_.id, n->options_.cluster.fingerprint(), handles, n->offered_);
+  n->published_ =
+      sys.spawn(node_behavior, n->options_.id, n->options_.cluster.fingerprint(), handles, n->offered_, n->identify());
   // As caf::io::publish does, through the guarded middleman actor.
   std::optional<std::uint16_t> port;
   std::string listen_error = "no answer";
@@ -364,6 +396,14 @@ bool node::link(const cluster_node& peer) {
   if (!remote) {
     errors_.push_back(fmt::format("node {} at {}:{}: {}", peer.id, peer.host, peer.port, remote.error().message()));
     return false;
+  }
+  if (network_->identities()) {
+    auto who = network_->identity_of(remote->node());
+    if (!who || !who->is_node(peer.id)) {
+      errors_.push_back(fmt::format("node {} at {}:{}: its certificate names {}, not node {}", peer.id, peer.host,
+                                    peer.port, who ? who->to_string() : "nobody", peer.id));
+      return false;
+    }
   }
   caf::scoped_actor asker{sys};
   std::optional<std::vector<caf::actor>> replicas;

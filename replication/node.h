@@ -150,6 +150,8 @@ class node {
 
  private:
   explicit node(node_options options);
+  // Who a CAF node is by its link's certificate; empty without identities.
+  identify_fn identify() const;
   // The steps of connect_peers (node.cc).
   bool forget_lost_links();
   bool link(const cluster_node& peer);

@@ -24,6 +24,8 @@ std::string openssl_errors() {
 
 tls_context::~tls_context() { SSL_CTX_free(ctx_); }
 
+x509_st* tls_context::certificate() const noexcept { return SSL_CTX_get0_certificate(ctx_); }
+
 result<std::shared_ptr<const tls_context>> tls_context::load(const tls_files& files) {
   if (files.certificate.empty() || files.key.empty() || files.ca.empty())
     return status::invalid_argument("tls: a certificate, a key and the cluster's CA file are all needed");

@@ -28,6 +28,7 @@
 #include "core/status.h"
 
 struct ssl_ctx_st;
+struct x509_st;
 
 namespace magnetite::replication {
 
@@ -50,6 +51,8 @@ class tls_context {
   tls_context& operator=(const tls_context&) = delete;
 
   ssl_ctx_st* native() const noexcept { return ctx_; }
+  // This node's own certificate (the first of its chain file).
+  x509_st* certificate() const noexcept;
 
  private:
   explicit tls_context(ssl_ctx_st* ctx) : ctx_(ctx) {}

@@ -16,12 +16,15 @@
 
 #include "actors/caf_headers.h"  // before any other CAF header
 
+#include <caf/openssl/all.hpp>
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include "replication/cluster_certificates.h"
 #include "replication/node.h"
 #include "tests/support/node_process.h"
+#include "tests/support/poll.h"
 #include "tests/support/raw_socket.h"
 #include "tests/support/temp_dir.h"
 #include "tests/support/tree_model.h"
@@ -447,4 +450,117 @@ TEST_CASE("tls: make_cluster_certificates: each file checks, names its node or c
       .receive([&](const std::vector<caf::actor>& r) { replicas = r.size(); },
                [&](caf::error& e) { FAIL(to_status(e).message()); });
   CHECK(replicas == 1);
+}
+
+TEST_CASE("tls: with certificates that name members, a link is the node its certificate names, and no other") {
+  testing::temp_dir dir("tls-named");
+  auto base = static_cast<std::uint16_t>(base_port() + 3);
+  auto cluster = must(cluster_file::parse(
+      fmt::format("cluster named\nshards 1\ntls on\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n",
+                  base, base + 1, base + 2)));
+  certificate_set set{dir / "certs", {"ops"}, 30};
+  (void)must(make_cluster_certificates(cluster, set));
+  auto files = [&](std::string_view who) {
+    return tls_files{set.dir + "/" + std::string(who) + ".pem", set.dir + "/" + std::string(who) + ".key",
+                     set.dir + "/ca.pem"};
+  };
+  // A node given another node's certificate does not start.
+  {
+    caf::actor_system_config cfg;
+    configure_system(cfg);
+    REQUIRE(configure_tls(cfg, files("node3")).is_ok());
+    caf::actor_system sys{cfg};
+    auto db = must(open_database(core_options_for(cluster, dir / "wrong", sys)));
+    node_options no;
+    no.id = 2;
+    no.cluster = cluster;
+    no.db = db.get();
+    auto n = node::start(no);
+    REQUIRE_FALSE(n.is_ok());
+    CHECK(n.error().message().find("names node 3, not this node") != std::string::npos);
+  }
+  testing::node_process one(dir / "node1", cluster, 1, over_tls(files("node1")));
+  // At node 2's address, a process with node 3's certificate (a member's,
+  // signed by the cluster's CA) that answers hello as a node would. Node 1
+  // dials node 2 there: the certificate, not the address, says who it is.
+  {
+    caf::actor_system_config cfg;
+    configure_system(cfg);
+    REQUIRE(configure_tls(cfg, files("node3")).is_ok());
+    caf::actor_system sys{cfg};
+    auto dummy = sys.spawn([]() -> caf::behavior { return {[](int) {}}; });
+    auto fake = sys.spawn([dummy]() -> node_actor::behavior_type {
+      return {
+          [dummy](hello_atom, std::uint32_t, const hash128&, std::uint32_t) { return std::vector<caf::actor>{dummy}; },
+          [](offer_atom, std::uint32_t, const caf::actor&) { return true; }};
+    });
+    REQUIRE(caf::openssl::publish(fake, static_cast<std::uint16_t>(base + 1), "127.0.0.1", true));
+    auto missing = one.n->connect_peers();
+    CHECK(std::find(missing.begin(), missing.end(), 2u) != missing.end());
+    CHECK(mentions(one.n->last_errors(), "its certificate names node 3, not node 2"));
+    caf::anon_send_exit(fake, caf::exit_reason::kill);
+    caf::anon_send_exit(dummy, caf::exit_reason::kill);
+  }
+  // The real node 3; a client's certificate may say hello as a client, but
+  // not as a node, and may not offer itself as node 1.
+  testing::node_process three(dir / "node3", cluster, 3, over_tls(files("node3")));
+  caf::actor_system_config cfg;
+  configure_system(cfg);
+  REQUIRE(configure_tls(cfg, files("client-ops")).is_ok());
+  caf::actor_system client_sys{cfg};
+  auto node3 =
+      must(connect_to(client_sys, "127.0.0.1", static_cast<std::uint16_t>(base + 2), true, std::chrono::seconds(5)));
+  caf::scoped_actor client{client_sys};
+  auto hello_as = [&](std::uint32_t id) {
+    std::string out;
+    client->request(node3, std::chrono::seconds(5), hello_atom::value, id, cluster.fingerprint(), protocol_version)
+        .receive([&](const std::vector<caf::actor>&) { out = "taken"; },
+                 [&](caf::error& e) { out = to_status(e).message(); });
+    return out;
+  };
+  CHECK(hello_as(0) == "taken");
+  CHECK(hello_as(2).find("a link whose certificate names client ops calls itself node 2") != std::string::npos);
+  auto own = client_sys.spawn([]() -> caf::behavior { return {[](int) {}}; });
+  bool taken = true;
+  client->request(node3, std::chrono::seconds(5), offer_atom::value, std::uint32_t{1}, own)
+      .receive([&](bool b) { taken = b; }, [&](caf::error&) {});
+  CHECK_FALSE(taken);
+  caf::anon_send_exit(own, caf::exit_reason::kill);
+  // Node 1 links to node 3 (it dials, node 3 links back through its offer),
+  // and they elect: the names hold for the nodes themselves.
+  CHECK(testing::poll_until(
+      [&] {
+        one.n->connect_peers();
+        three.n->connect_peers();
+        auto m = three.n->connect_peers();
+        return std::find(m.begin(), m.end(), 1u) == m.end();
+      },
+      std::chrono::seconds(10)));
+  caf::scoped_actor member{*one.sys};
+  bool owns = false;
+  member->request(one.n->replica(0), std::chrono::seconds(10), elect_atom::value)
+      .receive([&](bool b) { owns = b; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+  CHECK(owns);
+  // A second process showing node 1's certificate while node 1 is linked
+  // (a copied key) is closed at node 3's door: one node, one process.
+  {
+    caf::actor_system_config twin_cfg;
+    configure_system(twin_cfg);
+    REQUIRE(configure_tls(twin_cfg, files("node1")).is_ok());
+    caf::actor_system twin{twin_cfg};
+    // (Node 3 sends its own handshake as it accepts, so CAF on the twin's
+    // side may hand out node 3's actor before the close arrives; nothing
+    // sent through it is answered.)
+    auto r = connect_to(twin, "127.0.0.1", static_cast<std::uint16_t>(base + 2), true, std::chrono::seconds(3));
+    if (r) {
+      caf::scoped_actor asker{twin};
+      bool answered = false;
+      asker
+          ->request(*r, std::chrono::seconds(3), hello_atom::value, std::uint32_t{1}, cluster.fingerprint(),
+                    protocol_version)
+          .receive([&](const std::vector<caf::actor>&) { answered = true; }, [&](caf::error&) {});
+      CHECK_FALSE(answered);
+    }
+    CHECK(three.n->network().last_refusal.find("node 1's certificate, from another process") != std::string::npos);
+  }
 }
