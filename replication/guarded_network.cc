@@ -325,6 +325,15 @@ struct tls_transport {
     ERR_clear_error();
     return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE ? rw_state::success : rw_state::failure;
   }
+  // An SSL_read or SSL_write of at most len bytes; n: what it moved.
+  template <class Call>
+  rw_state transfer(size_t& n, size_t len, Call call) {
+    ERR_clear_error();
+    int r = call(static_cast<int>(std::min<size_t>(len, INT32_MAX)));
+    if (r <= 0) return after(r);
+    n = static_cast<size_t>(r);
+    return rw_state::success;
+  }
   // Drives the handshake; success with handshaking still true: not done yet.
   rw_state shake() {
     ERR_clear_error();
@@ -343,13 +352,7 @@ struct tls_transport {
       if (s != rw_state::success || handshaking) return s;
     }
     if (len == 0) return rw_state::success;
-    ERR_clear_error();
-    int r = SSL_read(ssl.get(), buf, static_cast<int>(std::min<size_t>(len, INT32_MAX)));
-    if (r > 0) {
-      n = static_cast<size_t>(r);
-      return rw_state::success;
-    }
-    return after(r);
+    return transfer(n, len, [&](int want) { return SSL_read(ssl.get(), buf, want); });
   }
   rw_state write_some(size_t& n, native_socket, const void* buf, size_t len) {
     n = 0;
@@ -362,13 +365,7 @@ struct tls_transport {
       if (handshaking) return len == 0 ? rw_state::indeterminate : rw_state::success;
     }
     if (len == 0) return rw_state::indeterminate;
-    ERR_clear_error();
-    int r = SSL_write(ssl.get(), buf, static_cast<int>(std::min<size_t>(len, INT32_MAX)));
-    if (r > 0) {
-      n = static_cast<size_t>(r);
-      return rw_state::success;
-    }
-    return after(r);
+    return transfer(n, len, [&](int want) { return SSL_write(ssl.get(), buf, want); });
   }
   bool must_read_more(native_socket, size_t threshold) {
     return static_cast<size_t>(SSL_pending(ssl.get())) >= threshold;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "actors/caf_headers.h"  // before any other CAF header
@@ -79,6 +80,23 @@ bool mentions(const std::vector<std::string>& lines, std::string_view what) {
   return false;
 }
 
+// What node::start says for node `id` on a fresh database in dir, its actor
+// system given these files (none: no TLS at all).
+status start_status(const cluster_file& cluster, const std::string& dir, std::uint32_t id,
+                    const std::optional<tls_files>& files) {
+  caf::actor_system_config cfg;
+  configure_system(cfg);
+  if (files) REQUIRE(configure_tls(cfg, *files).is_ok());
+  caf::actor_system sys{cfg};
+  auto db = must(open_database(core_options_for(cluster, dir, sys)));
+  node_options no;
+  no.id = id;
+  no.cluster = cluster;
+  no.db = db.get();
+  auto n = node::start(no);
+  return n ? status::ok() : n.error();
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -144,17 +162,9 @@ TEST_CASE("tls: a node's certificate files are checked before CAF reads them, an
 TEST_CASE("tls: a node of a `tls on` cluster does not start without its certificate") {
   testing::temp_dir dir("tls0");
   auto cluster = must(cluster_file::parse(cluster_text("secure", base_port(), true)));
-  caf::actor_system_config cfg;
-  configure_system(cfg);
-  caf::actor_system sys{cfg};
-  auto db = must(open_database(core_options_for(cluster, dir / "node1", sys)));
-  node_options no;
-  no.id = 1;
-  no.cluster = cluster;
-  no.db = db.get();
-  auto n = node::start(no);
-  REQUIRE_FALSE(n.is_ok());
-  CHECK(n.error().message().find("cluster file secure says `tls on`") != std::string::npos);
+  auto s = start_status(cluster, dir / "node1", 1, std::nullopt);
+  REQUIRE_FALSE(s.is_ok());
+  CHECK(s.message().find("cluster file secure says `tls on`") != std::string::npos);
 }
 
 TEST_CASE(
@@ -465,20 +475,9 @@ TEST_CASE("tls: with certificates that name members, a link is the node its cert
                      set.dir + "/ca.pem"};
   };
   // A node given another node's certificate does not start.
-  {
-    caf::actor_system_config cfg;
-    configure_system(cfg);
-    REQUIRE(configure_tls(cfg, files("node3")).is_ok());
-    caf::actor_system sys{cfg};
-    auto db = must(open_database(core_options_for(cluster, dir / "wrong", sys)));
-    node_options no;
-    no.id = 2;
-    no.cluster = cluster;
-    no.db = db.get();
-    auto n = node::start(no);
-    REQUIRE_FALSE(n.is_ok());
-    CHECK(n.error().message().find("names node 3, not this node") != std::string::npos);
-  }
+  auto wrong = start_status(cluster, dir / "wrong", 2, files("node3"));
+  REQUIRE_FALSE(wrong.is_ok());
+  CHECK(wrong.message().find("names node 3, not this node") != std::string::npos);
   testing::node_process one(dir / "node1", cluster, 1, over_tls(files("node1")));
   // At node 2's address, a process with node 3's certificate (a member's,
   // signed by the cluster's CA) that answers hello as a node would. Node 1
