@@ -35,16 +35,24 @@ result<std::unique_ptr<cluster_client>> cluster_client::connect(cluster_client_o
   auto p = std::make_unique<impl>();
   p->cluster = std::move(*cluster);
   configure_system(p->cfg);
+  std::shared_ptr<const tls_context> tls;
   if (p->cluster.tls) {
     if (options.tls_certificate.empty() || options.tls_key.empty() || options.tls_ca.empty())
       return status::invalid_argument(
           fmt::format("cluster file {} says `tls on`: the client needs a certificate, its key and the cluster's CA",
                       options.cluster_file));
-    MAGNETITE_TRY(configure_tls(p->cfg, tls_files{options.tls_certificate, options.tls_key, options.tls_ca}));
+    auto ctx = tls_context::load(tls_files{options.tls_certificate, options.tls_key, options.tls_ca});
+    if (!ctx) return ctx.error();
+    tls = std::move(*ctx);
   }
   p->calls = std::make_unique<admission_budget>(std::numeric_limits<std::size_t>::max(), options.max_calls_in_flight);
   p->options = std::move(options);
   p->sys = std::make_unique<caf::actor_system>(p->cfg);
+  if (tls) {
+    auto net = guarded_network::start(*p->sys, std::move(tls), connection_limits{});
+    if (!net) return net.error();
+    p->network = std::move(*net);
+  }
   p->owners = std::make_unique<std::atomic<std::uint32_t>[]>(p->cluster.shards);
   for (std::size_t s = 0; s < p->cluster.shards; ++s) p->owners[s].store(0);
   p->state = make_cluster_state(*p);

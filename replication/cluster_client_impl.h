@@ -50,6 +50,12 @@ struct cluster_client::impl {
   replication::cluster_file cluster;
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
+  // Over TLS: links through a guarded network of the client's own, with
+  // sessions from one context (tls_context.h). CAF's own sessions left a
+  // broken link's errors behind, which then dropped the links to the
+  // living nodes: a client waited out its attempts after any node died.
+  // After sys, so it goes first.
+  std::shared_ptr<replication::guarded_network> network;
   // Blocking actors that calls borrow, one a call in flight: making one
   // costs a spawn, more than a request on loopback. Only one whose call went
   // through at the first attempt goes back: after a timeout a late answer
@@ -111,7 +117,8 @@ struct cluster_client::impl {
       if (auto it = links.find(id); it != links.end()) return it->second.at(shard);
     }
     const replication::cluster_node* line = cluster.node(id);
-    auto node = replication::connect_to(*sys, line->host, line->port, cluster.tls, timeout);
+    auto node = network ? replication::connect_via(*sys, network->actor(), line->host, line->port, true, timeout)
+                        : replication::connect_to(*sys, line->host, line->port, false, timeout);
     if (!node) return node.error();
     caf::scoped_actor self{*sys};
     result<std::vector<replication::replica_actor>> replicas = status::failed("no answer");

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 #include "actors/caf_headers.h"  // before any other CAF header
 
+#include "replication/cluster_certificates.h"
 #include "replication/node.h"
 #include "replication/request_within.h"
 #include "tools/progress_bar.h"
@@ -44,11 +45,26 @@ bool wait_for(const std::function<bool()>& ready, std::chrono::seconds limit) {
 
 class demo_cluster {
  public:
-  demo_cluster(const cluster_demo_options& o, cluster_file cluster, std::string cluster_path)
-      : o_(o), cluster_(std::move(cluster)), cluster_path_(std::move(cluster_path)) {
+  // Over TLS with the certificates in certs (magnetite cert's names): the
+  // demo's own client shows client-demo's.
+  demo_cluster(const cluster_demo_options& o, cluster_file cluster, std::string cluster_path, std::string certs)
+      : o_(o), cluster_(std::move(cluster)), cluster_path_(std::move(cluster_path)), certs_(std::move(certs)) {
     configure_system(cfg_);
     sys_ = std::make_unique<caf::actor_system>(cfg_);
     client_ = std::make_unique<caf::scoped_actor>(*sys_);
+    // Through a guarded network of its own, as a node links: TLS sessions
+    // from one context, which leave no errors behind to drop the links to
+    // the living nodes when the killed one's breaks (CAF's own sessions
+    // did, and the demo then waited out its requests).
+    auto ctx = tls_context::load(files("client-demo"));
+    if (ctx) {
+      auto net = guarded_network::start(*sys_, *ctx, connection_limits{});
+      if (net) network_ = std::move(*net);
+    }
+  }
+  bool tls_ok() const { return network_ != nullptr; }
+  tls_files files(const std::string& who) const {
+    return {certs_ + "/" + who + ".pem", certs_ + "/" + who + ".key", certs_ + "/ca.pem"};
   }
 
   ~demo_cluster() {
@@ -71,8 +87,10 @@ class demo_cluster {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
       std::string node = std::to_string(id);
+      auto tls = files(fmt::format("node{}", id));
       ::execl(self.c_str(), self.c_str(), "--data", data.c_str(), "serve", "--node", node.c_str(), "--cluster",
-              cluster_path_.c_str(), static_cast<char*>(nullptr));
+              cluster_path_.c_str(), "--tls-cert", tls.certificate.c_str(), "--tls-key", tls.key.c_str(), "--tls-ca",
+              tls.ca.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     pids_[id - 1] = pid;
@@ -91,7 +109,7 @@ class demo_cluster {
   std::optional<replica_actor> replica(std::uint32_t id) {
     if (replicas_[id - 1]) return replicas_[id - 1];
     const auto* line = cluster_.node(id);
-    auto remote = sys_->middleman().remote_actor<node_actor>(line->host, line->port);
+    auto remote = connect_via(*sys_, network_->actor(), line->host, line->port, true, std::chrono::seconds(5));
     if (!remote) return std::nullopt;
     std::vector<caf::actor> out;
     request_within(*client_, *remote, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0},
@@ -161,9 +179,11 @@ class demo_cluster {
   cluster_demo_options o_;
   cluster_file cluster_;
   std::string cluster_path_;
+  std::string certs_;
   caf::actor_system_config cfg_;
   std::unique_ptr<caf::actor_system> sys_;
   std::unique_ptr<caf::scoped_actor> client_;
+  std::shared_ptr<guarded_network> network_;  // after sys_: goes first
   std::array<pid_t, nodes> pids_{};
   std::array<std::optional<replica_actor>, nodes> replicas_;
 };
@@ -195,8 +215,8 @@ int prepare(cluster_demo_options& o, std::string& text, std::uint16_t& base) {
     return 2;
   }
   base = o.base_port != 0 ? o.base_port : static_cast<std::uint16_t>(30000 + (::getpid() % 3000) * 3);
-  text = fmt::format("cluster demo\nshards 1\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", base,
-                     base + 1, base + 2);
+  text = fmt::format("cluster demo\nshards 1\ntls on\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n",
+                     base, base + 1, base + 2);
   return 0;
 }
 
@@ -298,10 +318,23 @@ int run_cluster_demo(const cluster_demo_options& given) {
   }
   std::string cluster_path = (std::filesystem::path(o.dir) / "cluster").string();
   std::ofstream(cluster_path) << text;
+  // As `magnetite cert` makes them: every link over TLS, each bound to the
+  // node or client its certificate names.
+  std::string certs = (std::filesystem::path(o.dir) / "certs").string();
+  if (auto made = make_cluster_certificates(*cluster, {certs, {"demo"}, 30}); !made) {
+    fmt::print(stderr, "magnetite cluster-demo: {}\n", made.error().message());
+    return 2;
+  }
 
-  demo_cluster c(o, *cluster, cluster_path);
-  fmt::print("1. three nodes: `magnetite serve` processes on 127.0.0.1:{}-{}, data and logs under {}\n", base, base + 2,
-             o.dir);
+  demo_cluster c(o, *cluster, cluster_path, certs);
+  if (!c.tls_ok()) {
+    fmt::print(stderr, "magnetite cluster-demo: the client's certificate in {} does not check\n", certs);
+    return 2;
+  }
+  fmt::print(
+      "1. three nodes: `magnetite serve` processes on 127.0.0.1:{}-{}, over TLS with certificates naming each node "
+      "(made as `magnetite cert` makes them, in {}), data and logs under {}\n",
+      base, base + 2, certs, o.dir);
   for (std::uint32_t id = 1; id <= nodes; ++id) c.start(id);
   auto t0 = steady::now();
   std::optional<std::uint32_t> first;

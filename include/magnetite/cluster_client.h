@@ -50,8 +50,11 @@ class state_storage;
 struct cluster_client_options {
   // The cluster file, as every node runs with it (docs/design/replication.md, 7).
   std::string cluster_file;
-  // When the file says `tls on`: this client's certificate and key and the
-  // cluster's CA, PEM (the nodes check the certificate against the CA).
+  // When the file says `tls on`: this client's certificate and key (its
+  // owner's alone, mode 0600) and the cluster's CA, PEM, read once at
+  // connect; the nodes check the certificate against the CA, and with
+  // certificates that name members (`magnetite cert`), take this one as the
+  // client it names, never as a node.
   std::string tls_certificate;
   std::string tls_key;
   std::string tls_ca;
