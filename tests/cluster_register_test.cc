@@ -38,11 +38,15 @@
 // left out; any other error or a timeout leaves a write pending
 // (it may or may not have taken effect); a failed read is left out.
 //
-// `make test` runs 3 runs of 10 s (5, 5 and 3 nodes). At length:
+// `make test` runs 3 runs of 10 s (5, 5 and 3 nodes; the third over TLS,
+// with certificates naming each node and the test's client, as `magnetite
+// cert` makes them). At length:
 //   MAGNETITE_CLUSTER_RUNS=100 build/tests/cluster_register_tests -s
 // or scripts/cluster-torture. Other knobs: MAGNETITE_CLUSTER_SECONDS (fault
 // phase of a run), MAGNETITE_CLUSTER_NODES (3 or 5 for every run),
-// MAGNETITE_CLUSTER_CLIENTS, MAGNETITE_CLUSTER_SEED (run r uses seed + r).
+// MAGNETITE_CLUSTER_TLS (0: no run over TLS, 1: every run; default every
+// third), MAGNETITE_CLUSTER_CLIENTS, MAGNETITE_CLUSTER_SEED (run r uses
+// seed + r).
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -72,6 +76,7 @@
 #include "core/env.h"
 #include "magnetite/cluster_client.h"
 #include "magnetite/state/records.h"
+#include "replication/cluster_certificates.h"
 #include "replication/node.h"
 #include "state/layout.h"
 #include "tests/support/ledgers.h"
@@ -148,13 +153,26 @@ struct cluster_run {
   std::mutex handles_m;
   std::map<std::uint32_t, replica_actor> handles;  // shard 0's replica per node, once said hello to
   std::atomic<std::uint32_t> owner_hint{0};        // the owner the fault thread saw last
+  // Over TLS: the certificates, and the guarded network the test's own
+  // client links through (one_run owns it: it must go before its system).
+  bool tls;
+  std::string certs;
+  const caf::io::middleman_actor* via = nullptr;
 
-  cluster_run(std::uint32_t nodes, std::uint16_t first_port) : n(nodes), base(first_port) {
+  cluster_run(std::uint32_t nodes, std::uint16_t first_port, bool over_tls)
+      : n(nodes), base(first_port), tls(over_tls) {
     cluster_path = dir / "cluster";
-    std::string text = "cluster registertest\nshards 2\n";
+    std::string text = fmt::format("cluster registertest\nshards 2\n{}", tls ? "tls on\n" : "");
     for (std::uint32_t id = 1; id <= n; ++id) text += fmt::format("node {} 127.0.0.1 {}\n", id, base + id - 1);
     std::ofstream(cluster_path) << text;
     cluster = must(cluster_file::parse(text));
+    if (tls) {
+      certs = dir / "certs";
+      (void)must(make_cluster_certificates(cluster, {certs, {"torture"}, 30}));
+    }
+  }
+  tls_files files(const std::string& who) const {
+    return {certs + "/" + who + ".pem", certs + "/" + who + ".key", certs + "/ca.pem"};
   }
 
   ~cluster_run() {
@@ -174,7 +192,12 @@ struct cluster_run {
   void start(std::uint32_t id) {
     ++starts[id];
     std::string out = out_of(id), data = dir / fmt::format("node{}", id);
-    pids[id] = testing::spawn_serve(data, id, cluster_path, out);
+    std::vector<std::string> args{"--data", data, "serve", "--node", std::to_string(id), "--cluster", cluster_path};
+    if (tls) {
+      auto f = files(fmt::format("node{}", id));
+      args.insert(args.end(), {"--tls-cert", f.certificate, "--tls-key", f.key, "--tls-ca", f.ca});
+    }
+    pids[id] = testing::spawn_magnetite(args, out);
     states[id] = proc_state::up;
   }
 
@@ -248,7 +271,9 @@ struct cluster_run {
   // Shard 0's replica on node id, through a hello as node 0 (a client).
   // Shard 1 carries the other half of the transfers (transfer_run).
   bool hello(caf::actor_system& sys, caf::scoped_actor& self, std::uint32_t id) {
-    auto node = sys.middleman().remote_actor<node_actor>("127.0.0.1", base + id - 1);
+    auto port = static_cast<std::uint16_t>(base + id - 1);
+    auto node = via ? connect_via(sys, *via, "127.0.0.1", port, true, std::chrono::seconds(5))
+                    : connect_to(sys, "127.0.0.1", port, false, std::chrono::seconds(5));
     if (!node) return false;
     std::vector<caf::actor> out;
     self->request(*node, std::chrono::seconds(5), hello_atom::value, std::uint32_t{0}, cluster.fingerprint(),
@@ -960,9 +985,15 @@ struct transfer_run {
   clock_type::time_point t0 = clock_type::now();
   std::vector<std::thread> threads;
 
-  explicit transfer_run(const std::string& cluster_path) {
+  explicit transfer_run(const cluster_run& c) {
     cluster_client_options o;
-    o.cluster_file = cluster_path;
+    o.cluster_file = c.cluster_path;
+    if (c.tls) {
+      auto f = c.files("client-torture");
+      o.tls_certificate = f.certificate;
+      o.tls_key = f.key;
+      o.tls_ca = f.ca;
+    }
     o.call_timeout = std::chrono::seconds(10);
     o.attempt_timeout = std::chrono::milliseconds(1000);
     o.resolve_after = std::chrono::seconds(1);  // holds of a driver that lost touch are settled soon
@@ -1080,10 +1111,10 @@ struct run_result {
 };
 
 run_result one_run(std::uint64_t seed, std::uint32_t nodes, std::uint16_t base, std::uint32_t clients,
-                   std::chrono::seconds duration) {
+                   std::chrono::seconds duration, bool tls) {
   run_result result;
   auto started = clock_type::now();
-  cluster_run c(nodes, base);
+  cluster_run c(nodes, base, tls);
   for (std::uint32_t id = 1; id <= nodes; ++id) c.start(id);
   for (std::uint32_t id = 1; id <= nodes; ++id) {
     bool linked = wait_for([&] { return c.linked_lines(id) == nodes - 1; }, std::chrono::seconds(60));
@@ -1094,6 +1125,11 @@ run_result one_run(std::uint64_t seed, std::uint32_t nodes, std::uint16_t base, 
   caf::actor_system_config cfg;
   configure_system(cfg);
   caf::actor_system sys{cfg};
+  std::shared_ptr<guarded_network> net;  // after sys: goes first
+  if (tls) {
+    net = must(guarded_network::start(sys, must(tls_context::load(c.files("client-torture"))), connection_limits{}));
+    c.via = &net->actor();
+  }
   fault_runner faults(sys, c, seed * 7919 + 1);
   for (std::uint32_t id = 1; id <= nodes; ++id) REQUIRE(c.hello(sys, faults.self, id));
   REQUIRE(wait_for(
@@ -1109,7 +1145,7 @@ run_result one_run(std::uint64_t seed, std::uint32_t nodes, std::uint16_t base, 
   std::vector<std::thread> threads;
   for (std::uint32_t i = 0; i < clients; ++i)
     threads.emplace_back([&, i] { client_loop(sys, c, h, i, seed * 1000 + i, stop); });
-  transfer_run transfers(c.cluster_path);
+  transfer_run transfers(c);
   transfers.start(stop);
   faults.run(clock_type::now() + duration);
   stop = true;
@@ -1272,6 +1308,7 @@ TEST_CASE(
   std::uint64_t seconds = env_number("MAGNETITE_CLUSTER_SECONDS", 10);
   std::uint64_t fixed_nodes = env_number("MAGNETITE_CLUSTER_NODES", 0);
   std::uint64_t clients = env_number("MAGNETITE_CLUSTER_CLIENTS", 4);
+  std::uint64_t tls_runs = env_number("MAGNETITE_CLUSTER_TLS", 2);  // 0 none, 1 all, else every third
   std::uint64_t seed = env_number("MAGNETITE_CLUSTER_SEED", std::random_device{}() % 1'000'000);
   REQUIRE((fixed_nodes == 0 || fixed_nodes == 3 || fixed_nodes == 5));
   MESSAGE("seed " << seed << " (MAGNETITE_CLUSTER_SEED), " << runs << " runs of " << seconds << " s");
@@ -1282,17 +1319,19 @@ TEST_CASE(
   for (std::uint64_t r = 0; r < runs; ++r) {
     auto nodes = static_cast<std::uint32_t>(fixed_nodes != 0 ? fixed_nodes : (r % 3 == 2 ? 3 : 5));
     auto base = static_cast<std::uint16_t>(block + (r % 20) * 5);
-    run_result x = one_run(seed + r, nodes, base, static_cast<std::uint32_t>(clients), std::chrono::seconds(seconds));
+    bool tls = tls_runs == 1 || (tls_runs != 0 && r % 3 == 2);
+    run_result x =
+        one_run(seed + r, nodes, base, static_cast<std::uint32_t>(clients), std::chrono::seconds(seconds), tls);
     MESSAGE(fmt::format(
-        "run {} seed {} ({} nodes, {:.1f} s): {} ops ({} completed, {} pending), {} writes "
+        "run {} seed {} ({} nodes{}, {:.1f} s): {} ops ({} completed, {} pending), {} writes "
         "acknowledged, {} busy refusals, {} failed reads, {} appends in the stream; transfers across shards: {} "
         "committed, {} ambiguous, {} refused; {} kills ({} of an owner, {} in a "
         "handoff after a candidate was seen, {} a few ms after an owner), {} stops ({} of an "
         "owner), {} competing elections, {} elections pushed on a node just started again{}",
-        r, seed + r, nodes, x.seconds, x.ops, x.completed, x.pending, x.acked_writes, x.busy, x.failed_reads,
-        x.appends_held, x.transfers, x.transfers_ambiguous, x.transfers_refused, x.faults.kills, x.faults.owner_kills,
-        x.faults.candidate_kills, x.faults.quick_second_kills, x.faults.stops, x.faults.owner_stops, x.faults.competes,
-        x.faults.fresh_elects, x.violation ? "; VIOLATION" : ""));
+        r, seed + r, nodes, tls ? ", TLS" : "", x.seconds, x.ops, x.completed, x.pending, x.acked_writes, x.busy,
+        x.failed_reads, x.appends_held, x.transfers, x.transfers_ambiguous, x.transfers_refused, x.faults.kills,
+        x.faults.owner_kills, x.faults.candidate_kills, x.faults.quick_second_kills, x.faults.stops,
+        x.faults.owner_stops, x.faults.competes, x.faults.fresh_elects, x.violation ? "; VIOLATION" : ""));
     violations += x.violation;
     ops += x.ops;
     completed += x.completed;
