@@ -79,9 +79,12 @@ core_options core_options_for(const cluster_file& cluster, std::string dir, caf:
 // with, named.
 status check_tls_files(const tls_files& files);
 
-// check_tls_files(), then gives the actor system CAF's OpenSSL module with
-// these credentials. After cfg.load<caf::io::middleman>(), before the actor
-// system is made from cfg.
+// check_tls_files(), then records the files in the actor system's
+// configuration, where node::start finds them (and loads them once, into
+// its tls_context: a certificate naming this node binds every link to the
+// name its peer's certificate shows, design 7.3), and gives the system
+// CAF's OpenSSL module for connect_to. After cfg.load<caf::io::middleman>(),
+// before the actor system is made from cfg.
 status configure_tls(caf::actor_system_config& cfg, const tls_files& files);
 
 // The node actor published at host:port, over TLS if `tls` (the actor system
