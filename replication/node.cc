@@ -168,7 +168,7 @@ struct node_state {
 
 node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state> self, std::uint32_t id,
                                         hash128 fingerprint, std::vector<caf::actor> replicas,
-                                        std::shared_ptr<node::offered_nodes> offered, identify_fn identify) {
+                                        std::shared_ptr<node::offered_nodes> offered, node::identify_fn identify) {
   self->state.id = id;
   self->state.fingerprint = fingerprint;
   self->state.replicas = std::move(replicas);
@@ -225,7 +225,7 @@ node_actor::behavior_type node_behavior(node_actor::stateful_pointer<node_state>
 
 node::node(node_options options) : options_(std::move(options)) {}
 
-identify_fn node::identify() const {
+node::identify_fn node::identify() const {
   if (!network_ || !network_->identities()) return {};
   return [net = network_](const caf::node_id& n) { return net->identity_of(n); };
 }
@@ -332,7 +332,6 @@ result<std::unique_ptr<node>> node::start(node_options options) {
     c.heartbeat = n->options_.heartbeat;
     c.election_ticks = n->options_.election_ticks;
     c.anti_entropy_ticks = n->options_.anti_entropy_ticks;
-    c.identify = n->identify();
     auto r = spawn_replica(sys, std::move(c));
     n->replicas_.push_back(r);
     handles.push_back(caf::actor_cast<caf::actor>(r));

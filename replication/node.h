@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -124,6 +125,9 @@ class node {
  public:
   struct lost_nodes;     // node.cc
   struct offered_nodes;  // node.cc
+  // Who a CAF node is by its link's certificate (guarded_network::
+  // identity_of); empty without identities.
+  using identify_fn = std::function<std::optional<peer_identity>(const caf::node_id&)>;
   // Spawns the replicas (reading each shard's promise state) and publishes
   // the node actor on this node's address in the cluster file.
   static result<std::unique_ptr<node>> start(node_options options);
@@ -153,7 +157,6 @@ class node {
 
  private:
   explicit node(node_options options);
-  // Who a CAF node is by its link's certificate; empty without identities.
   identify_fn identify() const;
   // The steps of connect_peers (node.cc).
   bool forget_lost_links();

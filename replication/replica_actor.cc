@@ -49,10 +49,6 @@ bool sent_by_member(self_ptr self) {
   const auto& s = self->current_sender();
   if (!s) return false;
   if (s->node() == self->node()) return true;
-  if (const auto& identify = self->state.config.identify) {
-    auto who = identify(s->node());
-    if (!who || who->as != peer_identity::role::node) return false;
-  }
   for (const auto& [id, peer] : self->state.peers)
     if (peer && peer.node() == s->node()) return true;
   return false;
@@ -62,10 +58,6 @@ bool sent_by_node(self_ptr self, std::uint32_t id) {
   const auto& s = self->current_sender();
   if (!s) return false;
   if (id == self->state.config.node) return s->node() == self->node();
-  if (const auto& identify = self->state.config.identify) {
-    auto who = identify(s->node());
-    if (!who || !who->is_node(id)) return false;
-  }
   auto it = self->state.peers.find(id);
   return it != self->state.peers.end() && it->second && it->second.node() == s->node();
 }

@@ -79,20 +79,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <memory>
-#include <optional>
 
 #include "actors/shard_actor.h"
-#include "replication/peer_identity.h"
 #include "replication/promise_state.h"
 #include "replication/replica_interface.h"
 
 namespace magnetite::replication {
-
-// Who a CAF node (a message's sender) is by its link's certificate, or none
-// (guarded_network::identity_of). Empty: links carry no identities.
-using identify_fn = std::function<std::optional<peer_identity>(const caf::node_id&)>;
 
 struct replica_config {
   std::uint32_t node = 0;  // this node's id (cluster file), > 0
@@ -136,9 +129,6 @@ struct replica_config {
   // turn, which pulls what it lacks and merges it; 0: never.
   std::uint32_t anti_entropy_ticks = 0;
   std::uint64_t seed = 0;  // of the random timeouts; 0: from the node id
-  // Set when links carry identities: a message from another process is a
-  // member's only from a node's certificate, and speaks for that node alone.
-  identify_fn identify;
 };
 
 replica_actor spawn_replica(caf::actor_system& sys, replica_config config);

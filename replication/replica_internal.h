@@ -239,7 +239,11 @@ inline bool replied_by_node_of(self_ptr self, const replica_actor& asked) {
 // (prepare, rwrite, rvote, confirm, fetch, sync, probe, elect, peers). Which
 // node a peer id is rests on the link (the address in the cluster file,
 // or over TLS the offer) and on the door refusing a second connection that
-// names a linked node (guarded_network.h).
+// names a linked node (guarded_network.h). With certificates that name
+// members, the node links peer K only to a node whose certificate names K
+// (node.cc, link and offer), and the door keeps that CAF node bound to that
+// name: a peer's node is then a verified node, and a client's never is one,
+// so nothing here needs to ask the certificates again.
 bool sent_by_member(self_ptr self);
 // Whether the sender may speak for member `id` (a ballot's or a stamp's
 // node, a sync's `from`): its node is that peer's, or ours for our own id.
