@@ -216,6 +216,8 @@ struct node_process {
     // Owners are fixed by explicit elections (as when the figures in
     // docs/benchmarks.md were taken): no heartbeats, no anti-entropy pushes.
     no.heartbeat = std::chrono::milliseconds(0);
+    // Plaintext on loopback (`tls off`), as every figure of this bench so far.
+    no.insecure = true;
     n = must(replication::node::start(no), "start a node");
   }
   ~node_process() {
@@ -229,7 +231,7 @@ struct cluster {
   std::string file_path;                             // the cluster file, for a cluster_client
 
   cluster(const std::string& dir, std::size_t size, std::uint16_t port) {
-    std::string text = fmt::format("cluster bench{}\nshards {}\n", size, shard_count);
+    std::string text = fmt::format("cluster bench{}\nshards {}\ntls off\n", size, shard_count);
     for (std::size_t i = 0; i < size; ++i)
       text += fmt::format("node {} 127.0.0.1 {}\n", i + 1, port + static_cast<std::uint16_t>(i));
     auto file = must(replication::cluster_file::parse(text), "cluster file");

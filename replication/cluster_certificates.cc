@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <algorithm>
 
 #include <cctype>
 #include <cerrno>
@@ -139,7 +140,11 @@ result<std::vector<std::string>> make_cluster_certificates(const cluster_file& c
   if (set.dir.empty()) return status::invalid_argument("cert: a directory to write into is needed");
   if (set.days < 1 || set.days > 36'500)
     return status::invalid_argument(fmt::format("cert: days {} must be from 1 to 36500", set.days));
+  std::vector<std::string> clients;
+  for (const auto& [name, _] : cluster.clients) clients.push_back(name);
   for (const auto& c : set.clients)
+    if (std::find(clients.begin(), clients.end(), c) == clients.end()) clients.push_back(c);
+  for (const auto& c : clients)
     if (!valid_client_name(c))
       return status::invalid_argument(
           fmt::format("cert: client name '{}' must be 1 to 64 letters, digits, '.', '-' or '_'", c));
@@ -154,7 +159,7 @@ result<std::vector<std::string>> make_cluster_certificates(const cluster_file& c
                       fmt::format("{} node {}", cluster.name, n.id),
                       {"serverAuth,clientAuth",
                        fmt::format("URI:magnetite://{}/node/{},{}", cluster.name, n.id, host_name(n.host))}});
-  for (const auto& c : set.clients)
+  for (const auto& c : clients)
     leaves.push_back({"client-" + c,
                       fmt::format("{} client {}", cluster.name, c),
                       {"clientAuth", fmt::format("URI:magnetite://{}/client/{}", cluster.name, c)}});

@@ -32,6 +32,8 @@ namespace magnetite::replication {
 
 struct certificate_set {
   std::string dir;
+  // Clients to certify besides those the cluster file grants keys to
+  // (each named once, whichever list names it).
   std::vector<std::string> clients;
   int days = 365;
 };

@@ -28,13 +28,14 @@ using clock_type = std::chrono::steady_clock;
 namespace cluster_calls {
 
 // Whether another attempt (the same request id, perhaps another node) could
-// succeed. Bad input, a refused feature or a cluster file the nodes do not
-// share will not change by asking again; a conflict (a key held by a
-// transaction across shards) is the owner's answer, with nothing written,
-// for the caller to act on.
+// succeed. Bad input, a refused feature, a key the cluster file grants this
+// client no access to, or a cluster file the nodes do not share will not
+// change by asking again; a conflict (a key held by a transaction across
+// shards) is the owner's answer, with nothing written, for the caller to
+// act on.
 inline bool worth_retrying(const status& s) {
   return s.code() != status_code::invalid_argument && s.code() != status_code::not_supported &&
-         s.code() != status_code::conflict;
+         s.code() != status_code::conflict && s.code() != status_code::permission_denied;
 }
 
 // Whether a failed attempt proves the write was not applied: a node that is

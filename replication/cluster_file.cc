@@ -43,6 +43,7 @@ bool plain_name(std::string_view s) {
 result<cluster_file> cluster_file::parse(std::string_view text) {
   cluster_file out;
   bool have_shards = false, have_retention = false, have_tls = false;
+  std::map<std::string, std::vector<client_grant>> grants;
   std::set<std::pair<std::string, std::uint16_t>> addresses;
   std::size_t line_no = 0;
   while (!text.empty()) {
@@ -83,24 +84,44 @@ result<cluster_file> cluster_file::parse(std::string_view text) {
       if (out.node(n.id)) return bad(fmt::format("node {} is named twice", n.id));
       if (!addresses.emplace(n.host, n.port).second) return bad(fmt::format("{}:{} is given twice", n.host, n.port));
       out.nodes.push_back(std::move(n));
+    } else if (w[0] == "client") {
+      // client NAME MODE PREFIX, or client NAME MODE KIND NAME (client_access.h)
+      if ((w.size() != 4 && w.size() != 5) || !plain_name(w[1]) || (w[2] != "read" && w[2] != "readwrite"))
+        return bad(
+            "expected `client NAME read|readwrite PREFIX` or `client NAME read|readwrite records|stream|state NAME` "
+            "(NAME: letters, digits, - _ .)");
+      auto prefix = w.size() == 4 ? parse_prefix(w[3]) : state_prefix(w[3], w[4]);
+      if (!prefix) return bad(prefix.error().message());
+      client_grant g{std::move(*prefix), w[2] == "readwrite"};
+      auto& mine = grants[std::string(w[1])];
+      if (std::find(mine.begin(), mine.end(), g) != mine.end())
+        return bad(fmt::format("client {} is granted {} {} twice", w[1], w[2], format_prefix(g.prefix)));
+      mine.push_back(std::move(g));
     } else {
-      return bad(fmt::format("unknown setting `{}` (cluster, shards, tombstone_retention_s, tls, node)", w[0]));
+      return bad(fmt::format("unknown setting `{}` (cluster, shards, tombstone_retention_s, tls, node, client)", w[0]));
     }
   }
   if (out.name.empty()) return status::invalid_argument("cluster file: no `cluster NAME` line");
   if (!have_shards) return status::invalid_argument("cluster file: no `shards N` line");
   if (out.nodes.empty()) return status::invalid_argument("cluster file: no `node` line");
   std::sort(out.nodes.begin(), out.nodes.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+  for (auto& [name, list] : grants) out.clients.emplace(name, client_access(std::move(list)));
   return out;
 }
 
 std::string cluster_file::canonical() const {
   std::string out = fmt::format("magnetite cluster v1\ncluster {}\nshards {}\ntombstone_retention_s {}\n", name, shards,
                                 tombstone_retention_s);
-  // Only when on: a cluster without TLS keeps the fingerprint it had before
-  // the setting existed, and `tls off` is the same cluster as no line.
+  // `tls on` is written, `tls off` is not: a plaintext cluster keeps the
+  // fingerprint it had when no line meant off, so its nodes still link
+  // with nodes of the build before (which read `tls off` as no line too).
   if (tls) out += "tls on\n";
   for (const auto& n : nodes) out += fmt::format("node {} {} {}\n", n.id, n.host, n.port);
+  // Clients by name, each one's grants in order: the file's order of
+  // `client` lines does not matter.
+  for (const auto& [name, access] : clients)
+    for (const auto& g : access.grants())
+      out += fmt::format("client {} {} {}\n", name, g.write ? "readwrite" : "read", format_prefix(g.prefix));
   return out;
 }
 
@@ -127,6 +148,11 @@ const cluster_node* cluster_file::beyond_loopback() const {
   for (const auto& n : nodes)
     if (!is_loopback(n.host)) return &n;
   return nullptr;
+}
+
+client_access cluster_file::access_of(const std::string& name) const {
+  auto it = clients.find(name);
+  return it == clients.end() ? client_access() : it->second;
 }
 
 const cluster_node* cluster_file::node(std::uint32_t id) const {

@@ -71,6 +71,18 @@ void clear_network_thread_errors(caf::actor_system& sys) {
 
 }  // namespace
 
+std::string plaintext_warning(const cluster_file& cluster) {
+  const cluster_node* open = cluster.beyond_loopback();
+  std::string who = open ? fmt::format("anyone who can reach {}'s ports (node {} is at {}, beyond loopback)",
+                                       cluster.name, open->id, open->host)
+                         : fmt::format("every user and process of this machine (its nodes listen on loopback)");
+  return fmt::format(
+      "cluster file {} says `tls off`: without TLS, {} can join as any node or client, and read and write all of its "
+      "data. Remove the line (TLS is the default; `magnetite cert` makes the certificates), or start every node with "
+      "--insecure (node_options::insecure) where that is accepted",
+      cluster.name, who);
+}
+
 status check_tls_files(const tls_files& files) {
   auto ctx = tls_context::load(files);
   return ctx ? status::ok() : ctx.error();
@@ -230,6 +242,22 @@ node::identify_fn node::identify() const {
   return [net = network_](const caf::node_id& n) { return net->identity_of(n); };
 }
 
+replica_config::access_fn node::client_access_fn() const {
+  const auto& clients = options_.cluster.clients;
+  if (clients.empty()) return {};
+  auto by_name = std::make_shared<std::map<std::string, std::shared_ptr<const client_access>>>();
+  for (const auto& [name, access] : clients) (*by_name)[name] = std::make_shared<const client_access>(access);
+  auto nothing = std::make_shared<const client_access>();
+  // A link that names a node is a member's (its messages are judged as
+  // one's, never by grants); one that names nobody gets nothing.
+  return [net = network_, by_name, nothing](const caf::node_id& n) -> std::shared_ptr<const client_access> {
+    auto who = net->identity_of(n);
+    if (!who || who->as != peer_identity::role::client) return nothing;
+    auto it = by_name->find(who->client);
+    return it == by_name->end() ? nothing : it->second;
+  };
+}
+
 node::~node() {
   auto& sys = options_.db->core().system();
   // Published through the guarded middleman actor: every middleman actor
@@ -247,12 +275,7 @@ result<std::unique_ptr<node>> node::start(node_options options) {
   const cluster_node* self_line = options.cluster.node(options.id);
   if (!self_line)
     return status::invalid_argument(fmt::format("node {} is not in cluster file {}", options.id, options.cluster.name));
-  if (const cluster_node* open = options.cluster.beyond_loopback(); open && !options.cluster.tls && !options.insecure)
-    return status::invalid_argument(fmt::format(
-        "cluster file {}: node {} is at {}, beyond loopback, and the cluster has no TLS: anyone who can reach a "
-        "node's port could read and write its data. Put `tls on` in the cluster file (docs/design/replication.md), "
-        "or start with --insecure (node_options::insecure) on a network that is itself private",
-        options.cluster.name, open->id, open->host));
+  if (!options.cluster.tls && !options.insecure) return status::invalid_argument(plaintext_warning(options.cluster));
   MAGNETITE_TRY(check_limits(options.network));
   if (options.db->shard_count() != options.cluster.shards)
     return status::invalid_argument(fmt::format("the database has {} shards, cluster {} has {}",
@@ -301,6 +324,13 @@ result<std::unique_ptr<node>> node::start(node_options options) {
       identities = options.cluster.name;
     }
   }
+  // Grants by client name mean nothing where a link names nobody: refused
+  // rather than run open (a client the file limits would write anything).
+  if (!options.cluster.clients.empty() && identities.empty())
+    return status::invalid_argument(fmt::format(
+        "cluster file {} grants clients by key prefix (`client` lines): node {} needs TLS and a certificate that names "
+        "it, as `magnetite cert` makes, so that each link names its client",
+        options.cluster.name, options.id));
   std::unique_ptr<node> n(new node(std::move(options)));
   auto network = guarded_network::start(sys, std::move(tls), n->options_.network, std::move(identities));
   if (!network) return network.error();
@@ -332,6 +362,7 @@ result<std::unique_ptr<node>> node::start(node_options options) {
     c.heartbeat = n->options_.heartbeat;
     c.election_ticks = n->options_.election_ticks;
     c.anti_entropy_ticks = n->options_.anti_entropy_ticks;
+    c.access = n->client_access_fn();
     auto r = spawn_replica(sys, std::move(c));
     n->replicas_.push_back(r);
     handles.push_back(caf::actor_cast<caf::actor>(r));

@@ -76,6 +76,11 @@ inline constexpr std::chrono::seconds heartbeat_interval{2};
 // tombstone retention (every replica must purge tombstones alike).
 core_options core_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys);
 
+// Who can join a cluster that runs without TLS, and how to stop that: the
+// refusal of node::start without `insecure`, and the warning that
+// `magnetite serve --insecure` prints.
+std::string plaintext_warning(const cluster_file& cluster);
+
 // tls_context::load(files), its status: what a node would refuse to start
 // with, named.
 status check_tls_files(const tls_files& files);
@@ -111,10 +116,11 @@ struct node_options {
   std::chrono::milliseconds heartbeat{100};
   std::uint32_t election_ticks = 5;
   std::uint32_t anti_entropy_ticks = 10;
-  // A cluster file without `tls on` that names an address beyond loopback
-  // is refused at start (anyone who can reach the port could write): unless
-  // this is set, by an operator who has put the network itself in order
-  // (`magnetite serve --insecure`, which says so on every start).
+  // A cluster file that says `tls off` is refused at start, loopback
+  // included (every local user could join as any node): unless this is
+  // set, by an operator who has put the network itself in order
+  // (`magnetite serve --insecure`, which warns on every start with
+  // plaintext_warning()).
   bool insecure = false;
   // What one connection may send and how long it may stay silent
   // (guarded_network.h); every connection, TLS or not, both directions.
@@ -158,6 +164,9 @@ class node {
  private:
   explicit node(node_options options);
   identify_fn identify() const;
+  // The replicas' access check: grants by the client a link's certificate
+  // names (empty when the cluster file grants nothing).
+  replica_config::access_fn client_access_fn() const;
   // The steps of connect_peers (node.cc).
   bool forget_lost_links();
   bool link(const cluster_node& peer);

@@ -412,45 +412,78 @@ auto client_handlers(self_ptr self) {
       [=](rexpire_atom) {
         if (sent_by_self(self)) expire_write_rounds(self);
       },
-      [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) {
+      [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns) -> caf::result<ok_atom> {
+        if (auto no = refused_keys(self, "put", {}, {key})) return no;
         return client_put(self, key, value, ttl_ns, std::nullopt);
       },
-      [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns, const request_id& rid) {
+      [=](put_atom, const std::string& key, const std::string& value, std::int64_t ttl_ns,
+          const request_id& rid) -> caf::result<ok_atom> {
+        if (auto no = refused_keys(self, "put", {}, {key})) return no;
         return client_put(self, key, value, ttl_ns, rid);
       },
-      [=](del_atom, const std::string& key) { return client_del(self, key, std::nullopt); },
-      [=](del_atom, const std::string& key, const request_id& rid) { return client_del(self, key, rid); },
+      [=](del_atom, const std::string& key) -> caf::result<ok_atom> {
+        if (auto no = refused_keys(self, "del", {}, {key})) return no;
+        return client_del(self, key, std::nullopt);
+      },
+      [=](del_atom, const std::string& key, const request_id& rid) -> caf::result<ok_atom> {
+        if (auto no = refused_keys(self, "del", {}, {key})) return no;
+        return client_del(self, key, rid);
+      },
       [=](cas_atom, const std::string& key, bool has_expected, const std::string& expected, bool has_desired,
-          const std::string& desired, std::int64_t ttl_ns) {
+          const std::string& desired, std::int64_t ttl_ns) -> caf::result<bool, bool, std::string> {
+        if (auto no = refused_keys(self, "cas", {key}, {key})) return no;
         return client_cas(self, key, has_expected, expected, has_desired, desired, ttl_ns, std::nullopt);
       },
       [=](cas_atom, const std::string& key, bool has_expected, const std::string& expected, bool has_desired,
-          const std::string& desired, std::int64_t ttl_ns, const request_id& rid) {
+          const std::string& desired, std::int64_t ttl_ns,
+          const request_id& rid) -> caf::result<bool, bool, std::string> {
+        if (auto no = refused_keys(self, "cas", {key}, {key})) return no;
         return client_cas(self, key, has_expected, expected, has_desired, desired, ttl_ns, rid);
       },
-      [=](apply_atom, std::vector<state_check>& checks, std::vector<batch_op>& ops, const request_id& rid) {
+      [=](apply_atom, std::vector<state_check>& checks, std::vector<batch_op>& ops,
+          const request_id& rid) -> caf::result<bool, std::uint64_t, std::uint32_t, std::uint64_t> {
+        if (auto no = refused_batch(self, "apply", checks, ops)) return no;
         return client_apply(self, std::move(checks), std::move(ops), rid);
       },
-      [=](sread_atom, const std::string& key) { return client_state_read(self, key); },
+      [=](sread_atom, const std::string& key) -> caf::result<bool, std::string> {
+        if (auto no = refused_keys(self, "sread", {key}, {})) return no;
+        return client_state_read(self, key);
+      },
       [=](tx_prepare_atom, const hash128& id, std::uint32_t coordinator, std::vector<state_check>& checks,
-          std::vector<batch_op>& ops) {
+          std::vector<batch_op>& ops) -> caf::result<bool, std::uint32_t, std::uint64_t> {
+        if (auto no = refused_batch(self, "txprepare", checks, ops)) return no;
         return client_tx_prepare(self, id, coordinator, std::move(checks), std::move(ops));
       },
       [=](tx_commit_atom, const hash128& id, std::vector<state_check>& checks, std::vector<batch_op>& ops,
-          std::vector<std::uint32_t>& participants) {
+          std::vector<std::uint32_t>& participants) -> caf::result<bool, std::uint32_t, std::uint64_t, std::uint64_t> {
+        if (auto no = refused_batch(self, "txcommit", checks, ops)) return no;
         return client_tx_commit(self, id, std::move(checks), std::move(ops), std::move(participants));
       },
-      [=](tx_decide_atom, const hash128& id, bool commit, std::vector<std::uint32_t>& participants) {
+      [=](tx_decide_atom, const hash128& id, bool commit,
+          std::vector<std::uint32_t>& participants) -> caf::result<bool> {
+        if (auto no = refused_unless_writer(self, "txdecide")) return no;
         return client_tx_decide(self, id, commit, std::move(participants));
       },
-      [=](tx_finish_atom, const hash128& id, bool commit) { return client_tx_finish(self, id, commit); },
-      [=](tx_forget_atom, const hash128& id) { return client_tx_forget(self, id); },
-      [=](tx_stale_atom, std::uint64_t older_than_ns) { return client_tx_stale(self, older_than_ns); },
-      [=](srange_atom, const std::string& from, const std::string& to, std::uint64_t limit, bool backward) {
+      [=](tx_finish_atom, const hash128& id, bool commit) -> caf::result<std::uint64_t> {
+        if (auto no = refused_unless_writer(self, "txfinish")) return no;
+        return client_tx_finish(self, id, commit);
+      },
+      [=](tx_forget_atom, const hash128& id) -> caf::result<ok_atom> {
+        if (auto no = refused_unless_writer(self, "txforget")) return no;
+        return client_tx_forget(self, id);
+      },
+      [=](tx_stale_atom, std::uint64_t older_than_ns) -> caf::result<std::vector<hash128>, std::vector<std::uint32_t>> {
+        if (auto no = refused_unless_writer(self, "txstale")) return no;
+        return client_tx_stale(self, older_than_ns);
+      },
+      [=](srange_atom, const std::string& from, const std::string& to, std::uint64_t limit,
+          bool backward) -> caf::result<std::vector<std::string>, std::vector<std::string>, bool, std::string> {
+        if (auto no = refused_range(self, from, to)) return no;
         return client_state_range(self, from, to, limit, backward);
       },
       [=](get_atom, const std::string& key) -> caf::result<bool, std::string> {
         if (auto s = state_space::check_user_key(key); !s) return to_error(s);
+        if (auto no = refused_keys(self, "get", {key}, {})) return no;
         return confirmed_read(self, key);
       });
 }

@@ -82,6 +82,7 @@
 #include <memory>
 
 #include "actors/shard_actor.h"
+#include "replication/client_access.h"
 #include "replication/promise_state.h"
 #include "replication/replica_interface.h"
 
@@ -129,6 +130,12 @@ struct replica_config {
   // turn, which pulls what it lacks and merges it; 0: never.
   std::uint32_t anti_entropy_ticks = 0;
   std::uint64_t seed = 0;  // of the random timeouts; 0: from the node id
+  // What a client's requests may touch, by the CAF node that sent them
+  // (node::client_access_fn: the client its certificate names). Empty:
+  // every sender may read and write every key. Members (this process, a
+  // peer's node) are never asked. Called once a client request.
+  using access_fn = std::function<std::shared_ptr<const client_access>(const caf::node_id&)>;
+  access_fn access;
 };
 
 replica_actor spawn_replica(caf::actor_system& sys, replica_config config);

@@ -11,11 +11,13 @@
 
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -250,6 +252,21 @@ bool sent_by_member(self_ptr self);
 bool sent_by_node(self_ptr self, std::uint32_t id);
 // Who cast the vote being handled, once a member sent it (voter, above).
 std::optional<voter> voter_of(self_ptr self);
+
+// What a client's request may touch (replica_access.cc): an empty error
+// when the sender may, else `permission_denied` naming the message, what
+// it would do and the key's first bytes. Members are never limited, nor is
+// anyone when replica_config::access is empty. `what` names the message.
+caf::error refused_keys(self_ptr self, const char* what, std::initializer_list<std::string_view> reads,
+                        std::initializer_list<std::string_view> writes);
+// A conditional batch's checks read, its ops write.
+caf::error refused_batch(self_ptr self, const char* what, const std::vector<state_check>& checks,
+                         const std::vector<batch_op>& ops);
+caf::error refused_range(self_ptr self, const std::string& from, const std::string& to);
+// A message that names no key but decides writes (a transaction's
+// decision, finish, forget, or the list of those in doubt): only a client
+// with some readwrite grant.
+caf::error refused_unless_writer(self_ptr self, const char* what);
 
 // One round to every peer, counting ourselves as the first yes: `yes` judges
 // each reply (a failed request, or a reply from another node than the

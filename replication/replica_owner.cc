@@ -170,8 +170,10 @@ void send_shared(self_ptr self, const caf::strong_actor_ptr& to, const caf::mess
 void write_round_to_peers(self_ptr self, const std::vector<stamped_op>& ops, std::function<void(bool)> done) {
   auto& st = self->state;
   std::uint64_t round = st.next_round++;
-  auto [it, _] = st.write_rounds.emplace(round, write_round{self->clock().now() + st.config.request_timeout, st.epoch,
-                                                            st.peers.size(), 1, 0, std::move(done)});
+  auto [it, _] = st.write_rounds.emplace(
+      round,
+      write_round{
+          self->clock().now() + st.config.request_timeout, st.epoch, st.peers.size(), 1, 0, std::move(done), {}});
   if (!st.peers.empty()) {
     auto m = caf::make_message(rwrite_atom::value, st.epoch, round ^ st.round_mask, ops);
     for (auto& [id, peer] : st.peers) send_shared(self, caf::actor_cast<caf::strong_actor_ptr>(peer), m);

@@ -14,6 +14,7 @@ status after_handoff(status e) {
     case status_code::failed:
     case status_code::conflict:
     case status_code::busy:
+    case status_code::permission_denied:
       return e;
     case status_code::timeout:
       return e.category() == status_category::transient ? e : e.with_category(status_category::ambiguous);

@@ -18,7 +18,8 @@ status mistake(std::string msg);
 // What a failed conditional batch proves. Refusals that stage nothing keep
 // their code and category: bad input, damaged data, a shard failed for good,
 // a deadline past before sending, a shard too full to admit it (busy), a
-// conflict. Anything else may have happened
+// conflict, a key the cluster's client lines do not grant (permission
+// denied, judged before anything is staged). Anything else may have happened
 // after the request reached the shard (a failed fsync, a shard that died
 // holding it, a deadline passed while waiting): the write may or may not have
 // landed, so it is ambiguous.

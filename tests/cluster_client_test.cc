@@ -163,7 +163,7 @@ TEST_CASE("cluster client: bad input and a bad cluster file are refused before a
   REQUIRE_FALSE(no_certificate.is_ok());
   CHECK(no_certificate.error().message().find("certificate") != std::string::npos);
   // A cluster file the nodes do not share: their hello refuses us by name.
-  std::ofstream(c.dir / "other") << fmt::format("cluster other\nshards 2\nnode 1 127.0.0.1 {}\n",
+  std::ofstream(c.dir / "other") << fmt::format("cluster other\nshards 2\ntls off\nnode 1 127.0.0.1 {}\n",
                                                 c.cluster.nodes[0].port);
   o.cluster_file = c.dir / "other";
   o.call_timeout = std::chrono::milliseconds(2000);

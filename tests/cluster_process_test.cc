@@ -63,7 +63,7 @@ struct serve_cluster {
   // `settings`: cluster-file lines before the nodes.
   explicit serve_cluster(const std::string& name, const std::string& settings = "") {
     std::string text = fmt::format(
-        "cluster {}\nshards 2\n{}node 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
+        "cluster {}\nshards 2\ntls off\n{}node 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
         "node 3 127.0.0.1 {}\n",
         name, settings, base, base + 1, base + 2);
     std::ofstream(cluster_path) << text;
@@ -611,24 +611,27 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "cluster processes: without TLS, serve refuses a cluster beyond loopback unless --insecure, said each start") {
+    "cluster processes: serve refuses `tls off` unless --insecure, loopback included, and says who can join each "
+    "start") {
   testing::temp_dir dir("insecure");
   auto base = static_cast<std::uint16_t>(29000 + (::getpid() % 1000) * 2);
   std::string path = dir / "cluster";
-  std::ofstream(path) << fmt::format("cluster open\nshards 1\nnode 1 127.0.0.1 {}\nnode 2 10.255.255.1 {}\n", base,
-                                     base + 1);
   std::string out = dir / "out";
-  auto refused = testing::run_magnetite({"--data", dir / "node1", "serve", "--node", "1", "--cluster", path}, out);
-  CHECK(refused.first == 2);
-  CHECK(refused.second.find("node 2 is at 10.255.255.1, beyond loopback, and the cluster has no TLS") !=
-        std::string::npos);
-  CHECK(refused.second.find("--insecure") != std::string::npos);
-  // Refused before anything was made: no data directory.
-  CHECK_FALSE(std::filesystem::exists(dir / "node1"));
-  for (int start = 0; start < 2; ++start) {
+  for (auto [second, who] :
+       {std::pair{"127.0.0.1", "every user and process of this machine can join as any node or client"},
+        std::pair{"10.255.255.1", "anyone who can reach its ports can join as any node or client"}}) {
+    CAPTURE(second);
+    std::ofstream(path) << fmt::format("cluster open\nshards 1\ntls off\nnode 1 127.0.0.1 {}\nnode 2 {} {}\n", base,
+                                       second, base + 1);
+    auto refused = testing::run_magnetite({"--data", dir / "node1", "serve", "--node", "1", "--cluster", path}, out);
+    CHECK(refused.first == 2);
+    CHECK(refused.second.find("says `tls off`") != std::string::npos);
+    CHECK(refused.second.find("--insecure") != std::string::npos);
+    // Refused before anything was made: no data directory.
+    CHECK_FALSE(std::filesystem::exists(dir / "node1"));
     // The child truncates `out` after the fork: without this the poll below
-    // could see the first start's "listening on" before the second's child
-    // emptied the file (seen once in make test, 2026-12-07).
+    // could see an earlier start's "listening on" before this child emptied
+    // the file (seen once in make test, 2026-12-07).
     std::filesystem::remove(out);
     pid_t pid = testing::spawn_magnetite(
         {"--data", dir / "node1", "serve", "--node", "1", "--cluster", path, "--insecure"}, out);
@@ -638,25 +641,34 @@ TEST_CASE(
     ::waitpid(pid, nullptr, 0);
     INFO(slurp(out));
     CHECK(listening);
-    CHECK(slurp(out).find("INSECURE: cluster open runs without TLS on addresses beyond loopback (10.255.255.1)") !=
-          std::string::npos);
+    CHECK(slurp(out).find("INSECURE (--insecure): cluster open runs without TLS") != std::string::npos);
+    CHECK(slurp(out).find(who) != std::string::npos);
+    std::filesystem::remove_all(dir / "node1");
   }
+  // With no `tls` line the cluster is over TLS: serve wants its files.
+  std::ofstream(path) << fmt::format("cluster open\nshards 1\nnode 1 127.0.0.1 {}\n", base);
+  auto bare = testing::run_magnetite({"--data", dir / "node1", "serve", "--node", "1", "--cluster", path}, out);
+  CHECK(bare.first == 2);
+  CHECK(bare.second.find("runs over TLS (no `tls off` line): give --tls-cert, --tls-key and --tls-ca") !=
+        std::string::npos);
 }
 
 TEST_CASE("cluster processes: serve takes the network limits, refuses ones it cannot run with, and cuts a stranger") {
   testing::temp_dir dir("limits");
   auto base = static_cast<std::uint16_t>(29000 + (::getpid() % 1000) * 2);
   std::string path = dir / "cluster";
-  std::ofstream(path) << fmt::format("cluster limits\nshards 1\nnode 1 127.0.0.1 {}\n", base);
+  std::ofstream(path) << fmt::format("cluster limits\nshards 1\ntls off\nnode 1 127.0.0.1 {}\n", base);
   std::string out = dir / "out";
-  auto refused = testing::run_magnetite(
-      {"--data", dir / "node1", "serve", "--node", "1", "--cluster", path, "--max-handshake-bytes", "100"}, out);
+  auto refused = testing::run_magnetite({"--data", dir / "node1", "serve", "--node", "1", "--cluster", path,
+                                         "--insecure", "--max-handshake-bytes", "100"},
+                                        out);
   CHECK(refused.first == 2);
   CHECK(refused.second.find("max_handshake_bytes 100 is below 1024") != std::string::npos);
   CHECK_FALSE(std::filesystem::exists(dir / "node1"));
   // Running with a 500 ms handshake timeout: a silent connection is cut by then.
-  pid_t pid = testing::spawn_magnetite(
-      {"--data", dir / "node1", "serve", "--node", "1", "--cluster", path, "--handshake-timeout-ms", "500"}, out);
+  pid_t pid = testing::spawn_magnetite({"--data", dir / "node1", "serve", "--node", "1", "--cluster", path,
+                                        "--insecure", "--handshake-timeout-ms", "500"},
+                                       out);
   bool listening = testing::poll_until([&] { return slurp(out).find("listening on") != std::string::npos; },
                                        std::chrono::seconds(60));
   REQUIRE(listening);

@@ -266,7 +266,8 @@ struct guarded_node {
   std::unique_ptr<testing::node_process> p;
   guarded_node(std::uint16_t port_, const connection_limits& limits)
       : port(port_),
-        cluster(must(cluster_file::parse(fmt::format("cluster guard\nshards 1\nnode 1 127.0.0.1 {}\n", port_)))) {
+        cluster(
+            must(cluster_file::parse(fmt::format("cluster guard\nshards 1\ntls off\nnode 1 127.0.0.1 {}\n", port_)))) {
     testing::node_process_options o;
     o.network = limits;
     p = std::make_unique<testing::node_process>(dir / "node1", cluster, 1, o);
@@ -616,8 +617,8 @@ TEST_CASE("network guard: pending handshakes are bounded per source address as w
 
 TEST_CASE("network guard: limits a node cannot run with are refused at start") {
   testing::temp_dir dir("guard-limits");
-  auto cluster =
-      must(cluster_file::parse(fmt::format("cluster guard\nshards 1\nnode 1 127.0.0.1 {}\n", guard_base_port() + 3)));
+  auto cluster = must(cluster_file::parse(
+      fmt::format("cluster guard\nshards 1\ntls off\nnode 1 127.0.0.1 {}\n", guard_base_port() + 3)));
   caf::actor_system_config cfg;
   configure_system(cfg);
   caf::actor_system sys{cfg};
@@ -627,6 +628,7 @@ TEST_CASE("network guard: limits a node cannot run with are refused at start") {
     o.id = 1;
     o.cluster = cluster;
     o.db = db.get();
+    o.insecure = true;  // the cluster is plaintext on loopback, on purpose
     change(o.network);
     return node::start(o);
   };

@@ -31,8 +31,8 @@ namespace {
 std::uint16_t base_port() { return static_cast<std::uint16_t>(20000 + (::getpid() % 390) * 10); }
 
 std::string cluster_text(std::string_view name, std::uint16_t base) {
-  return fmt::format("cluster {}\nshards 2\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", name,
-                     base, base + 1, base + 2);
+  return fmt::format("cluster {}\nshards 2\ntls off\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n",
+                     name, base, base + 1, base + 2);
 }
 
 }  // namespace
@@ -126,25 +126,36 @@ TEST_CASE("network: a node with another cluster file, or a node id missing from 
   auto n = node::start(no);
   REQUIRE_FALSE(n.is_ok());
   CHECK(n.error().message().find("node 9 is not in cluster file net") != std::string::npos);
-  // Nor, without TLS, with a node beyond loopback: unless insecure is set.
+  // Nor without TLS, loopback included, unless insecure is set: the
+  // refusal says who could join, and how to have TLS instead.
   no.id = 1;
-  no.cluster = must(cluster_file::parse(
-      fmt::format("cluster net\nshards 2\nnode 1 127.0.0.1 {}\nnode 2 10.255.255.1 {}\n", base + 7, base + 8)));
-  auto open = node::start(no);
-  REQUIRE_FALSE(open.is_ok());
-  CHECK(open.error().code() == status_code::invalid_argument);
-  CHECK(open.error().message().find("node 2 is at 10.255.255.1, beyond loopback, and the cluster has no TLS") !=
-        std::string::npos);
-  no.insecure = true;
-  {
+  for (auto [second, who] : {std::pair{"127.0.0.1", "every user and process of this machine"},
+                             std::pair{"10.255.255.1", "node 2 is at 10.255.255.1, beyond loopback"}}) {
+    CAPTURE(second);
+    no.cluster = must(cluster_file::parse(fmt::format(
+        "cluster net\nshards 2\ntls off\nnode 1 127.0.0.1 {}\nnode 2 {} {}\n", base + 7, second, base + 8)));
+    no.insecure = false;
+    auto open = node::start(no);
+    REQUIRE_FALSE(open.is_ok());
+    CHECK(open.error().code() == status_code::invalid_argument);
+    CHECK(open.error().message().find(who) != std::string::npos);
+    CHECK(open.error().message().find("can join as any node or client") != std::string::npos);
+    CHECK(open.error().message() == plaintext_warning(no.cluster));
+    no.insecure = true;
     auto started = node::start(no);
     CHECK_MESSAGE(started.is_ok(), started.error().to_string());
   }
-  no.insecure = false;
+  // With no `tls` line a cluster is over TLS: a node without a certificate
+  // does not start, insecure or not.
+  no.cluster = must(cluster_file::parse(fmt::format("cluster net\nshards 2\nnode 1 127.0.0.1 {}\n", base + 7)));
+  CHECK(no.cluster.tls);
+  auto bare = node::start(no);
+  REQUIRE_FALSE(bare.is_ok());
+  CHECK(bare.error().message().find("needs its certificate, its key and the cluster's CA") != std::string::npos);
   // Nor with another shard count.
   no.id = 3;
   auto four = must(cluster_file::parse(
-      fmt::format("cluster net\nshards 4\nnode 1 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", base, base + 2)));
+      fmt::format("cluster net\nshards 4\ntls off\nnode 1 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", base, base + 2)));
   no.cluster = four;
   auto m = node::start(no);
   REQUIRE_FALSE(m.is_ok());
@@ -419,7 +430,8 @@ TEST_CASE("network: a reply counts only from the node of the peer asked; another
 TEST_CASE("network: what only replicas send each other is refused from a client; a 2^64-1 ballot changes nothing") {
   testing::temp_dir dir("net-roles");
   auto port = static_cast<std::uint16_t>(base_port() + 3);
-  auto cluster = must(cluster_file::parse(fmt::format("cluster roles\nshards 1\nnode 1 127.0.0.1 {}\n", port)));
+  auto cluster =
+      must(cluster_file::parse(fmt::format("cluster roles\nshards 1\ntls off\nnode 1 127.0.0.1 {}\n", port)));
   testing::node_process one(dir / "node1", cluster, 1);
   caf::scoped_actor member{*one.sys};
   auto elect_here = [&] {
@@ -500,8 +512,8 @@ TEST_CASE("network: an offer is taken only of the sender's own actor, and a node
   testing::temp_dir dir("net-offer");
   auto base = static_cast<std::uint16_t>(base_port() + 4);
   auto cluster = must(cluster_file::parse(
-      fmt::format("cluster offers\nshards 1\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", base - 2,
-                  base - 1, base)));
+      fmt::format("cluster offers\nshards 1\ntls off\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n",
+                  base - 2, base - 1, base)));
   testing::node_process three(dir / "node3", cluster, 3);
   caf::actor_system_config other_cfg;
   configure_system(other_cfg);

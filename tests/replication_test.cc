@@ -11,8 +11,10 @@
 #include "core/fault_env.h"
 #include "engine/keyspace.h"
 #include "engine/shard.h"
+#include "replication/client_access.h"
 #include "replication/cluster_file.h"
 #include "replication/promise_state.h"
+#include "state/layout.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/stored_entries.h"
 #include "tests/support/tree_model.h"
@@ -499,4 +501,106 @@ TEST_CASE("cluster file: every mistake is refused with its line and what is wron
   refused("cluster c/d\nshards 2\nnode 1 h 1", "line 1");
   refused(ok + "tombstone_retention_s 0\nnode 1 h 1", "line 3: expected `tombstone_retention_s SECONDS`");
   refused(ok + "replicas 3\nnode 1 h 1", "line 3: unknown setting `replicas`");
+}
+
+TEST_CASE("client access: a grant covers the keys its prefix starts, readwrite includes read, no grant nothing") {
+  client_access none;
+  CHECK_FALSE(none.may_read("a"));
+  CHECK_FALSE(none.may_read_range("a", "b"));
+  CHECK_FALSE(none.writes_anything());
+  client_access a({{"orders/", false}, {"carts/", true}});
+  CHECK(a.may_read("orders/1"));
+  CHECK_FALSE(a.may_write("orders/1"));
+  CHECK(a.may_read("carts/1"));
+  CHECK(a.may_write("carts/1"));
+  CHECK(a.writes_anything());
+  CHECK_FALSE(a.may_read("orders"));  // shorter than the prefix
+  CHECK_FALSE(a.may_read("order/1"));
+  CHECK_FALSE(a.may_write("orders/1"));
+  // Ranges: within one prefix, up to its successor and no further.
+  CHECK(a.may_read_range("orders/", "orders0"));  // '/' + 1 is '0'
+  CHECK(a.may_read_range("orders/5", "orders/6"));
+  CHECK_FALSE(a.may_read_range("orders/", std::string("orders0\0", 8)));
+  CHECK_FALSE(a.may_read_range("orders/", ""));  // no upper bound
+  CHECK_FALSE(a.may_read_range("order", "orders0"));
+  CHECK_FALSE(a.may_read_range("carts/", "orders0"));  // two grants do not join
+  // A prefix ending in FF: its successor raises the byte before.
+  client_access ff({{std::string("k\xff", 2), false}});
+  CHECK(ff.may_read_range(std::string("k\xff", 2), "l"));
+  CHECK_FALSE(ff.may_read_range(std::string("k\xff", 2), std::string("l\0", 2)));
+  // All FF (the state space) and the empty prefix reach the end.
+  client_access space({{std::string("\xff\xff", 2), true}});
+  CHECK(space.may_read_range(std::string("\xff\xff\x72", 3), ""));
+  CHECK_FALSE(space.may_read_range("a", ""));
+  CHECK_FALSE(space.may_write("a"));
+  client_access all({{"", false}});
+  CHECK(all.may_read_range("", ""));
+  CHECK(all.may_read("anything"));
+  CHECK_FALSE(all.may_write("anything"));
+}
+
+TEST_CASE("client access: prefixes as the cluster file writes them, and the named forms of state") {
+  CHECK(must(parse_prefix("*")).empty());
+  CHECK(must(parse_prefix("a%20b%25%ff")) == std::string("a b%\xff"));
+  for (const char* bad : {"", "%", "%2", "%zz", "a%2", "a*"}) {
+    CAPTURE(bad);
+    CHECK_FALSE(parse_prefix(bad).is_ok());
+  }
+  // Every byte string goes out as one word and comes back the same.
+  std::mt19937_64 rng(43);
+  for (int i = 0; i < 200; ++i) {
+    std::string p(1 + rng() % 12, '\0');
+    for (auto& c : p) c = static_cast<char>(rng());
+    auto word = format_prefix(p);
+    CHECK(word.find_first_of(" \t\r\n#") == std::string::npos);
+    CHECK(must(parse_prefix(word)) == p);
+  }
+  CHECK(format_prefix("") == "*");
+  // The named forms are the prefixes state/ lays its keys under.
+  CHECK(must(state_prefix("records", "inv")) == state::record_prefix("inv"));
+  CHECK(must(state_prefix("stream", "pay")) == state::stream_routing("pay"));
+  auto ns = must(state_prefix("state", "sessions"));
+  CHECK(state::owner_prefix("sessions", "user-7").starts_with(ns));
+  CHECK_FALSE(state::owner_prefix("sessions2", "user-7").starts_with(ns));
+  CHECK_FALSE(state::record_prefix("inv2").starts_with(must(state_prefix("records", "inv"))));
+  CHECK_FALSE(state_prefix("tables", "x").is_ok());
+  CHECK_FALSE(state_prefix("records", "").is_ok());
+}
+
+TEST_CASE("cluster file: client lines grant prefixes; their order and spelling do not change the fingerprint") {
+  const std::string head = "cluster c\nshards 2\nnode 1 127.0.0.1 7401\n";
+  auto a = must(cluster_file::parse(head + "client reports read orders/\nclient ingest readwrite orders/\n"
+                                           "client ingest read records inv\nclient admin readwrite *\n"));
+  CHECK(a.clients.size() == 3);
+  CHECK(a.access_of("reports").may_read("orders/1"));
+  CHECK_FALSE(a.access_of("reports").may_write("orders/1"));
+  CHECK(a.access_of("ingest").may_write("orders/1"));
+  CHECK(a.access_of("ingest").may_read(state::record_key("inv", "k")));
+  CHECK_FALSE(a.access_of("ingest").may_write(state::record_key("inv", "k")));
+  CHECK(a.access_of("admin").may_write(std::string("\xff\xff", 2)));
+  CHECK_FALSE(a.access_of("stranger").may_read("orders/1"));
+  auto b = must(cluster_file::parse("client admin readwrite *\nclient ingest read records inv\n" + head +
+                                    "client ingest readwrite %6Frders/\nclient reports read orders%2F\n"));
+  CHECK(b.fingerprint() == a.fingerprint());
+  CHECK(b.canonical() == a.canonical());
+  for (std::string other : {"client reports readwrite orders/\nclient ingest readwrite orders/\n"
+                            "client ingest read records inv\nclient admin readwrite *\n",
+                            "client reports read orders/\nclient ingest readwrite orders/\n"
+                            "client ingest read records inv\n"}) {
+    CHECK(must(cluster_file::parse(head + other)).fingerprint() != a.fingerprint());
+  }
+  CHECK(must(cluster_file::parse(head)).clients.empty());
+  auto refused = [&](const std::string& lines, std::string_view says) {
+    auto r = cluster_file::parse(head + lines);
+    REQUIRE_FALSE(r.is_ok());
+    INFO(r.error().message());
+    CHECK(r.error().message().find(says) != std::string::npos);
+  };
+  refused("client x write a/\n", "line 4: expected `client NAME read|readwrite PREFIX`");
+  refused("client x read\n", "line 4: expected `client NAME");
+  refused("client x/y read a\n", "line 4: expected `client NAME");
+  refused("client x read a b c\n", "line 4: expected `client NAME");
+  refused("client x read a%zz\n", "line 4: prefix `a%zz`: `%` must be followed by two hex digits");
+  refused("client x read tables t\n", "line 4: `tables` is not a kind of state");
+  refused("client x read a/\nclient x read %61/\n", "line 5: client x is granted read a/ twice");
 }

@@ -22,8 +22,11 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "magnetite/cluster_client.h"
+#include "magnetite/state/records.h"
 #include "replication/cluster_certificates.h"
 #include "replication/node.h"
+#include "state/layout.h"
 #include "tests/support/node_process.h"
 #include "tests/support/poll.h"
 #include "tests/support/raw_socket.h"
@@ -62,7 +65,7 @@ std::uint16_t base_port() { return static_cast<std::uint16_t>(10000 + (::getpid(
 
 std::string cluster_text(std::string_view name, std::uint16_t base, bool tls) {
   return fmt::format("cluster {}\nshards 2\n{}node 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\nnode 3 127.0.0.1 {}\n", name,
-                     tls ? "tls on\n" : "", base, base + 1, base + 2);
+                     tls ? "" : "tls off\n", base, base + 1, base + 2);
 }
 
 // A node over TLS with these files (plain when none), with this request timeout.
@@ -103,22 +106,23 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-TEST_CASE("tls: `tls on` is a fact of the cluster file; off is the same cluster as no line") {
+TEST_CASE("tls: on by default, a fact of the cluster file; `tls off` keeps the plaintext fingerprint of before") {
   auto off = must(cluster_file::parse(cluster_text("c", 7401, false)));
   auto on = must(cluster_file::parse(cluster_text("c", 7401, true)));
   CHECK_FALSE(off.tls);
   CHECK(on.tls);
   CHECK(on.canonical().find("\ntls on\n") != std::string::npos);
   CHECK(on.fingerprint() != off.fingerprint());
-  auto said_off = must(cluster_file::parse("tls off\n" + cluster_text("c", 7401, false)));
-  CHECK(said_off.fingerprint() == off.fingerprint());
-  // A cluster file without the line keeps the fingerprint it had before TLS.
+  auto said_on = must(cluster_file::parse("tls on\n" + cluster_text("c", 7401, true)));
+  CHECK(said_on.fingerprint() == on.fingerprint());
+  // `tls off` is the fingerprint a file without the line had when no line
+  // meant plaintext: such a cluster's nodes still link with older ones.
   CHECK(off.canonical() ==
         "magnetite cluster v1\ncluster c\nshards 2\ntombstone_retention_s 86400\n"
         "node 1 127.0.0.1 7401\nnode 2 127.0.0.1 7402\nnode 3 127.0.0.1 7403\n");
   for (auto [text, says] : {std::pair{"tls yes\n", "line 1: expected `tls on` or `tls off`"},
                             std::pair{"tls\n", "line 1: expected `tls on` or `tls off`"},
-                            std::pair{"tls on\ntls on\n", "line 2: a second `tls` line"}}) {
+                            std::pair{"tls on\n", "line 4: a second `tls` line"}}) {
     auto r = cluster_file::parse(text + cluster_text("c", 7401, false));
     REQUIRE_FALSE(r.is_ok());
     INFO(r.error().message());
@@ -306,7 +310,7 @@ TEST_CASE("tls: a node without TLS, or with a certificate of another CA, cannot 
     CHECK(linked);
   }
   SUBCASE("no TLS") {
-    // Node 3 was given the cluster file without `tls on` (so its fingerprint
+    // Node 3 was given the cluster file with `tls off` (so its fingerprint
     // differs too, but the link fails before any hello can say so).
     auto plain = must(cluster_file::parse(cluster_text("secure", base, false)));
     testing::node_process three(dir / "node3", plain, 3, over_tls(std::nullopt, timeout));
@@ -562,4 +566,89 @@ TEST_CASE("tls: with certificates that name members, a link is the node its cert
     }
     CHECK(three.n->network().last_refusal.find("node 1's certificate, from another process") != std::string::npos);
   }
+}
+
+TEST_CASE("tls: client lines limit each client to its prefixes; a refusal is permission_denied and writes nothing") {
+  testing::temp_dir dir("tls-roles");
+  auto base = static_cast<std::uint16_t>(base_port() + 7);
+  std::string path = dir / "cluster";
+  std::string text = fmt::format(
+      "cluster roles\nshards 1\nnode 1 127.0.0.1 {}\n"
+      "client reader read a/\nclient writer readwrite a/\nclient writer readwrite records inv\n",
+      base);
+  std::ofstream(path) << text;
+  auto cluster = must(cluster_file::parse(text));
+  // Grants need links that name their clients: certificates without names
+  // (tests/data/tls) are refused at start, rather than run open.
+  auto unnamed = start_status(cluster, dir / "unnamed", 1, node_files(1));
+  REQUIRE_FALSE(unnamed.is_ok());
+  CHECK(unnamed.message().find("grants clients by key prefix") != std::string::npos);
+  // `magnetite cert` certifies the clients the file names, and `ops` besides.
+  certificate_set set{dir / "certs", {"ops"}, 30};
+  (void)must(make_cluster_certificates(cluster, set));
+  auto files = [&](std::string_view who) {
+    return tls_files{set.dir + "/" + std::string(who) + ".pem", set.dir + "/" + std::string(who) + ".key",
+                     set.dir + "/ca.pem"};
+  };
+  testing::node_process one(dir / "node1", cluster, 1, over_tls(files("node1")));
+  {
+    caf::scoped_actor member{*one.sys};
+    bool owns = false;
+    member->request(one.n->replica(0), std::chrono::seconds(10), elect_atom::value)
+        .receive([&](bool b) { owns = b; }, [&](caf::error& e) { FAIL(to_status(e).to_string()); });
+    REQUIRE(owns);
+  }
+  auto client = [&](std::string_view who) {
+    cluster_client_options o;
+    o.cluster_file = path;
+    auto f = files(fmt::format("client-{}", who));
+    o.tls_certificate = f.certificate;
+    o.tls_key = f.key;
+    o.tls_ca = f.ca;
+    o.call_timeout = std::chrono::seconds(10);
+    return must(cluster_client::connect(o));
+  };
+  auto denied = [](const status& s) {
+    INFO(s.to_string());
+    return s.code() == status_code::permission_denied && s.category() == status_category::permanent &&
+           s.message().find("permission denied") != std::string::npos;
+  };
+  auto local = [&](const std::string& k) {
+    return one.db->core().slot_of(0)->view.load()->get(k, system_now_ns()).value();
+  };
+  auto reader = client("reader"), writer = client("writer"), ops = client("ops");
+  CHECK(writer->put("a/1", "v1").is_ok());
+  CHECK(must(reader->get("a/1")) == std::optional<std::string>("v1"));
+  CHECK(denied(reader->put("a/1", "mine")));
+  CHECK(denied(reader->del("a/1")));
+  CHECK(denied(reader->cas("a/1", std::string_view("v1"), std::string_view("mine")).error()));
+  CHECK(denied(reader->get("b/1").error()));
+  CHECK(denied(writer->put("b/1", "v")));
+  CHECK(denied(writer->get("b/1").error()));
+  CHECK(must(writer->cas("a/1", std::string_view("v1"), std::string_view("v2"))).swapped);
+  // A certified client the file names in no line may do nothing.
+  CHECK(denied(ops->get("a/1").error()));
+  CHECK(denied(ops->put("a/2", "v")));
+  CHECK(local("a/1") == std::optional<std::string>("v2"));
+  CHECK_FALSE(local("b/1"));
+  CHECK_FALSE(local("a/2"));
+  // Records: the writer's namespace and no other; the reader none.
+  state::records by_writer(*writer), by_reader(*reader);
+  {
+    auto t = by_writer.begin();
+    REQUIRE(t.put("inv", "k1", nlohmann::json{{"n", 1}}).is_ok());
+    CHECK(t.commit().is_ok());
+  }
+  {
+    auto t = by_writer.begin();
+    REQUIRE(t.put("other", "k1", nlohmann::json{{"n", 1}}).is_ok());
+    auto c = t.commit();
+    CHECK(denied(c.error()));
+  }
+  CHECK(must(by_writer.list("inv", "", std::nullopt, 10)).records.size() == 1);
+  CHECK(denied(by_reader.load("inv", "k1").error()));
+  CHECK(denied(by_reader.list("inv", "", std::nullopt, 10).error()));
+  CHECK(denied(by_writer.list("other", "", std::nullopt, 10).error()));
+  CHECK(denied(by_writer.load("other", "k1").error()));
+  CHECK_FALSE(local(state::record_key("other", "k1")));
 }

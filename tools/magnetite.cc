@@ -142,8 +142,8 @@ struct command_line {
   cluster_demo_options demo_cluster;  // cluster-demo
   CLI::App* cert = nullptr;
   replication::certificate_set certificates;  // cert
-  replication::tls_files tls;                 // serve, for a cluster file with `tls on`
-  bool insecure = false;                      // serve: no TLS beyond loopback, on purpose
+  replication::tls_files tls;                 // serve, and --cluster clients, unless `tls off`
+  bool insecure = false;                      // serve: a `tls off` cluster, on purpose
   replication::connection_limits network;     // serve: what one connection may send
   std::int64_t handshake_timeout_ms = replication::connection_limits{}.handshake_timeout.count();
   std::int64_t idle_timeout_ms = replication::connection_limits{}.idle_timeout.count();
@@ -213,9 +213,10 @@ void declare(CLI::App& app, command_line& c) {
   // instead of a data directory (include/magnetite/cluster_client.h).
   for (CLI::App* command : {c.put, c.get, c.del, c.load}) {
     command->add_option("--cluster", c.cluster, "a cluster file: go through the cluster's owners, not --data");
-    command->add_option("--tls-cert", c.tls.certificate, "with --cluster and `tls on`: this client's certificate");
-    command->add_option("--tls-key", c.tls.key, "with --cluster and `tls on`: its key");
-    command->add_option("--tls-ca", c.tls.ca, "with --cluster and `tls on`: the cluster's CA certificate");
+    command->add_option("--tls-cert", c.tls.certificate,
+                        "with --cluster (unless it says `tls off`): this client's certificate");
+    command->add_option("--tls-key", c.tls.key, "with --cluster: its key");
+    command->add_option("--tls-ca", c.tls.ca, "with --cluster: the cluster's CA certificate");
   }
   c.stats = app.add_subcommand("stats", "per shard and in total: keys, bytes, cache, fsyncs, groups, roots");
   c.stats->add_flag("--json", c.json, "one JSON object");
@@ -267,12 +268,13 @@ void declare(CLI::App& app, command_line& c) {
       ->required()
       ->check(CLI::Range(std::uint32_t{1}, std::numeric_limits<std::uint32_t>::max()));
   c.serve->add_option("--cluster", c.cluster, "the cluster file (the same on every node)")->required();
-  c.serve->add_option("--tls-cert", c.tls.certificate, "this node's certificate, PEM (cluster file says `tls on`)");
+  c.serve->add_option("--tls-cert", c.tls.certificate,
+                      "this node's certificate, PEM (unless the cluster file says `tls off`)");
   c.serve->add_option("--tls-key", c.tls.key, "this node's private key, PEM, unencrypted");
   c.serve->add_option("--tls-ca", c.tls.ca, "the cluster's CA certificate, PEM: every peer's must check against it");
   c.serve->add_flag("--insecure", c.insecure,
-                    "run a cluster file without `tls on` that names addresses beyond loopback (refused otherwise): "
-                    "only on a network that is itself private");
+                    "run a cluster file that says `tls off` (refused otherwise, loopback included): anyone who can "
+                    "reach the ports can then join as any node or client; only where that is accepted");
   c.serve
       ->add_option("--max-message-bytes", c.network.max_message_bytes,
                    "the largest message a connection may send once it shook hands (docs/design/replication.md, 7.1)")
@@ -325,7 +327,7 @@ int make_certificates(const command_line& c) {
   if (!cluster) die(status::invalid_argument(fmt::format("{}: {}", c.cluster, cluster.error().message())));
   for (const auto& f : must(replication::make_cluster_certificates(*cluster, c.certificates))) fmt::print("{}\n", f);
   if (!cluster->tls)
-    fmt::print(stderr, "note: {} does not say `tls on`; the nodes use these only once it does\n", c.cluster);
+    fmt::print(stderr, "note: {} says `tls off`; the nodes use these only once that line is gone\n", c.cluster);
   const auto& first = cluster->nodes.front();
   fmt::print(stderr,
              "a node: magnetite --data DIR serve --node {0} --cluster {1} --tls-cert {2}/node{0}.pem "

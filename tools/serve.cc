@@ -26,35 +26,37 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
     fmt::print(stderr, "magnetite serve: {}: {}\n", cluster_path, cluster.error().message());
     return 2;
   }
-  // TLS is a fact of the cluster file, so every node agrees on it; the files
-  // are this node's. Flags without `tls on` would be a node that believes it
-  // is protected while it is not: refused too.
+  // TLS is a fact of the cluster file (on unless it says `tls off`), so
+  // every node agrees on it; the files are this node's. Flags with `tls off`
+  // would be a node that believes it is protected while it is not: refused
+  // too.
   bool tls_given = !tls.certificate.empty() || !tls.key.empty() || !tls.ca.empty();
   if (cluster->tls && (tls.certificate.empty() || tls.key.empty() || tls.ca.empty())) {
-    fmt::print(stderr, "magnetite serve: {} says `tls on`: give --tls-cert, --tls-key and --tls-ca\n", cluster_path);
+    fmt::print(stderr,
+               "magnetite serve: {} runs over TLS (no `tls off` line): give --tls-cert, --tls-key and --tls-ca "
+               "(`magnetite cert --cluster {}` makes them)\n",
+               cluster_path, cluster_path);
     return 2;
   }
   if (!cluster->tls && tls_given) {
-    fmt::print(stderr, "magnetite serve: --tls-cert, --tls-key and --tls-ca need `tls on` in {}\n", cluster_path);
+    fmt::print(stderr, "magnetite serve: {} says `tls off`: --tls-cert, --tls-key and --tls-ca would not be used\n",
+               cluster_path);
     return 2;
   }
   if (auto s = replication::check_limits(network); !s.is_ok()) {
     fmt::print(stderr, "magnetite serve: {}\n", s.message());
     return 2;
   }
-  if (const auto* open = cluster->beyond_loopback(); open && !cluster->tls) {
+  if (!cluster->tls) {
     if (!insecure) {
-      fmt::print(stderr,
-                 "magnetite serve: {}: node {} is at {}, beyond loopback, and the cluster has no TLS: anyone who can "
-                 "reach a node's port could read and write its data. Put `tls on` in the cluster file, or start "
-                 "with --insecure on a network that is itself private\n",
-                 cluster_path, open->id, open->host);
+      fmt::print(stderr, "magnetite serve: {}\n", replication::plaintext_warning(*cluster));
       return 2;
     }
-    fmt::print(stderr,
-               "magnetite serve: INSECURE: cluster {} runs without TLS on addresses beyond loopback ({}): anyone "
-               "who can reach its ports can read and write its data (--insecure)\n",
-               cluster->name, open->host);
+    fmt::print(stderr, "magnetite serve: INSECURE (--insecure): cluster {} runs without TLS: {}\n", cluster->name,
+               cluster->beyond_loopback() ? "anyone who can reach its ports can join as any node or client and read "
+                                            "and write all of its data"
+                                          : "every user and process of this machine can join as any node or client "
+                                            "and read and write all of its data");
   }
   // Signals are taken by sigwait below, not by a handler.
   sigset_t stop;

@@ -5,11 +5,12 @@
 // (a node lost is linked again once it is back). It prints one line when it
 // listens and one each time a peer is linked or lost, for scripts and tests
 // to wait on. Elections, failover and anti-entropy run in the replicas.
-// A cluster file that says `tls on` needs `tls` (--tls-cert, --tls-key,
-// --tls-ca): this node's own certificate and key and the cluster's CA; one
-// that does not refuses them. A cluster file without `tls on` that names an
-// address beyond loopback is refused unless `insecure` (--insecure), which
-// is then said on standard error at every start. `network` bounds what one
+// A cluster runs over TLS unless its file says `tls off`: then `tls`
+// (--tls-cert, --tls-key, --tls-ca) is this node's own certificate and key
+// and the cluster's CA; with `tls off` they are refused, and so is the
+// cluster itself, loopback included, unless `insecure` (--insecure), which
+// is then said on standard error at every start, naming who can join.
+// `network` bounds what one
 // connection may send and how long it may stay silent (--max-message-bytes,
 // --max-handshake-bytes, --max-inflight-bytes, --handshake-timeout-ms, --idle-timeout-ms,
 // --max-pending-connections; replication/guarded_network.h).

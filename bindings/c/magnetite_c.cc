@@ -125,6 +125,8 @@ magnetite_code code_of(status_code c) {
       return MAGNETITE_TIMEOUT;
     case status_code::not_supported:
       return MAGNETITE_NOT_SUPPORTED;
+    case status_code::permission_denied:
+      return MAGNETITE_PERMISSION_DENIED;
   }
   return MAGNETITE_FAILED;
 }
@@ -331,6 +333,8 @@ const char* magnetite_code_name(int c) {
       return "timeout";
     case MAGNETITE_NOT_SUPPORTED:
       return "not_supported";
+    case MAGNETITE_PERMISSION_DENIED:
+      return "permission_denied";
   }
   return "unknown";
 }

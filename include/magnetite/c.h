@@ -59,7 +59,8 @@ typedef enum magnetite_code {
   MAGNETITE_FAILED = 7,   /* fail-stop: refuses work after an earlier error */
   MAGNETITE_CONFLICT = 8, /* an optimistic precondition did not hold; nothing was written */
   MAGNETITE_TIMEOUT = 9,
-  MAGNETITE_NOT_SUPPORTED = 10
+  MAGNETITE_NOT_SUPPORTED = 10,
+  MAGNETITE_PERMISSION_DENIED = 11 /* not granted to this client (a cluster file's `client` lines) */
 } magnetite_code;
 
 typedef enum magnetite_category {

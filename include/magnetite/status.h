@@ -37,6 +37,7 @@ enum class status_code : std::uint8_t {
   conflict,          // an optimistic precondition did not hold
   timeout,
   not_supported,
+  permission_denied,  // the caller's identity is not granted this (a cluster file's `client` lines)
 };
 
 enum class status_category : std::uint8_t {
@@ -72,9 +73,7 @@ class [[nodiscard]] MAGNETITE_API status {
   static status io_error(std::string msg, status_category cat = status_category::permanent) {
     return make(status_code::io_error, cat, std::move(msg));
   }
-  static status busy(std::string msg) {
-    return make(status_code::busy, status_category::transient, std::move(msg));
-  }
+  static status busy(std::string msg) { return make(status_code::busy, status_category::transient, std::move(msg)); }
   static status failed(std::string msg) {
     return make(status_code::failed, status_category::permanent, std::move(msg));
   }
@@ -99,8 +98,7 @@ class [[nodiscard]] MAGNETITE_API status {
 
  private:
   status(status_code code, status_category cat, std::string msg)
-      : code_(code), category_(code == status_code::ok ? status_category::none : cat),
-        message_(std::move(msg)) {}
+      : code_(code), category_(code == status_code::ok ? status_category::none : cat), message_(std::move(msg)) {}
 
   status_code code_ = status_code::ok;
   status_category category_ = status_category::none;

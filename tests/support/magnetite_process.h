@@ -41,10 +41,12 @@ inline pid_t spawn_magnetite(const std::vector<std::string>& args, const std::st
   return pid;
 }
 
-// One node of a cluster: `magnetite --data DATA serve --node ID --cluster FILE`.
+// One node of a plaintext cluster (`tls off`, on loopback, as the tests'
+// are): `magnetite --data DATA serve --node ID --cluster FILE --insecure`.
 inline pid_t spawn_serve(const std::string& data, std::uint32_t id, const std::string& cluster,
                          const std::string& out) {
-  return spawn_magnetite({"--data", data, "serve", "--node", std::to_string(id), "--cluster", cluster}, out);
+  return spawn_magnetite({"--data", data, "serve", "--node", std::to_string(id), "--cluster", cluster, "--insecure"},
+                         out);
 }
 
 // `magnetite args...` run to its end: its exit code (-1: killed by a

@@ -46,6 +46,8 @@ struct node_process {
     no.request_timeout = o.request_timeout;
     no.heartbeat = o.heartbeat;
     no.network = o.network;
+    // The tests' plaintext clusters (`tls off`) run on loopback on purpose.
+    no.insecure = true;
     n = must(replication::node::start(no));
   }
   ~node_process() {

@@ -37,7 +37,7 @@ struct three_nodes {
 
   three_nodes(std::uint16_t base, const std::string& name) : dir(name) {
     std::string text = fmt::format(
-        "cluster client\nshards 2\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
+        "cluster client\nshards 2\ntls off\nnode 1 127.0.0.1 {}\nnode 2 127.0.0.1 {}\n"
         "node 3 127.0.0.1 {}\n",
         base, base + 1, base + 2);
     std::ofstream(file) << text;

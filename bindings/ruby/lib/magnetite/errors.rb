@@ -46,7 +46,7 @@ module Magnetite
   class ClosedError < TransientStateError; end
 
   CODES = %i[ok not_found invalid_argument corruption io_error no_space busy failed conflict timeout
-             not_supported].freeze
+             not_supported permission_denied].freeze
   CATEGORIES = %i[none transient permanent ambiguous].freeze
 
   # The error class for a C API error: by category, and for keyed state,
