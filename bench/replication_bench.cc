@@ -8,7 +8,7 @@
 //                     [--warmup N] [--port P] [--request-timeout-ms MS]
 //                     [--max-errors E] [--node-scheduler sharing|stealing]
 //                     [--batches-in-flight N] [--middleman-workers N]
-//                     [--etcd PATH|none] [--request-ids] [--records]
+//                     [--etcd PATH|none] [--request-ids] [--records] [--tls]
 //                     [--only CASE[,CASE...]]
 //
 // Every case but the raw one takes N writes (20 000 by default) from T client
@@ -64,6 +64,12 @@
 //                  (a record a write, kept request_memory) must not burden
 //                  the 3-node case's later rounds, as it did when they shared
 //                  one (docs/benchmarks.md);
+//   3 nodes, client, TLS+grants   with --tls: the cluster_client case on a
+//                  cluster of its own over TLS (TLS is a cluster file's
+//                  default), with certificates from make_cluster_certificates
+//                  that name each node and the client, and a `client bench
+//                  readwrite *` line: each write crosses a TLS session and is
+//                  judged by the client's grants at the owner (design 7.4);
 //   records: single node, records: 3 nodes, cluster_client   with
 //                  --records: each write is a record transaction instead
 //                  (state::records, <magnetite/state/records.h>): load the
@@ -120,10 +126,11 @@
 // node_options: an owner that hears from no majority within it steps down).
 // --only runs the cases named and no others (their rows and the ratios
 // between them): raw, put, shard-actor, one-node, three, client, etcd, and
-// with --records records, records-client, records-across, txdb, txdb-2; a
+// with --tls client-tls, with --records records, records-client,
+// records-across, txdb, txdb-2; a
 // profile of one case is `--only three` under perf.
 // Ports: P to P + 3 for the nodes, P + 4 to P + 9 for etcd, P + 10 to P + 12
-// for the client cases' nodes (default: 16 a
+// for the client cases' nodes, P + 13 to P + 15 for client-tls's (default: 16 a
 // process from 10000, by pid, below the ephemeral ports, so that runs side by
 // side do not collide).
 // Data under D (default ./bench-data/replication), removed at the end; the
@@ -136,6 +143,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -147,6 +155,7 @@
 #include "bench/rocksdb_transactions.h"
 #include "magnetite/cluster_client.h"
 #include "magnetite/state/records.h"
+#include "replication/cluster_certificates.h"
 #include "replication/node.h"
 #include "replication/request_within.h"
 
@@ -163,6 +172,7 @@ bool node_stealing = false;  // --node-scheduler stealing
 std::size_t batches_in_flight = replication::node_options{}.batches_in_flight;
 std::optional<std::size_t> middleman_workers;  // CAF's default, as `magnetite serve`
 bool request_ids = false;                      // replicated cases: a request id on every write
+bool with_tls = false;                         // --tls: the client-tls case
 
 std::string value_for(std::uint64_t n) {
   std::string v = fmt::format("{:016}", n);
@@ -200,9 +210,11 @@ struct node_process {
   std::unique_ptr<database> db;
   std::unique_ptr<replication::node> n;
 
-  // Configured as tools/serve.cc configures a node.
-  node_process(const std::string& dir, const replication::cluster_file& cluster, std::uint32_t id) {
+  // Configured as tools/serve.cc configures a node; over TLS with `tls`.
+  node_process(const std::string& dir, const replication::cluster_file& cluster, std::uint32_t id,
+               const std::optional<replication::tls_files>& tls = {}) {
     replication::configure_system(cfg);
+    if (tls) must(replication::configure_tls(cfg, *tls), "configure a node's TLS");
     if (node_stealing) cfg.set("scheduler.policy", caf::atom("stealing"));
     if (middleman_workers) cfg.set("middleman.workers", *middleman_workers);
     sys = std::make_unique<caf::actor_system>(cfg);
@@ -216,8 +228,9 @@ struct node_process {
     // Owners are fixed by explicit elections (as when the figures in
     // docs/benchmarks.md were taken): no heartbeats, no anti-entropy pushes.
     no.heartbeat = std::chrono::milliseconds(0);
-    // Plaintext on loopback (`tls off`), as every figure of this bench so far.
-    no.insecure = true;
+    // Plaintext on loopback (`tls off`, as every figure of this bench before
+    // the client-tls case), unless the cluster is over TLS.
+    no.insecure = !cluster.tls;
     n = must(replication::node::start(no), "start a node");
   }
   ~node_process() {
@@ -229,17 +242,28 @@ struct node_process {
 struct cluster {
   std::vector<std::unique_ptr<node_process>> nodes;  // nodes[0] is node 1, the owner
   std::string file_path;                             // the cluster file, for a cluster_client
+  std::string certs;                                 // over TLS: `magnetite cert`'s files
 
-  cluster(const std::string& dir, std::size_t size, std::uint16_t port) {
-    std::string text = fmt::format("cluster bench{}\nshards {}\ntls off\n", size, shard_count);
+  // Over TLS (`tls`): certificates from make_cluster_certificates, naming
+  // each node and the client `bench`, which a `client` line grants every
+  // key, so every write is also judged by its grants (design 7.4).
+  cluster(const std::string& dir, std::size_t size, std::uint16_t port, bool tls = false) {
+    std::string text = fmt::format("cluster bench{}\nshards {}\n{}", size, shard_count,
+                                   tls ? "client bench readwrite *\n" : "tls off\n");
     for (std::size_t i = 0; i < size; ++i)
       text += fmt::format("node {} 127.0.0.1 {}\n", i + 1, port + static_cast<std::uint16_t>(i));
     auto file = must(replication::cluster_file::parse(text), "cluster file");
     std::filesystem::create_directories(dir);
     file_path = dir + "/cluster";
     std::ofstream(file_path) << text;
+    if (tls) {
+      certs = dir + "/certs";
+      (void)must(replication::make_cluster_certificates(file, {certs, {}, 30}), "make the certificates");
+    }
     for (std::uint32_t id = 1; id <= size; ++id)
-      nodes.push_back(std::make_unique<node_process>(fmt::format("{}/node{}", dir, id), file, id));
+      nodes.push_back(
+          std::make_unique<node_process>(fmt::format("{}/node{}", dir, id), file, id,
+                                         tls ? std::optional(files(fmt::format("node{}", id))) : std::nullopt));
     for (int attempt = 0;; ++attempt) {
       bool linked = true;
       for (auto& p : nodes) linked = p->n->connect_peers().empty() && linked;
@@ -260,6 +284,9 @@ struct cluster {
       must(failed, "elect node 1");
       if (!owns) fail("elect node 1", status::busy(fmt::format("node 1 did not win shard {}", s)));
     }
+  }
+  replication::tls_files files(const std::string& who) const {
+    return {certs + "/" + who + ".pem", certs + "/" + who + ".key", certs + "/ca.pem"};
   }
 };
 
@@ -559,7 +586,7 @@ case_result raw_case(const std::string& path) {
              "usage: replication_bench [--dir D] [--ops N] [--threads T] [--keys K] [--value-bytes B] [--shards S] "
              "[--rounds R] [--warmup N] [--port P] [--request-timeout-ms MS] [--max-errors E] "
              "[--node-scheduler sharing|stealing] [--batches-in-flight N] [--middleman-workers N] "
-             "[--etcd PATH|none] [--request-ids] [--records] [--only CASE[,CASE...]]\n");
+             "[--etcd PATH|none] [--request-ids] [--records] [--tls] [--only CASE[,CASE...]]\n");
   std::exit(2);
 }
 
@@ -618,6 +645,8 @@ int main(int argc, char** argv) {
       }
     else if (a == "--records")
       with_records = true;
+    else if (a == "--tls")
+      with_tls = true;
     else if (a == "--etcd" && i + 1 < argc)
       etcd_choice = argv[++i];
     else
@@ -718,10 +747,29 @@ int main(int argc, char** argv) {
     add("etcd", "etcd, 3 members",
         [&](std::uint64_t r, failures& f) { return etcd_case(*etcd_members, writes(r), r + 1, f); });
   state::records single_records(*single);
-  std::size_t records_single_i = cases.size(), records_client_i = cases.size() + 1, records_across_i = cases.size() + 2;
+  std::size_t records_single_i = cases.size() + (with_tls ? 1 : 0), records_client_i = records_single_i + 1,
+              records_across_i = records_single_i + 2;
   // Closed after the cases (their threads' transaction handles are gone by then).
   rocks_transactions rocks;
   std::size_t rocks_i = 0;  // then the 2-key case
+  // Over TLS with grants: a cluster of its own, as the client case's.
+  std::unique_ptr<cluster> served_tls;
+  std::unique_ptr<cluster_client> tls_client;
+  std::size_t client_tls_i = cases.size();
+  if (with_tls) {
+    if (chosen("client-tls")) {
+      served_tls = std::make_unique<cluster>(base + "/served-tls", 3, static_cast<std::uint16_t>(port + 13), true);
+      cluster_client_options o;
+      o.cluster_file = served_tls->file_path;
+      auto f = served_tls->files("client-bench");
+      o.tls_certificate = f.certificate;
+      o.tls_key = f.key;
+      o.tls_ca = f.ca;
+      tls_client = must(cluster_client::connect(o), "connect a cluster client over TLS");
+    }
+    add("client-tls", "3 nodes, client, TLS+grants",
+        [&](std::uint64_t r, failures& f) { return client_case(*served_tls, *tls_client, writes(r), r + 1, f); });
+  }
   if (with_records) {
     add("records", "records: single node", [&](std::uint64_t r, failures& f) {
       return records_single_case(*single, single_records, writes(r), r + 1, f);
@@ -784,7 +832,8 @@ int main(int argc, char** argv) {
   };
   auto three_roots = settled_roots(*three);
   auto served_roots = served ? settled_roots(*served) : roots_verdict{true, ""};
-  bool same = three_roots.equal && served_roots.equal;
+  auto tls_roots = served_tls ? settled_roots(*served_tls) : roots_verdict{true, ""};
+  bool same = three_roots.equal && served_roots.equal && tls_roots.equal;
 
   auto med = [&](const named_case& c, double case_result::*field) {
     std::vector<double> v;
@@ -853,6 +902,7 @@ int main(int argc, char** argv) {
     ratio(three_i, etcd_i);
     ratio(client_i, etcd_i);
   }
+  if (with_tls) ratio(client_tls_i, client_i);
   if (with_records) {
     ratio(records_client_i, records_single_i);
     ratio(records_single_i, single_i);
@@ -868,6 +918,7 @@ int main(int argc, char** argv) {
         med(*cases[three_i], &case_result::writes_per_s) / med(*cases[raw_i], &case_result::writes_per_s));
   say("3 nodes' combined roots after the run: {}\n", three_roots.said);
   if (served) say("the client cases' 3 nodes' combined roots: {}\n", served_roots.said);
+  if (served_tls) say("the client-tls case's 3 nodes' combined roots: {}\n", tls_roots.said);
 
   int rc = same ? 0 : 1;
   for (auto& c : cases)
@@ -881,6 +932,8 @@ int main(int argc, char** argv) {
   client_records.reset();  // it holds the client
   client.reset();
   served.reset();
+  tls_client.reset();
+  served_tls.reset();
   three.reset();
   one.reset();
   single.reset();

@@ -89,7 +89,8 @@ std::string format_prefix(std::string_view prefix) {
 
 result<std::string> state_prefix(std::string_view kind, std::string_view name) {
   // The tag after FF FF of each kind's keys (docs/formats/state.md, frozen;
-  // client_access_test checks them against state/layout.h's).
+  // replication_test, "client access: prefixes as the cluster file writes
+  // them", checks them against state/layout.h's).
   char tag = kind == "records" ? 'r' : kind == "stream" ? 's' : kind == "state" ? 'c' : '\0';
   if (tag == '\0')
     return status::invalid_argument(fmt::format("`{}` is not a kind of state (records, stream, state)", kind));

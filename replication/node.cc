@@ -248,8 +248,9 @@ replica_config::access_fn node::client_access_fn() const {
   auto by_name = std::make_shared<std::map<std::string, std::shared_ptr<const client_access>>>();
   for (const auto& [name, access] : clients) (*by_name)[name] = std::make_shared<const client_access>(access);
   auto nothing = std::make_shared<const client_access>();
-  // A link that names a node is a member's (its messages are judged as
-  // one's, never by grants); one that names nobody gets nothing.
+  // Asked only for senders that are not members (the replica's peers and
+  // this process are never judged by grants): a link that names a node but
+  // is no peer of the replica, or names nobody, may do nothing.
   return [net = network_, by_name, nothing](const caf::node_id& n) -> std::shared_ptr<const client_access> {
     auto who = net->identity_of(n);
     if (!who || who->as != peer_identity::role::client) return nothing;
