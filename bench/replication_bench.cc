@@ -285,9 +285,7 @@ struct cluster {
       if (!owns) fail("elect node 1", status::busy(fmt::format("node 1 did not win shard {}", s)));
     }
   }
-  replication::tls_files files(const std::string& who) const {
-    return {certs + "/" + who + ".pem", certs + "/" + who + ".key", certs + "/ca.pem"};
-  }
+  replication::tls_files files(const std::string& who) const { return replication::certificate_files(certs, who); }
 };
 
 std::uint64_t log_fsyncs(database& db) {

@@ -6,7 +6,6 @@
 #include <unistd.h>
 #include <algorithm>
 
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <memory>
@@ -120,13 +119,6 @@ status write_new(const std::string& path, const std::string& text, mode_t mode) 
   return status::ok();
 }
 
-bool valid_client_name(const std::string& n) {
-  if (n.empty() || n.size() > 64) return false;
-  for (char ch : n)
-    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_') return false;
-  return true;
-}
-
 // A node's host as a name a certificate may carry beside its URI.
 std::string host_name(const std::string& host) {
   unsigned char buf[16];
@@ -135,6 +127,10 @@ std::string host_name(const std::string& host) {
 }
 
 }  // namespace
+
+tls_files certificate_files(const std::string& dir, std::string_view who) {
+  return {fmt::format("{}/{}.pem", dir, who), fmt::format("{}/{}.key", dir, who), dir + "/ca.pem"};
+}
 
 result<std::vector<std::string>> make_cluster_certificates(const cluster_file& cluster, const certificate_set& set) {
   if (set.dir.empty()) return status::invalid_argument("cert: a directory to write into is needed");
@@ -145,7 +141,7 @@ result<std::vector<std::string>> make_cluster_certificates(const cluster_file& c
   for (const auto& c : set.clients)
     if (std::find(clients.begin(), clients.end(), c) == clients.end()) clients.push_back(c);
   for (const auto& c : clients)
-    if (!valid_client_name(c))
+    if (!valid_name(c))
       return status::invalid_argument(
           fmt::format("cert: client name '{}' must be 1 to 64 letters, digits, '.', '-' or '_'", c));
   struct planned {
@@ -165,8 +161,9 @@ result<std::vector<std::string>> make_cluster_certificates(const cluster_file& c
                       {"clientAuth", fmt::format("URI:magnetite://{}/client/{}", cluster.name, c)}});
   std::vector<std::string> files{set.dir + "/ca.pem", set.dir + "/ca.key"};
   for (const auto& l : leaves) {
-    files.push_back(set.dir + "/" + l.name + ".pem");
-    files.push_back(set.dir + "/" + l.name + ".key");
+    auto f = certificate_files(set.dir, l.name);
+    files.push_back(std::move(f.certificate));
+    files.push_back(std::move(f.key));
   }
   if (::mkdir(set.dir.c_str(), 0700) != 0 && errno != EEXIST)
     return status::io_error(fmt::format("cert: cannot make {}: {}", set.dir, std::strerror(errno)));

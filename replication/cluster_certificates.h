@@ -27,6 +27,7 @@
 
 #include "core/status.h"
 #include "replication/cluster_file.h"
+#include "replication/tls_context.h"
 
 namespace magnetite::replication {
 
@@ -37,6 +38,10 @@ struct certificate_set {
   std::vector<std::string> clients;
   int days = 365;
 };
+
+// What one holder uses of a set made in `dir`: its certificate and key,
+// `who` being `node<ID>` or `client-<NAME>`, and the CA's certificate.
+tls_files certificate_files(const std::string& dir, std::string_view who);
 
 // The files written, in order, or why none was.
 result<std::vector<std::string>> make_cluster_certificates(const cluster_file& cluster, const certificate_set& set);

@@ -38,9 +38,10 @@ result<std::unique_ptr<cluster_client>> cluster_client::connect(cluster_client_o
   std::shared_ptr<const tls_context> tls;
   if (p->cluster.tls) {
     if (options.tls_certificate.empty() || options.tls_key.empty() || options.tls_ca.empty())
-      return status::invalid_argument(
-          fmt::format("cluster file {} says `tls on`: the client needs a certificate, its key and the cluster's CA",
-                      options.cluster_file));
+      return status::invalid_argument(fmt::format(
+          "cluster file {} is over TLS (no `tls off` line): the client needs a certificate, its key and the "
+          "cluster's CA",
+          options.cluster_file));
     auto ctx = tls_context::load(tls_files{options.tls_certificate, options.tls_key, options.tls_ca});
     if (!ctx) return ctx.error();
     tls = std::move(*ctx);

@@ -31,14 +31,14 @@ bool number(std::string_view s, T& out, T min, T max) {
   return true;
 }
 
-bool plain_name(std::string_view s) {
+}  // namespace
+
+bool valid_name(std::string_view s) {
   return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
            c == '.';
   });
 }
-
-}  // namespace
 
 result<cluster_file> cluster_file::parse(std::string_view text) {
   cluster_file out;
@@ -58,7 +58,7 @@ result<cluster_file> cluster_file::parse(std::string_view text) {
       return status::invalid_argument(fmt::format("cluster file line {}: {}", line_no, why));
     };
     if (w[0] == "cluster") {
-      if (w.size() != 2 || !plain_name(w[1])) return bad("expected `cluster NAME` (letters, digits, - _ .)");
+      if (w.size() != 2 || !valid_name(w[1])) return bad("expected `cluster NAME` (letters, digits, - _ .)");
       if (!out.name.empty()) return bad("a second `cluster` line");
       out.name = std::string(w[1]);
     } else if (w[0] == "shards") {
@@ -86,7 +86,7 @@ result<cluster_file> cluster_file::parse(std::string_view text) {
       out.nodes.push_back(std::move(n));
     } else if (w[0] == "client") {
       // client NAME MODE PREFIX, or client NAME MODE KIND NAME (client_access.h)
-      if ((w.size() != 4 && w.size() != 5) || !plain_name(w[1]) || (w[2] != "read" && w[2] != "readwrite"))
+      if ((w.size() != 4 && w.size() != 5) || !valid_name(w[1]) || (w[2] != "read" && w[2] != "readwrite"))
         return bad(
             "expected `client NAME read|readwrite PREFIX` or `client NAME read|readwrite records|stream|state NAME` "
             "(NAME: letters, digits, - _ .)");

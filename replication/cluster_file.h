@@ -35,6 +35,10 @@
 
 namespace magnetite::replication {
 
+// A cluster's or a client's name: 1 to 64 letters, digits, '-', '_' or '.'
+// (what a cluster file and a certificate's URI name both hold).
+bool valid_name(std::string_view name);
+
 struct cluster_node {
   std::uint32_t id = 0;
   std::string host;

@@ -1,7 +1,7 @@
 // guarded_network: the door of a node's port (docs/design/replication.md, 7.1).
 //
 // CAF's own network layer (the io middleman's doorman, scribes and streams),
-// over plain TCP or, for a cluster with `tls on`, over TLS sessions of ours
+// over plain TCP or, for a cluster over TLS (the default), over TLS sessions of ours
 // from one context a node (tls_context.h), with these of ours on every
 // connection:
 //   - a frame_guard on the bytes it delivers (plain text, or what TLS

@@ -71,16 +71,22 @@ void clear_network_thread_errors(caf::actor_system& sys) {
 
 }  // namespace
 
-std::string plaintext_warning(const cluster_file& cluster) {
+std::string who_can_join(const cluster_file& cluster) {
   const cluster_node* open = cluster.beyond_loopback();
-  std::string who = open ? fmt::format("anyone who can reach {}'s ports (node {} is at {}, beyond loopback)",
-                                       cluster.name, open->id, open->host)
-                         : fmt::format("every user and process of this machine (its nodes listen on loopback)");
+  if (!open)
+    return "every user and process of this machine can join as any node or client (its nodes listen on loopback), "
+           "and read and write all of its data";
   return fmt::format(
-      "cluster file {} says `tls off`: without TLS, {} can join as any node or client, and read and write all of its "
-      "data. Remove the line (TLS is the default; `magnetite cert` makes the certificates), or start every node with "
-      "--insecure (node_options::insecure) where that is accepted",
-      cluster.name, who);
+      "anyone who can reach its ports can join as any node or client (node {} is at {}, beyond loopback), and read "
+      "and write all of its data",
+      open->id, open->host);
+}
+
+std::string plaintext_warning(const cluster_file& cluster) {
+  return fmt::format(
+      "cluster file {} says `tls off`: without TLS, {}. Remove the line (TLS is the default; `magnetite cert` makes "
+      "the certificates), or start every node with --insecure (node_options::insecure) where that is accepted",
+      cluster.name, who_can_join(cluster));
 }
 
 status check_tls_files(const tls_files& files) {
@@ -301,7 +307,8 @@ result<std::unique_ptr<node>> node::start(node_options options) {
   if (options.cluster.tls && !(sys.has_openssl_manager() && !sys.config().openssl_certificate.empty() &&
                                !sys.config().openssl_key.empty() && !sys.config().openssl_cafile.empty()))
     return status::invalid_argument(
-        fmt::format("cluster file {} says `tls on`: node {} needs its certificate, its key and the cluster's CA "
+        fmt::format("cluster file {} is over TLS (no `tls off` line): node {} needs its certificate, its key and the "
+                    "cluster's CA "
                     "(replication::configure_tls)",
                     options.cluster.name, options.id));
   // The credentials configure_tls gave the system, read once, here.

@@ -14,7 +14,7 @@
 //
 // The actor system must have been set up with configure_system() (the
 // middleman, and every type that crosses the network registered under one
-// name on every node); for a cluster file that says `tls on`, also
+// name on every node); unless the cluster file says `tls off`, also
 // configure_tls() with this node's certificate. The database must hold
 // cluster.shards shards; its shard options' tombstone_retention should be the
 // cluster file's.
@@ -76,9 +76,11 @@ inline constexpr std::chrono::seconds heartbeat_interval{2};
 // tombstone retention (every replica must purge tombstones alike).
 core_options core_options_for(const cluster_file& cluster, std::string dir, caf::actor_system& sys);
 
-// Who can join a cluster that runs without TLS, and how to stop that: the
-// refusal of node::start without `insecure`, and the warning that
-// `magnetite serve --insecure` prints.
+// Who can join a cluster that runs without TLS: every local user on
+// loopback, anyone who reaches the ports beyond (the warning `magnetite
+// serve --insecure` prints at every start says this).
+std::string who_can_join(const cluster_file& cluster);
+// That, and how to stop it: the refusal of node::start without `insecure`.
 std::string plaintext_warning(const cluster_file& cluster);
 
 // tls_context::load(files), its status: what a node would refuse to start

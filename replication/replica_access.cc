@@ -3,8 +3,6 @@
 // want of a grant comes first, so a client learns it whichever replica it
 // asked). The grants come from the cluster file's `client` lines, by the
 // name the client's certificate gives (node::client_access_fn).
-#include <algorithm>
-
 #include "replication/client_access.h"
 #include "replication/replica_internal.h"
 
@@ -20,14 +18,15 @@ std::shared_ptr<const client_access> access_of_sender(self_ptr self) {
   return fn(s ? s->node() : caf::node_id());
 }
 
+// A key in a refusal: its first bytes, as a cluster file would write them.
+std::string shown(std::string_view key) { return format_prefix(key.substr(0, 32)); }
+
 caf::error denied(const char* what, std::string_view doing, std::string_view key) {
-  constexpr std::size_t shown = 32;
   return to_error(status::make(
       status_code::permission_denied, status_category::permanent,
       fmt::format("permission denied: `{}` would {} a key ({} bytes, starting {}) that the cluster file grants this "
                   "client no {} of",
-                  what, doing, key.size(), format_prefix(key.substr(0, std::min(key.size(), shown))),
-                  doing == "read" ? "read" : "write")));
+                  what, doing, key.size(), shown(key), doing)));
 }
 
 }  // namespace
@@ -59,11 +58,9 @@ caf::error refused_range(self_ptr self, const std::string& from, const std::stri
   if (!access || access->may_read_range(from, to)) return {};
   return to_error(status::make(
       status_code::permission_denied, status_category::permanent,
-      fmt::format(
-          "permission denied: `srange` from {} to {} reaches keys that the cluster file grants this client no "
-          "read of (a range must lie within one granted prefix)",
-          format_prefix(from.substr(0, std::min<std::size_t>(from.size(), 32))),
-          to.empty() ? std::string("the end") : format_prefix(to.substr(0, std::min<std::size_t>(to.size(), 32))))));
+      fmt::format("permission denied: `srange` from {} to {} reaches keys that the cluster file grants this client no "
+                  "read of (a range must lie within one granted prefix)",
+                  shown(from), to.empty() ? std::string("the end") : shown(to))));
 }
 
 caf::error refused_unless_writer(self_ptr self, const char* what) {

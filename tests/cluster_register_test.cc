@@ -172,9 +172,7 @@ struct cluster_run {
       (void)must(make_cluster_certificates(cluster, {certs, {"torture"}, 30}));
     }
   }
-  tls_files files(const std::string& who) const {
-    return {certs + "/" + who + ".pem", certs + "/" + who + ".key", certs + "/ca.pem"};
-  }
+  tls_files files(const std::string& who) const { return certificate_files(certs, who); }
 
   ~cluster_run() {
     for (auto& [id, pid] : pids) {

@@ -168,7 +168,7 @@ TEST_CASE("tls: a node of a `tls on` cluster does not start without its certific
   auto cluster = must(cluster_file::parse(cluster_text("secure", base_port(), true)));
   auto s = start_status(cluster, dir / "node1", 1, std::nullopt);
   REQUIRE_FALSE(s.is_ok());
-  CHECK(s.message().find("cluster file secure says `tls on`") != std::string::npos);
+  CHECK(s.message().find("cluster file secure is over TLS (no `tls off` line)") != std::string::npos);
 }
 
 TEST_CASE(
@@ -474,10 +474,7 @@ TEST_CASE("tls: with certificates that name members, a link is the node its cert
                   base, base + 1, base + 2)));
   certificate_set set{dir / "certs", {"ops"}, 30};
   (void)must(make_cluster_certificates(cluster, set));
-  auto files = [&](std::string_view who) {
-    return tls_files{set.dir + "/" + std::string(who) + ".pem", set.dir + "/" + std::string(who) + ".key",
-                     set.dir + "/ca.pem"};
-  };
+  auto files = [&](std::string_view who) { return certificate_files(set.dir, who); };
   // A node given another node's certificate does not start.
   auto wrong = start_status(cluster, dir / "wrong", 2, files("node3"));
   REQUIRE_FALSE(wrong.is_ok());
@@ -586,10 +583,7 @@ TEST_CASE("tls: client lines limit each client to its prefixes; a refusal is per
   // `magnetite cert` certifies the clients the file names, and `ops` besides.
   certificate_set set{dir / "certs", {"ops"}, 30};
   (void)must(make_cluster_certificates(cluster, set));
-  auto files = [&](std::string_view who) {
-    return tls_files{set.dir + "/" + std::string(who) + ".pem", set.dir + "/" + std::string(who) + ".key",
-                     set.dir + "/ca.pem"};
-  };
+  auto files = [&](std::string_view who) { return certificate_files(set.dir, who); };
   testing::node_process one(dir / "node1", cluster, 1, over_tls(files("node1")));
   {
     caf::scoped_actor member{*one.sys};

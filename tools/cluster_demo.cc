@@ -63,9 +63,7 @@ class demo_cluster {
     }
   }
   bool tls_ok() const { return network_ != nullptr; }
-  tls_files files(const std::string& who) const {
-    return {certs_ + "/" + who + ".pem", certs_ + "/" + who + ".key", certs_ + "/ca.pem"};
-  }
+  tls_files files(const std::string& who) const { return certificate_files(certs_, who); }
 
   ~demo_cluster() {
     for (auto pid : pids_)

@@ -53,10 +53,7 @@ int run_serve(std::uint32_t node_id, const std::string& cluster_path, const std:
       return 2;
     }
     fmt::print(stderr, "magnetite serve: INSECURE (--insecure): cluster {} runs without TLS: {}\n", cluster->name,
-               cluster->beyond_loopback() ? "anyone who can reach its ports can join as any node or client and read "
-                                            "and write all of its data"
-                                          : "every user and process of this machine can join as any node or client "
-                                            "and read and write all of its data");
+               replication::who_can_join(*cluster));
   }
   // Signals are taken by sigwait below, not by a handler.
   sigset_t stop;

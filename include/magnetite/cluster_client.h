@@ -50,7 +50,7 @@ class state_storage;
 struct cluster_client_options {
   // The cluster file, as every node runs with it (docs/design/replication.md, 7).
   std::string cluster_file;
-  // When the file says `tls on`: this client's certificate and key (its
+  // Unless the file says `tls off`: this client's certificate and key (its
   // owner's alone, mode 0600) and the cluster's CA, PEM, read once at
   // connect; the nodes check the certificate against the CA, and with
   // certificates that name members (`magnetite cert`), take this one as the
