@@ -48,6 +48,9 @@ class file {
   // reserve; no_space when it is full. Never shrinks the file.
   virtual status preallocate(std::uint64_t size) = 0;
   virtual result<std::uint64_t> size() = 0;
+  // A hint: reads of this file will land at random offsets, so reading ahead
+  // of them only fills memory with pages nobody asked for. Nothing else changes.
+  virtual void advise_random() {}
 };
 
 // Held while a process owns a data directory; released when destroyed.

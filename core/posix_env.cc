@@ -71,6 +71,9 @@ class posix_file final : public file {
   posix_file(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   ~posix_file() override { ::close(fd_); }
 
+  // A failed hint costs nothing but the readahead it would have saved.
+  void advise_random() override { (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM); }
+
   status append(std::string_view data) override {
     // The contract is "at the current end": after a truncate or a write_at past
     // the end, the descriptor's offset is not there. (O_APPEND would make

@@ -35,6 +35,7 @@ class summing_env::summed_file final : public file {
     return f_->preallocate(size);
   }
   result<std::uint64_t> size() override { return f_->size(); }
+  void advise_random() override { f_->advise_random(); }
 
  private:
   void forget_sum() {

@@ -864,7 +864,8 @@ TEST_CASE(
   SUBCASE("pack header") {
     victim = find_file(shard + "/nodes", ".pack", true);
     make_header_newer(victim, tree::pack_format_version + 1);
-    named = {"node store pack", "format version 3", "this build reads version 1 to 2"};
+    named = {"node store pack", fmt::format("format version {}", tree::pack_format_version + 1),
+             fmt::format("this build reads version 1 to {}", tree::pack_format_version)};
   }
   SUBCASE("index header") {
     victim = find_file(shard + "/nodes", ".idx", true);
@@ -1142,7 +1143,8 @@ TEST_CASE(
     std::string pack = find_file(dir + "/shard-000/nodes", ".pack", true);
     std::string original = read_bytes(pack);
     make_header_newer(pack, tree::pack_format_version + 1);
-    every_command_refuses(dir, {"not supported", pack, "format version 3"});
+    every_command_refuses(dir,
+                          {"not supported", pack, fmt::format("format version {}", tree::pack_format_version + 1)});
     write_bytes(pack, original);
   }
   SUBCASE("read-only: permission bits") {

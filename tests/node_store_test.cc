@@ -440,11 +440,16 @@ TEST_CASE("node_store: a flush does one fdatasync however many nodes it writes; 
 }
 
 TEST_CASE("node_store: every flipped byte of a pack is caught, naming the hash and the location") {
-  for (node_codec codec : {node_codec::lz4, node_codec::zstd}) {
-    CAPTURE(static_cast<int>(codec));
+  // The last round writes searchable leaves: their offsets are covered by the
+  // payload checksum, their encoding by the hash.
+  for (int form = 0; form < 3; ++form) {
+    node_codec codec = form == 1 ? node_codec::zstd : node_codec::lz4;
+    bool searchable = form == 2;
+    CAPTURE(form);
     fault_env fe;
     node_store_options o;
     o.codec = codec;
+    o.searchable_leaves = searchable;
     o.cache_bytes = 1;  // nothing fits: every read goes to the pack
     std::mt19937_64 rng(7);
     std::vector<node> nodes;
@@ -475,8 +480,12 @@ TEST_CASE("node_store: every flipped byte of a pack is caught, naming the hash a
       locs.push_back(*l);
       if (l->length < 36 + must(s->read(h))->encode().size()) ++compressed;
     }
-    CHECK(compressed > 0);
-    CHECK(compressed < 10);
+    if (searchable) {
+      CHECK(compressed == 0);
+    } else {
+      CHECK(compressed > 0);
+      CHECK(compressed < 10);
+    }
 
     int detected = 0;
     for (std::uint64_t b = 40; b < size; ++b) {
@@ -543,24 +552,29 @@ TEST_CASE("node_store: records of every codec read back, whatever the store writ
   };
   std::vector<std::pair<hash128, std::string>> written;  // hash, encoding
   std::optional<std::uint64_t> position;
-  const std::map<node_codec, std::set<int>> flags_after = {{node_codec::zstd, {0, flag_zstd}},
-                                                           {node_codec::lz4, {0, flag_zstd, flag_lz4}},
-                                                           {node_codec::none, {0, flag_zstd, flag_lz4}}};
-  for (node_codec codec : {node_codec::zstd, node_codec::lz4, node_codec::none}) {
+  // The last store writes its leaves searchable.
+  const std::vector<std::set<int>> flags_after = {{0, flag_zstd},
+                                                  {0, flag_zstd, flag_lz4},
+                                                  {0, flag_zstd, flag_lz4},
+                                                  {0, flag_zstd, flag_lz4, flag_searchable_leaf}};
+  const std::vector<node_codec> codecs = {node_codec::zstd, node_codec::lz4, node_codec::none, node_codec::lz4};
+  for (std::size_t round = 0; round < codecs.size(); ++round) {
+    node_codec codec = codecs[round];
     node_store_options o;
     o.codec = codec;
+    o.searchable_leaves = round == 3;
     auto s = must_open(fe, o, position);
     for (int i = 0; i < 20; ++i) {
       std::vector<entry> es;
       for (int j = 0; j < 4; ++j)
-        es.push_back({fmt::format("c{}n{}k{}", static_cast<int>(codec), i, j),
+        es.push_back({fmt::format("c{}n{}k{}", round, i, j),
                       i % 2 ? std::string(300, static_cast<char>('a' + j)) : value_of(rng)});
       node n = leaf_of(es);
       written.emplace_back(must(s->write(n)), std::string(n.encode()));
     }
     position = must(s->flush());
     for (const auto& [h, e] : written) CHECK(must(s->read(h))->encode() == e);
-    CHECK(flags_on_disk() == flags_after.at(codec));  // each record says how it is stored
+    CHECK(flags_on_disk() == flags_after[round]);  // each record says how it is stored
   }
   // A pack of format version 1 (what builds before LZ4 wrote) reads as before.
   std::string path = fmt::format("{}/{}", store_dir, pack_file_name(1));
@@ -1701,6 +1715,62 @@ TEST_CASE("node_store: copy_out and copy_in move records between stores as store
   liar.raw.pop_back();
   CHECK(to->copy_in(liar).code() == status_code::invalid_argument);
   CHECK(from->copy_out(hash128::of(std::string_view("not stored"))).error().code() == status_code::not_found);
+}
+
+TEST_CASE("node_store: searchable leaves are searched where they lie; copies take the form their store writes") {
+  fault_env fe;
+  node_store_options searchable = small_options();
+  searchable.searchable_leaves = true;
+  searchable.cache_bytes = 8 << 20;  // everything fits: what is cached shows how it was read
+  node_store_options compressed = searchable;
+  compressed.searchable_leaves = false;
+  std::mt19937_64 rng(41);
+  model m = random_model(rng, 3000, 100'000);
+  committed_tree c = commit_tree(fe, searchable, m);
+
+  std::size_t internal = 0, leaves = 0;
+  {
+    auto s = must_open(fe, searchable, c.position);
+    for (const auto& h : reachable(*s, c.root)) (must(s->read(h))->is_leaf() ? leaves : internal)++;
+  }
+  REQUIRE(leaves > 10);
+  {
+    // Cold: each get reads its leaf's record once and keeps it as stored;
+    // no leaf is decoded into the node cache.
+    auto s = must_open(fe, searchable, c.position);
+    prolly_tree t(*s, small_nodes);
+    for (int round = 0; round < 3; ++round)
+      for (const auto& [k, v] : m) REQUIRE(must(t.get(c.root, k)) == v);
+    for (const std::string& k : {std::string("absent"), key_of(100'001)}) CHECK_FALSE(must(t.get(c.root, k)));
+    auto st = s->stats();
+    CHECK(st.record_cache_entries == leaves);
+    CHECK(st.cache_entries <= internal);
+    CHECK(s->check(std::vector<hash128>{c.root}).problems.empty());
+  }
+  // A store that writes compressed leaves reads the searchable ones.
+  auto s = must_open(fe, compressed, c.position);
+  check_tree(*s, c.root, m);
+  // Copies: into a store writing compressed leaves they are compressed, and
+  // back into one writing searchable leaves they are searchable again.
+  auto to = must_open(fe, compressed, std::nullopt, "/to");
+  auto back = must_open(fe, searchable, std::nullopt, "/back");
+  std::vector<hash128> order;  // children before parents, as copy_in wants
+  for (auto h : reachable(*s, c.root)) order.push_back(h);
+  std::sort(order.begin(), order.end(),
+            [&](const hash128& a, const hash128& b) { return must(s->read(a))->level() < must(s->read(b))->level(); });
+  for (auto h : order) must_ok(to->copy_in(must(s->copy_out(h))));
+  for (auto h : order) must_ok(back->copy_in(must(to->copy_out(h))));
+  must(to->flush());
+  must(back->flush());
+  check_tree(*to, c.root, m);
+  check_tree(*back, c.root, m);
+  for (auto h : order) {
+    bool leaf = must(s->read(h))->is_leaf();
+    auto in_to = must(to->copy_out(h)), in_back = must(back->copy_out(h));
+    CHECK((in_to.flags & flag_searchable_leaf) == 0);
+    CHECK(static_cast<bool>(in_back.flags & flag_searchable_leaf) == leaf);
+    if (leaf) CHECK(in_back.payload == must(s->copy_out(h)).payload);
+  }
 }
 
 TEST_CASE("node_store: on the POSIX env, writes after open cut an uncommitted tail land where the index says") {

@@ -11,6 +11,7 @@
 
 #include "tree/node_store_internal.h"
 #include "tree/pack_format.h"
+#include "tree/searchable_leaf.h"
 
 namespace magnetite::tree {
 
@@ -99,6 +100,8 @@ result<std::shared_ptr<node_store::pack>> node_store::create_pack(std::uint32_t 
   auto f = env_.open(p->path, open_mode::create_truncate);
   if (!f) return f.error();
   p->f = std::move(*f);
+  // Reads of a pack are of one record each, at random: no readahead.
+  p->f->advise_random();
   MAGNETITE_TRY(p->f->append(encode_file_header(pack_magic, {number, p->salt, pack_format_version})));
   pack_bytes_written_ += file_header_size;
   if (auto idx = env_.open(path_join(dir_, pack_index_file_name(number)), open_mode::create_truncate)) {
@@ -126,6 +129,18 @@ result<hash128> node_store::write(const node& n) {
   pending_record rec;
   rec.hash = h;
   rec.raw_length = static_cast<std::uint32_t>(bytes.size());
+  store_form(n, bytes, rec);
+  MAGNETITE_TRY(add_pending(std::move(rec)));
+  return h;
+}
+
+void node_store::store_form(const node& n, std::string_view bytes, pending_record& rec) {
+  rec.flags = 0;
+  if (options_.searchable_leaves && n.is_leaf()) {
+    rec.payload = searchable_leaf::make(n);
+    rec.flags = flag_searchable_leaf;
+    return;
+  }
   if (options_.codec == node_codec::zstd) {
     if (std::size_t bound = ZSTD_compressBound(bytes.size()); compressed_.size() < bound) compressed_.resize(bound);
     std::size_t zn = ZSTD_compressCCtx(static_cast<ZSTD_CCtx*>(cctx_), compressed_.data(), compressed_.size(),
@@ -146,8 +161,6 @@ result<hash128> node_store::write(const node& n) {
     }
   }
   if (rec.flags == 0) rec.payload = bytes;
-  MAGNETITE_TRY(add_pending(std::move(rec)));
-  return h;
 }
 
 status node_store::add_pending(pending_record rec) {
@@ -170,20 +183,31 @@ status node_store::copy_in(const record_copy& r) {
     return status::corruption(fmt::format("a record copy of node {} hashes to {}", r.hash, hash128::of(r.raw)));
   std::lock_guard wl(write_mu_);
   MAGNETITE_TRY(check_usable());
-  if (cycle_) {
-    auto n = node::decode(r.raw);
-    if (!n) return n.error();
-    reclaim_note_write(*n, r.hash);
+  // A compressed record is kept as it came (the point of a copy); a leaf
+  // takes this store's form, searchable or compressed, made from its
+  // encoding, so that offsets are never taken on trust.
+  bool leaf = !r.raw.empty() && r.raw[0] == 0;
+  bool reform = leaf && (options_.searchable_leaves || (r.flags & flag_searchable_leaf));
+  std::optional<node> n;
+  if (cycle_ || reform) {
+    auto d = node::decode(r.raw);
+    if (!d) return d.error();
+    n = std::move(*d);
   }
+  if (cycle_) reclaim_note_write(*n, r.hash);
   if (index_.count(r.hash) || pending_at_.count(r.hash)) {
     ++writes_deduplicated_;
     return status::ok();
   }
   pending_record rec;
   rec.hash = r.hash;
-  rec.flags = r.flags;
   rec.raw_length = r.raw_length;
-  rec.payload = r.payload;
+  if (reform) {
+    store_form(*n, r.raw, rec);
+  } else {
+    rec.flags = r.flags;
+    rec.payload = r.payload;
+  }
   return add_pending(std::move(rec));
 }
 

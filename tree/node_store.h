@@ -3,9 +3,10 @@
 //
 // A store is one directory holding numbered pack files, one index file per pack
 // and, once gc has run, a MANIFEST. A node is stored as one record: its
-// encoding (node::encode()), zstd-compressed when that makes it smaller, behind
-// a checksummed header that carries its hash (XXH3-128 of the encoding, the
-// node's identity).
+// encoding (node::encode()) behind a checksummed header that carries its hash
+// (XXH3-128 of the encoding, the node's identity), compressed when that makes
+// it smaller; or, for a leaf when the options say so, followed by the offsets
+// of its entries, searchable where it lies (searchable_leaf.h).
 //
 // Positions. The durable extent of the store is a single u64,
 //     position = (pack_number << 40) | offset,
@@ -49,12 +50,13 @@
 //   bytes are never returned.
 // - Caching: two CLOCK caches (clock_cache.h) whose bytes together stay
 //   within cache_bytes (give or take one record): decoded nodes, and the
-//   payloads of leaf records that compress at least 4x, kept as stored (up to
-//   record_cache_share of the bound; the node cache may use what they do not
-//   hold). A leaf read from its pack that compresses that well goes to the
-//   record cache only; leaf_get searches its encoding where it lies, and
-//   decodes it into the node cache at the second record-cache hit since the
-//   clock hand last passed it. A record is cached only after its content was
+//   payloads of leaf records kept as stored: searchable leaves, and leaves
+//   that compress at least 4x (up to record_cache_share of the bound; the
+//   node cache may use what they do not hold). A leaf read from its pack in
+//   either form goes to the record cache only. leaf_get searches a
+//   searchable leaf where it lies, never decoding it; a compressed one it
+//   decompresses and searches, and decodes it into the node cache at the
+//   second record-cache hit since the clock hand last passed it. A record is cached only after its content was
 //   checked against its hash, so a record-cache hit is not hashed again.
 //   gc() empties both (reads of what it dropped are then not_found).
 // - gc(roots) copies every node reachable from `roots` into new packs numbered
@@ -158,6 +160,12 @@ struct node_store_options {
   // project's benchmark data in about 4/5 of the bytes.
   node_codec codec = node_codec::lz4;
   int compression_level = 1;  // zstd's level, 1..19 (zstd only)
+  // Leaves are stored searchable (tree/searchable_leaf.h): their encoding
+  // uncompressed with the offset of each entry, so that a get reads one
+  // record and decodes only the entry it returns. Off (the default): leaves
+  // are compressed by `codec` like every other node. Reads take both forms,
+  // whatever this says.
+  bool searchable_leaves = false;
 
   // invalid_argument naming the bad option.
   status validate() const;
@@ -403,6 +411,9 @@ class node_store final : public node_sink {
   // Sets b.raw from b.payload, b.flags and b.raw_length (decompressing into
   // b.decompressed); what is wrong, or empty.
   static std::string expand(record_buffers& b);
+  // How this store stores the node whose encoding is `bytes` (write_mu_
+  // held: compressed_ is the writer's): rec's flags and payload.
+  void store_form(const node& n, std::string_view bytes, pending_record& rec);
   // Offers a leaf's record, just read and verified, to the record cache; true
   // if it was kept.
   bool keep_record(const hash128& h, const record_buffers& b);

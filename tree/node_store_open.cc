@@ -139,6 +139,7 @@ status node_store::open_kept_pack(std::uint32_t number, std::uint64_t keep, reco
   auto f = env_.open(lp.p->path, open_mode::open_existing);
   if (!f) return f.error();
   lp.p->f = std::move(*f);
+  lp.p->f->advise_random();  // as create_pack does
   auto size = lp.p->f->size();
   if (!size) return size.error();
   lp.size = *size;

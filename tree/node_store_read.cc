@@ -11,6 +11,7 @@
 
 #include "tree/node_store_internal.h"
 #include "tree/pack_format.h"
+#include "tree/searchable_leaf.h"
 
 namespace magnetite::tree {
 
@@ -58,7 +59,8 @@ status node_store::read_record_into(const hash128& h, pack& p, const node_locati
     return bad(fmt::format("record is {} bytes but the index says {}", rh.length(), loc.length));
   if (rh.hash != h) return bad(fmt::format("record holds node {}", rh.hash));
   b.payload = std::string_view(b.record).substr(record_header_size);
-  if (checksum32(b.payload, p.salt) != rh.payload_checksum) return bad("record payload checksum mismatch");
+  if (checksum32(checksummed_payload(rh.flags, b.payload, rh.raw), p.salt) != rh.payload_checksum)
+    return bad("record payload checksum mismatch");
   b.flags = rh.flags;
   b.raw_length = rh.raw;
   if (std::string why = expand(b); !why.empty()) return bad(why);
@@ -67,6 +69,11 @@ status node_store::read_record_into(const hash128& h, pack& p, const node_locati
 }
 
 std::string node_store::expand(record_buffers& b) {
+  if (b.flags & flag_searchable_leaf) {
+    if (std::string why = searchable_leaf::check(b.payload, b.raw_length); !why.empty()) return why;
+    b.raw = b.payload.substr(0, b.raw_length);
+    return {};
+  }
   if (!(b.flags & compressed_flags)) {
     b.raw = b.payload;
     return {};
@@ -218,9 +225,12 @@ result<node_ptr> node_store::read_uncached(const hash128& h) {
 // the cache"). True if it was kept.
 bool node_store::keep_record(const hash128& h, const record_buffers& b) {
   constexpr std::size_t record_density = 4;
-  if (!records_ || !(b.flags & compressed_flags) || b.raw.empty() || b.raw[0] != 0) return false;
+  if (!records_ || b.raw.empty() || b.raw[0] != 0) return false;
   std::size_t charge = record_charge_of(b.payload.size());
-  if (charge * record_density > b.raw.size()) return false;
+  // A searchable leaf is as dense as a decoded one (denser: no index of
+  // key prefixes) and needs no decoding: always worth its place.
+  if (!(b.flags & flag_searchable_leaf) && (!(b.flags & compressed_flags) || charge * record_density > b.raw.size()))
+    return false;
   records_->put(h, cached_record{std::string(b.payload), b.raw_length, b.flags}, charge);
   // The node cache gets the budget less what the record cache holds (and a
   // step of headroom), so a record cache that stays empty (incompressible
@@ -254,6 +264,10 @@ result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std
   record_buffers& b = lease.b;
   auto f = fetch(leaf, b);
   if (!f) return f.error();
+  if (b.flags & flag_searchable_leaf) {
+    if (*f == fetched::from_pack) keep_record(leaf, b);
+    return searchable_leaf::search(b.payload, b.raw_length, leaf, key, value);
+  }
   if ((*f == fetched::from_pack && keep_record(leaf, b)) || *f == fetched::from_record_cache ||
       *f == fetched::from_pending)
     return search_encoding(b.raw, leaf, key, value);

@@ -1,6 +1,7 @@
 #include "tree/pack_format.h"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
 
 #include "core/coding.h"
@@ -14,6 +15,10 @@ std::uint8_t* u8(char* p) noexcept { return reinterpret_cast<std::uint8_t*>(p); 
 
 }  // namespace
 
+std::string_view checksummed_payload(std::uint8_t flags, std::string_view payload, std::uint32_t raw) noexcept {
+  return (flags & flag_searchable_leaf) && raw <= payload.size() ? payload.substr(raw) : payload;
+}
+
 void encode_record(std::string& out, std::uint64_t salt, const hash128& h, std::uint8_t flags, std::string_view payload,
                    std::uint32_t raw) {
   std::size_t at = out.size();
@@ -22,7 +27,7 @@ void encode_record(std::string& out, std::uint64_t salt, const hash128& h, std::
   p[4] = flags;
   encode_fixed32_le(p + 8, static_cast<std::uint32_t>(payload.size()));
   encode_fixed32_le(p + 12, raw);
-  encode_fixed32_le(p + 16, checksum32(payload, salt));
+  encode_fixed32_le(p + 16, checksum32(checksummed_payload(flags, payload, raw), salt));
   auto hb = h.to_bytes();
   std::copy(hb.begin(), hb.end(), p + 20);
   encode_fixed32_le(p, checksum32(std::string_view(out).substr(at + 4, record_header_size - 4), salt));
@@ -34,7 +39,7 @@ std::string parse_record_header(const char* p, std::uint64_t salt, record_header
   if (decode_fixed32_le(u8(p)) != checksum32(v.substr(4), salt)) return "record header checksum mismatch";
   out.flags = u8(p)[4];
   if (out.flags & ~known_record_flags) return fmt::format("record has unknown flags {:#x}", out.flags);
-  if ((out.flags & compressed_flags) == compressed_flags) return "record claims two codecs";
+  if (std::popcount(out.flags) > 1) return fmt::format("record claims two codecs or forms (flags {:#x})", out.flags);
   if (p[5] != 0 || p[6] != 0 || p[7] != 0) return "record header reserved bytes are not zero";
   out.stored = decode_fixed32_le(u8(p + 8));
   out.raw = decode_fixed32_le(u8(p + 12));
@@ -42,8 +47,11 @@ std::string parse_record_header(const char* p, std::uint64_t salt, record_header
   out.hash = hash128::from_bytes(u8(p + 20));
   if (out.raw < min_node_bytes || out.raw > max_node_bytes)
     return fmt::format("record claims a node of {} bytes", out.raw);
-  // The writer compresses only when that makes the record smaller.
-  if ((out.flags & compressed_flags) ? out.stored >= out.raw || out.stored == 0 : out.stored != out.raw)
+  // The writer compresses only when that makes the record smaller; a
+  // searchable leaf is its encoding and the offsets after it.
+  if ((out.flags & compressed_flags)       ? out.stored >= out.raw || out.stored == 0
+      : (out.flags & flag_searchable_leaf) ? out.stored < out.raw
+                                           : out.stored != out.raw)
     return fmt::format("record has stored length {} for a node of {} bytes", out.stored, out.raw);
   return {};
 }

@@ -31,9 +31,10 @@ inline constexpr char pack_magic[8] = {'M', 'G', 'N', 'T', 'P', 'A', 'C', 'K'};
 inline constexpr char index_magic[8] = {'M', 'G', 'N', 'T', 'P', 'I', 'D', 'X'};
 inline constexpr char manifest_magic[8] = {'M', 'G', 'N', 'T', 'P', 'M', 'A', 'N'};
 // Index files and manifests are of version 1 (a manifest that names
-// dropped packs, 2); packs of version 2, whose records may be LZ4 blocks.
+// dropped packs, 2); packs of version 3, whose records may be LZ4 blocks
+// (version 2) and searchable leaves (version 3). Every older pack reads.
 inline constexpr std::uint32_t format_version = 1;
-inline constexpr std::uint32_t pack_format_version = 2;
+inline constexpr std::uint32_t pack_format_version = 3;
 
 // Pack, index and manifest files all start with the 40-byte header of
 // core/file_header.h, where (a, b) is (pack number, salt) for packs and
@@ -42,18 +43,26 @@ inline constexpr std::uint32_t pack_format_version = 2;
 // Record header, then `stored` payload bytes:
 //   0 4 checksum, seeded with the pack's salt, of bytes 4..35
 //   4 1 flags (bit 0: payload is a zstd frame, bit 1: an LZ4 block, pack
-//     version 2; never both)  | 5 3 reserved (0)
+//     version 2; bit 2: a searchable leaf, pack version 3; at most one)
+//   5 3 reserved (0)
 //   8 4 stored length | 12 4 raw length (of the node encoding)
 //  16 4 payload checksum, seeded with the pack's salt, of the stored bytes
+//     (of a searchable leaf: of its offsets, the bytes past the encoding)
 //  20 16 node hash
 // The payload checksum is not redundant with the hash: a zstd frame has bits
 // the decoder ignores, so damage there would decode to the right node and go
-// unnoticed; and it keeps damaged bytes away from the decompressor.
+// unnoticed; and it keeps damaged bytes away from the decompressor. A
+// searchable leaf's encoding lies raw in its payload, where the hash covers
+// it: summing it twice would read it twice on every miss.
 inline constexpr std::size_t record_header_size = 36;
 inline constexpr std::uint8_t flag_zstd = 0x01;
 inline constexpr std::uint8_t flag_lz4 = 0x02;
-inline constexpr std::uint8_t known_record_flags = flag_zstd | flag_lz4;
+inline constexpr std::uint8_t flag_searchable_leaf = 0x04;
+inline constexpr std::uint8_t known_record_flags = flag_zstd | flag_lz4 | flag_searchable_leaf;
 inline constexpr std::uint8_t compressed_flags = flag_zstd | flag_lz4;
+
+// The bytes a record's payload checksum covers.
+std::string_view checksummed_payload(std::uint8_t flags, std::string_view payload, std::uint32_t raw) noexcept;
 // The smallest node encoding: a level byte and an entry count of 0.
 inline constexpr std::uint32_t min_node_bytes = 2;
 

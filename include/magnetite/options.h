@@ -24,6 +24,7 @@ class env;  // the engine's file layer; tests replace it with a fault-injecting 
 //   interval     at most every fsync_interval: a write is acknowledged once in
 //                the log and lost only by a crash within about that interval
 enum class fsync_policy { always, commit_only, interval };
+enum class leaf_form { lz4, zstd, searchable };
 
 // How the prolly tree cuts its nodes (bytes of entries a node). Two trees
 // agree on their hashes only when built with the same policy.
@@ -51,6 +52,14 @@ struct MAGNETITE_API shard_options {
   // The most of cache_bytes that may hold leaves as stored (compressed)
   // rather than decoded (docs/embedding.md, "Tuning when embedding"); 0 to 0.9.
   double record_cache_share = 0.5;
+  // How new leaves are written (every form already written reads, whatever
+  // this says): compressed by LZ4 (the default) or zstd (smaller, slower to
+  // decode), or searchable: uncompressed with the offset of each entry, so
+  // that a get that misses the cache decodes only the entry it returns, at
+  // about three times the disk space (docs/benchmarks.md, "Reads beyond the
+  // cache": searchable leaves read no faster from the page cache with
+  // today's pread path, and half as fast past RAM).
+  leaf_form leaves = leaf_form::lz4;
   // The size of a memtable: a checkpoint is due when the writes since the
   // last one hold this many bytes in it (every write, rewrites of a key
   // included), or when the oldest of them is checkpoint_interval old. A

@@ -1,0 +1,107 @@
+#include "tree/searchable_leaf.h"
+
+#include "core/coding.h"
+
+namespace magnetite::tree::searchable_leaf {
+
+namespace {
+
+// Offsets are 2 bytes wide while every one of them fits.
+std::size_t offset_width(std::size_t raw_length) noexcept { return raw_length <= 0xffff ? 2 : 4; }
+
+const std::uint8_t* u8(const char* p) noexcept { return reinterpret_cast<const std::uint8_t*>(p); }
+
+std::uint32_t offset_at(std::string_view stored, std::size_t raw_length, std::size_t width, std::size_t i) noexcept {
+  const char* p = stored.data() + raw_length + width * i;
+  return width == 2 ? decode_fixed16_le(u8(p)) : decode_fixed32_le(u8(p));
+}
+
+// The leaf's entry count, and where its first entry starts; false when the
+// encoding does not begin as a leaf's does.
+bool leaf_head(std::string_view encoding, std::uint64_t& count, std::size_t& first) noexcept {
+  if (encoding.empty() || encoding[0] != 0) return false;
+  byte_reader in(encoding.substr(1));
+  if (!in.get_varint64(count)) return false;
+  first = encoding.size() - in.rest().size();
+  return true;
+}
+
+}  // namespace
+
+std::string make(const node& n) {
+  std::string_view enc = n.encode();
+  std::size_t width = offset_width(enc.size());
+  auto entries = n.entries();
+  std::string out;
+  out.reserve(enc.size() + width * entries.size());
+  out.append(enc);
+  for (const entry_view& e : entries) {
+    // An entry starts with its key's length, just before the key.
+    auto at = static_cast<std::uint32_t>(e.key.data() - enc.data() - varint_length(e.key.size()));
+    std::uint8_t b[4];
+    if (width == 2) {
+      encode_fixed16_le(b, static_cast<std::uint16_t>(at));
+    } else {
+      encode_fixed32_le(b, at);
+    }
+    out.append(reinterpret_cast<const char*>(b), width);
+  }
+  return out;
+}
+
+std::string check(std::string_view stored, std::uint32_t raw_length) {
+  if (raw_length > stored.size()) return fmt::format("a leaf of {} bytes stored in {}", raw_length, stored.size());
+  std::uint64_t count = 0;
+  std::size_t first = 0;
+  if (!leaf_head(stored.substr(0, raw_length), count, first)) return "a searchable record that is not a leaf";
+  std::size_t width = offset_width(raw_length);
+  if ((stored.size() - raw_length) % width != 0 || (stored.size() - raw_length) / width != count)
+    return fmt::format("a leaf of {} entries with {} bytes of offsets", count, stored.size() - raw_length);
+  // Each entry takes at least 3 bytes (two lengths and a key byte): offsets
+  // that increase by less would not be entries, and the first follows the count.
+  std::size_t prev = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::size_t at = offset_at(stored, raw_length, width, i);
+    if (i == 0 ? at != first : at < prev + 3) return fmt::format("leaf entry {} at offset {} is out of order", i, at);
+    if (at + 3 > raw_length) return fmt::format("leaf entry {} at offset {} is past the encoding", i, at);
+    prev = at;
+  }
+  return {};
+}
+
+result<bool> search(std::string_view stored, std::uint32_t raw_length, const hash128& h, std::string_view key,
+                    std::string& value) {
+  std::string_view enc = stored.substr(0, raw_length);
+  std::size_t width = offset_width(raw_length);
+  std::size_t count = (stored.size() - raw_length) / width;
+  auto bad = [&](std::size_t i) {
+    return status::corruption(fmt::format("tree node {}: the entry its offset {} names is malformed", h, i));
+  };
+  // The first entry whose key is >= key.
+  std::size_t lo = 0, len = count;
+  std::string_view found_key, found_rest;
+  while (len > 0) {
+    std::size_t half = len / 2;
+    std::size_t mid = lo + half;
+    byte_reader in(enc.substr(offset_at(stored, raw_length, width, mid)));
+    std::string_view k;
+    if (!in.get_length_prefixed(k)) return bad(mid);
+    if (k < key) {
+      lo = mid + 1;
+      len -= half + 1;
+    } else {
+      found_key = k;
+      found_rest = in.rest();
+      len = half;
+    }
+  }
+  // The last probe that went left was at lo, when there was one.
+  if (lo == count || found_key != key) return false;
+  byte_reader in(found_rest);
+  std::string_view v;
+  if (!in.get_length_prefixed(v)) return bad(lo);
+  value.assign(v);
+  return true;
+}
+
+}  // namespace magnetite::tree::searchable_leaf
