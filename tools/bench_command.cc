@@ -233,8 +233,8 @@ struct bench_report {
   std::string date, rocksdb, lmdb;
   double seconds = 0;
   double shards = 0;
-  std::optional<double> keys, cache_mib, values;
-  std::optional<std::string> order;
+  std::optional<double> keys, cache_mib, values, memory_limit_mib;
+  std::optional<std::string> order, leaves;
   std::vector<bench_row> rows;
 };
 
@@ -273,6 +273,8 @@ bench_report parse_report(const std::string& text) {
   r.cache_mib = maybe<double>(*doc, "cache_mib", K::number, number_of);
   r.order = maybe<std::string>(*doc, "order", K::string, text_of);
   r.values = maybe<double>(*doc, "values", K::number, number_of);
+  r.memory_limit_mib = maybe<double>(*doc, "memory_limit_mib", K::number, number_of);
+  r.leaves = maybe<std::string>(*doc, "leaves", K::string, text_of);
   for (const auto& item : need(*doc, "rows", K::array).items) {
     if (item.k != K::object) not_its_json("a row that is not an object");
     bench_row row;
@@ -308,12 +310,15 @@ std::string figure(double v) {
 
 void print_table(const bench_report& r, const std::string& data_dir) {
   fmt::print(
-      "magnetite bench: db_bench run of {}, {} s a case, {} shards, {}{}{}{}RocksDB {}, LMDB {}, files under {}\n",
+      "magnetite bench: db_bench run of {}, {} s a case, {} shards, {}{}{}{}{}{}RocksDB {}, LMDB {}, files under {}\n",
       r.date.empty() ? "?" : r.date, r.seconds, r.shards,
       r.keys ? fmt::format("{} keys, ", with_commas(static_cast<std::uint64_t>(*r.keys))) : "",
       r.order ? fmt::format("{} order, ", *r.order) : "",
       r.values ? fmt::format("values compressing to {}, ", *r.values) : "",
-      r.cache_mib ? fmt::format("{} MiB cache, ", *r.cache_mib) : "", r.rocksdb, r.lmdb, data_dir);
+      r.cache_mib ? fmt::format("{} MiB cache, ", *r.cache_mib) : "",
+      r.leaves ? fmt::format("{} leaves, ", *r.leaves) : "",
+      r.memory_limit_mib ? fmt::format("gets in {} MiB of memory, ", *r.memory_limit_mib) : "", r.rocksdb, r.lmdb,
+      data_dir);
   bool rss =
       std::any_of(r.rows.begin(), r.rows.end(), [](const bench_row& row) { return row.ours_rss_mib.has_value(); });
   const char* head = "{:<9}  {:<40}  {:>7}  {:>10}  {:<13}  {:>10}  {:>9}  {:<12}  {}{}\n";
@@ -493,6 +498,10 @@ int run(const bench_command_options& o) {
     throw bench_error{fmt::format("unknown --order '{}': choose random or sequential", *o.order)};
   if (o.values && !(*o.values > 0 && *o.values <= 1))
     throw bench_error{fmt::format("--values wants a compression ratio above 0 and at most 1, got {}", *o.values)};
+  if (o.memory_limit_mib && (*o.memory_limit_mib < 64 || *o.memory_limit_mib > (std::size_t{1} << 20)))
+    throw bench_error{fmt::format("--memory-limit-mib wants 64 to 1048576, got {}", *o.memory_limit_mib)};
+  if (o.leaf_form && *o.leaf_form != "lz4" && *o.leaf_form != "zstd" && *o.leaf_form != "searchable")
+    throw bench_error{fmt::format("unknown --leaf-form '{}': choose lz4, zstd or searchable", *o.leaf_form)};
   std::string program = find_db_bench();
 
   fs::path data = o.data_dir.empty() ? fs::path(".") : fs::path(o.data_dir);
@@ -513,6 +522,8 @@ int run(const bench_command_options& o) {
   if (o.cache_mib) args.insert(args.end(), {"--cache-mib", fmt::format("{}", *o.cache_mib)});
   if (o.order) args.insert(args.end(), {"--order", *o.order});
   if (o.values) args.insert(args.end(), {"--values", fmt::format("{}", *o.values)});
+  if (o.memory_limit_mib) args.insert(args.end(), {"--memory-limit-mib", fmt::format("{}", *o.memory_limit_mib)});
+  if (o.leaf_form) args.insert(args.end(), {"--leaf-form", *o.leaf_form});
 
   child_outcome child;
   try {

@@ -1,5 +1,6 @@
 // bench_command: `magnetite [--cache-mib M] bench [--workload NAME] [--seconds S]
-// [--keys N] [--rounds R] [--order random|sequential] [--values R] [--json]`
+// [--keys N] [--rounds R] [--order random|sequential] [--values R]
+// [--memory-limit-mib M] [--leaf-form lz4|zstd|searchable] [--json]`
 // (issue 5). It runs bench/db_bench, which measures our engine beside RocksDB,
 // LMDB and raw fdatasync in one run on one disk (docs/benchmarks.md says what
 // each case and peer is), and prints db_bench's figures as a table with the
@@ -24,7 +25,11 @@
 //   (random or sequential: how the loads visit the keys; db_bench's default
 //   random) and values (above 0 to 1: how well values compress, RocksDB's
 //   --compression_ratio; db_bench's default 0.5) become db_bench's --order
-//   and --values; out of range: one line, exit 2.
+//   and --values; memory_limit_mib (64 to 2^20: gets read in a memory
+//   cgroup of that size after the page cache is dropped, which needs root)
+//   and leaf_form (lz4, zstd or searchable: how our loads write leaves)
+//   become db_bench's --memory-limit-mib and --leaf-form; out of range: one
+//   line, exit 2.
 // - The benchmark's files live in a fresh directory bench-XXXXXX made inside
 //   data_dir (the --data directory, created if missing), so the figures are
 //   those of that file system. That directory is removed afterwards, whether
@@ -50,15 +55,17 @@
 namespace magnetite {
 
 struct bench_command_options {
-  std::string data_dir;                  // --data
-  std::string workload = "all";          // writes | gets | restart | load | overwrite | reclaim | all
-  std::optional<double> seconds;         // db_bench --seconds
-  std::optional<std::uint64_t> keys;     // db_bench --keys
-  std::optional<std::uint64_t> rounds;   // db_bench --rounds
-  std::optional<std::size_t> cache_mib;  // the global --cache-mib: db_bench --cache-mib
-  std::optional<std::string> order;      // db_bench --order: random | sequential
-  std::optional<double> values;          // db_bench --values: the values' compression ratio
-  bool json = false;                     // print db_bench's JSON instead of the table
+  std::string data_dir;                         // --data
+  std::string workload = "all";                 // writes | gets | restart | load | overwrite | reclaim | all
+  std::optional<double> seconds;                // db_bench --seconds
+  std::optional<std::uint64_t> keys;            // db_bench --keys
+  std::optional<std::uint64_t> rounds;          // db_bench --rounds
+  std::optional<std::size_t> cache_mib;         // the global --cache-mib: db_bench --cache-mib
+  std::optional<std::string> order;             // db_bench --order: random | sequential
+  std::optional<double> values;                 // db_bench --values: the values' compression ratio
+  std::optional<std::size_t> memory_limit_mib;  // db_bench --memory-limit-mib: gets past RAM
+  std::optional<std::string> leaf_form;         // db_bench --leaf-form: lz4 | zstd | searchable
+  bool json = false;                            // print db_bench's JSON instead of the table
 };
 
 // Runs the command; returns the process's exit code (errors are printed here).

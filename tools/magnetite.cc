@@ -24,7 +24,8 @@
 //                                                 a development CA, and a certificate
 //                                                 for each node and client
 //   magnetite bench [--workload writes|gets|restart|load|overwrite|reclaim|all] [--seconds S]
-//                   [--keys N] [--rounds R] [--order random|sequential] [--values R] [--json]
+//                   [--keys N] [--rounds R] [--order random|sequential] [--values R]
+//                   [--memory-limit-mib M] [--leaf-form lz4|zstd|searchable] [--json]
 //
 // Global, before or after the command (`magnetite put --data DIR K V`):
 // --data DIR, --shards N (used when the directory is created, by
@@ -262,6 +263,10 @@ void declare(CLI::App& app, command_line& c) {
                       "how the loads visit the keys: random or sequential (db_bench's default: random)");
   c.bench->add_option("--values", c.bench_options.values,
                       "how well values compress, as RocksDB's --compression_ratio (db_bench's default: 0.5)");
+  c.bench->add_option("--memory-limit-mib", c.bench_options.memory_limit_mib,
+                      "read gets in a memory cgroup of M MiB, page cache dropped first (needs root)");
+  c.bench->add_option("--leaf-form", c.bench_options.leaf_form,
+                      "how our loads write leaves: lz4 (the default), zstd or searchable");
   c.bench->add_flag("--json", c.bench_options.json, "print db_bench's JSON object instead of the table");
   c.serve = app.add_subcommand("serve", "run one node of a replicated cluster (docs/design/replication.md) on --data");
   c.serve->add_option("--node", c.node_id, "this node's id in the cluster file")
