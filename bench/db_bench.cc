@@ -9,7 +9,7 @@
 //            [--max-sorted-runs N] [--no-peers] [--in-process] [--ops N] [--checkpoint-bytes B] [--reclaim-threads
 //            1|32]
 //            [--reclaim-turn K] [--order random|sequential] [--values R]
-//            [--keep-loaded] [--memory-limit-mib M] [--leaf-form lz4|zstd|searchable]
+//            [--keep-loaded] [--memory-limit-mib M] [--leaf-form lz4|zstd|searchable] [--mapped-reads]
 //            [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]
 //   db_bench --rocksdb-readrandom DIR [--keys N] [--cache-mib M] [--seconds S]
 //
@@ -81,7 +81,8 @@
 //            per get <= 1.2. Without root (or cgroup v1) it says so and skips.
 //            --keep-loaded keeps each engine's loaded directory (with a
 //            stamp of the load) and reads it again in later runs without
-//            loading; --leaf-form sets shard_options::leaves for ours.
+//            loading; --leaf-form sets shard_options::leaves for ours,
+//            --mapped-reads shard_options::mapped_reads.
 //   restart  time to reopen a shard whose log holds 100 000 writes that no
 //            checkpoint covers (target < 1 s), beside RocksDB reopening with
 //            100 000 Puts in its WAL and no SST (written with sync=false, the
@@ -293,6 +294,7 @@ std::chrono::microseconds writer_spin = database_options{}.writer_spin;
 std::uint64_t wal_preallocate = shard_options{}.wal_preallocate;
 double record_cache_share = shard_options{}.record_cache_share;            // 0: decoded nodes only
 leaf_form leaves = shard_options{}.leaves;                                 // --leaf-form
+bool mapped_reads = shard_options{}.mapped_reads;                          // --mapped-reads
 double max_space_amplification = shard_options{}.max_space_amplification;  // 0: no reclamation
 // load: ours alone (A/Bs of our own options).
 bool no_peers = false;
@@ -708,6 +710,7 @@ database_options db_options(const std::string& dir, bool no_sync = false) {
   o.shard.wal_preallocate = wal_preallocate;
   o.shard.record_cache_share = record_cache_share;
   o.shard.leaves = leaves;
+  o.shard.mapped_reads = mapped_reads;
   o.shard.max_space_amplification = max_space_amplification;
   o.shard.max_sorted_runs = max_sorted_runs;
   o.memory_budget = cache_bytes();  // the same as RocksDB's block cache
@@ -1770,7 +1773,7 @@ void print_json(const std::string& base, double seconds, std::uint64_t keys, std
       "[--spin-polls N] [--writer-spin US] [--wal-preallocate BYTES] [--record-cache-share F]\n"
       "                [--max-space-amplification F] [--max-sorted-runs N] [--no-peers] [--in-process] [--ops N] "
       "[--checkpoint-bytes B] [--keep-loaded]\n"
-      "                [--memory-limit-mib M] [--leaf-form lz4|zstd|searchable]\n"
+      "                [--memory-limit-mib M] [--leaf-form lz4|zstd|searchable] [--mapped-reads]\n"
       "                [--reclaim-threads 1|32] [--reclaim-turn K] [--order random|sequential]\n"
       "                [--values RATIO]\n"
       "                [--only writes|gets|restart|load|overwrite|reclaim|scans] [--json]\n"
@@ -1831,7 +1834,9 @@ int main(int argc, char** argv) {
         leaves = leaf_form::searchable;
       else
         usage();
-    } else if (a == "--keep-loaded")
+    } else if (a == "--mapped-reads")
+      mapped_reads = true;
+    else if (a == "--keep-loaded")
       keep_loaded = true;
     else if (a == "--no-peers")
       no_peers = true;

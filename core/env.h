@@ -27,6 +27,25 @@
 
 namespace magnetite {
 
+// A file's first `size` bytes mapped read-only into memory, unmapped when
+// the last reference goes. The bytes are the file's as they are now: a
+// write through the file shows here. Touching a byte past the file's end (a
+// file truncated after it was mapped) ends the process (SIGBUS): map only
+// files that never shrink while mapped.
+class file_mapping {
+ public:
+  virtual ~file_mapping() = default;
+  const char* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+
+ protected:
+  file_mapping(const char* data, std::size_t size) noexcept : data_(data), size_(size) {}
+
+ private:
+  const char* data_;
+  std::size_t size_;
+};
+
 class file {
  public:
   virtual ~file() = default;
@@ -51,6 +70,13 @@ class file {
   // A hint: reads of this file will land at random offsets, so reading ahead
   // of them only fills memory with pages nobody asked for. Nothing else changes.
   virtual void advise_random() {}
+  // The first `size` bytes (at most the file's size) mapped read-only, to be
+  // read at random (no readahead). not_supported where the env cannot map
+  // (the fault-injecting and summing envs: they read through read_at).
+  virtual result<std::shared_ptr<const file_mapping>> map(std::size_t size) {
+    (void)size;
+    return status::make(status_code::not_supported, status_category::permanent, "this env does not map files");
+  }
 };
 
 // Held while a process owns a data directory; released when destroyed.

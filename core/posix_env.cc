@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,6 +74,21 @@ class posix_file final : public file {
 
   // A failed hint costs nothing but the readahead it would have saved.
   void advise_random() override { (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM); }
+
+  result<std::shared_ptr<const file_mapping>> map(std::size_t size) override {
+    class posix_mapping final : public file_mapping {
+     public:
+      posix_mapping(const char* data, std::size_t size) noexcept : file_mapping(data, size) {}
+      ~posix_mapping() override {
+        if (size() > 0) ::munmap(const_cast<char*>(data()), size());
+      }
+    };
+    if (size == 0) return std::shared_ptr<const file_mapping>(std::make_shared<posix_mapping>(nullptr, 0));
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) return from_errno("mmap", path_, errno);
+    (void)::madvise(p, size, MADV_RANDOM);  // a hint, as advise_random
+    return std::shared_ptr<const file_mapping>(std::make_shared<posix_mapping>(static_cast<const char*>(p), size));
+  }
 
   status append(std::string_view data) override {
     // The contract is "at the current end": after a truncate or a write_at past

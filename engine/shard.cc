@@ -72,6 +72,7 @@ result<std::unique_ptr<shard>> shard::open(env& e, std::string dir, shard_option
   so.record_cache_share = s->options_.record_cache_share;
   so.searchable_leaves = s->options_.leaves == leaf_form::searchable;
   if (s->options_.leaves == leaf_form::zstd) so.codec = tree::node_codec::zstd;
+  so.map_packs = s->options_.mapped_reads;
   auto store = tree::node_store::open(e, s->dir_ + "/nodes", so, committed);
   if (!store) return store.error();
   s->store_ = std::shared_ptr<tree::node_store>(std::move(*store));

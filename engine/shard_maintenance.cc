@@ -54,6 +54,8 @@ result<shard_usage> shard::usage(std::span<const hash128> retained) const {
   out.cache_hits = ns.cache_hits;
   out.cache_misses = ns.cache_misses;
   out.record_cache_hits = ns.record_cache_hits;
+  out.node_reads = ns.record_reads;
+  out.leaf_lookups = ns.leaf_lookups;
   auto live = store_->reachable_bytes(kept_roots(retained));
   if (!live) return live.error();
   out.live_node_bytes = *live;

@@ -536,6 +536,8 @@ void stats(database& db, const command_line& c) {
     total.cache_hits += u.cache_hits;
     total.cache_misses += u.cache_misses;
     total.record_cache_hits += u.record_cache_hits;
+    total.node_reads += u.node_reads;
+    total.leaf_lookups += u.leaf_lookups;
     total.node_syncs += u.node_syncs;
     total.live_node_bytes += u.live_node_bytes;
     total.reclaimed_bytes += u.reclaimed_bytes;
@@ -551,11 +553,12 @@ void stats(database& db, const command_line& c) {
           "\"group_sizes\":{},\"checkpoints\":{},\"runs_written\":{},\"folds\":{},\"sorted_runs\":{},"
           "\"run_entries\":{},\"expired\":{},\"replayed_records\":{},"
           "\"restarts\":{},\"live_node_bytes\":{},\"space_amplification\":{},"
-          "\"reclaimed_bytes\":{},\"reclaim_cycles\":{},\"record_cache_hits\":{}",
+          "\"reclaimed_bytes\":{},\"reclaim_cycles\":{},\"record_cache_hits\":{},\"node_reads\":{},"
+          "\"leaf_lookups\":{}",
           u.keys, u.wal_bytes, u.node_bytes, u.cache_hits, u.cache_misses, s.log_fsyncs, u.node_syncs, s.acknowledged,
           s.groups, histogram_json(s.group_sizes), s.checkpoints, s.runs_written, s.folds, s.sorted_runs, s.run_entries,
           s.expired, s.replayed_records, r, u.live_node_bytes, amplification_json(u), u.reclaimed_bytes,
-          u.reclaim_cycles, u.record_cache_hits);
+          u.reclaim_cycles, u.record_cache_hits, u.node_reads, u.leaf_lookups);
     };
     std::string shards;
     for (std::size_t i = 0; i < st.shards.size(); ++i)
@@ -581,6 +584,11 @@ void stats(database& db, const command_line& c) {
   for (std::size_t i = 0; i < st.shards.size(); ++i)
     row(std::to_string(i), st.shards[i], st.usage[i], st.restarts[i], st.usage[i].root);
   row("total", sum, total, restarts, combined.empty() ? "" : fmt::format("{} (last commit)", combined.back().combined));
+  fmt::print("reads of node files: {} for {} leaf lookups ({} a lookup)\n", with_commas(total.node_reads),
+             with_commas(total.leaf_lookups),
+             total.leaf_lookups ? fmt::format("{:.2f}", static_cast<double>(total.node_reads) /
+                                                            static_cast<double>(total.leaf_lookups))
+                                : std::string("none yet"));
   fmt::print("writes per group (fsync):");
   for (std::size_t b = 0; b < group_size_buckets; ++b)
     if (sum.group_sizes[b]) fmt::print("  {}: {}", bucket_name(b), with_commas(sum.group_sizes[b]));

@@ -8,6 +8,7 @@
 #include <zstd.h>
 
 #include <random>
+#include <thread>
 
 #include "tree/node_store_internal.h"
 #include "tree/pack_format.h"
@@ -79,6 +80,14 @@ void node_store::retire() {
     if (failure_.is_ok())
       failure_ = status::failed(fmt::format("node store in {} was retired: its owner closed it", dir_));
   }
+  // No read may touch a mapping once a new store could cut its file: new
+  // reads go by pread, and those using one now finish first.
+  {
+    std::unique_lock sl(state_mu_);
+    retired_ = true;
+    for (auto& [number, p] : packs_) p->map.reset();
+  }
+  while (mapped_in_flight_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   lock_.reset();
 }
 
@@ -256,9 +265,11 @@ status node_store::seal_active() {
   active_->sealed_size = written_size_;
   auto p = create_pack(active_->number + 1);
   if (!p) return fail(p.error());
+  auto map = map_sealed(*active_);
   {
     std::unique_lock sl(state_mu_);
     packs_[(*p)->number] = *p;
+    if (!retired_) active_->map = std::move(map);
   }
   active_->index.reset();  // sealed: every entry it will ever need was written
   active_ = *p;
@@ -351,6 +362,12 @@ std::optional<std::uint64_t> node_store::durable_position() const {
   return durable_position_.load();
 }
 
+std::shared_ptr<const file_mapping> node_store::map_sealed(pack& p) {
+  if (!options_.map_packs || p.sealed_size <= file_header_size) return nullptr;
+  auto m = p.f->map(p.sealed_size);
+  return m ? std::move(*m) : nullptr;
+}
+
 node_store_stats node_store::stats() const {
   node_store_stats s;
   s.cache_hits = cache_->hits();
@@ -366,6 +383,9 @@ node_store_stats node_store::stats() const {
   s.writes_deduplicated = writes_deduplicated_;
   s.pack_bytes_written = pack_bytes_written_;
   s.pack_bytes_read = pack_bytes_read_;
+  s.record_reads = record_reads_;
+  s.mapped_reads = mapped_reads_;
+  s.leaf_lookups = leaf_lookups_;
   s.flushes = flushes_;
   s.pack_syncs = pack_syncs_;
   s.gc_runs = gc_runs_;

@@ -166,6 +166,16 @@ struct node_store_options {
   // are compressed by `codec` like every other node. Reads take both forms,
   // whatever this says.
   bool searchable_leaves = false;
+  // Packs no longer written to (sealed) are read through a read-only
+  // mapping rather than pread: no system call and no copy per read, and a
+  // searchable leaf is searched in the page cache where it lies (and not
+  // copied into the record cache). Every read is still checked as a pread
+  // one is. A pack that cannot be mapped is read with pread. Safe because a
+  // sealed pack never shrinks while this store is open: open() cuts only
+  // bytes past the committed position, before anything is mapped, and a
+  // store opened after this one retired cuts only bytes no view of this one
+  // reads (views are of committed roots).
+  bool map_packs = false;
 
   // invalid_argument naming the bad option.
   status validate() const;
@@ -213,6 +223,12 @@ struct node_store_stats {
   std::uint64_t writes_deduplicated = 0;
   std::uint64_t pack_bytes_written = 0;
   std::uint64_t pack_bytes_read = 0;  // reads, gc and open scans, pack headers included
+  // Records read from the pack files (by pread, or from a mapping), and the
+  // lookups of a key in a leaf (a get that reached the tree): their ratio is
+  // the reads a get costs.
+  std::uint64_t record_reads = 0;
+  std::uint64_t mapped_reads = 0;  // of record_reads, through a mapping
+  std::uint64_t leaf_lookups = 0;
   std::uint64_t flushes = 0;
   std::uint64_t pack_syncs = 0;  // pack fdatasyncs (flushes, and sealing a full pack)
   std::uint64_t gc_runs = 0;
@@ -375,6 +391,9 @@ class node_store final : public node_sink {
     std::uint32_t raw_length = 0;
     std::shared_ptr<pack> from;  // the pack it was read from (null: the record cache), for errors
     std::uint64_t offset = 0;
+    // When the record was read through the pack's mapping, the mapping:
+    // `payload` and `raw` point into it while it is held.
+    std::shared_ptr<const file_mapping> mapped;
   };
   enum class fetched { from_pending, from_record_cache, from_record_cache_again, from_pack };
   struct stored_record {
@@ -406,7 +425,12 @@ class node_store final : public node_sink {
   result<node_ptr> read_uncached(const hash128& h);
   status spill(bool flushing);
   status sync_active();
-  status read_record_into(const hash128& h, pack& p, const node_location& loc, record_buffers& b);
+  status read_record_into(const hash128& h, pack& p, const node_location& loc, record_buffers& b,
+                          std::shared_ptr<const file_mapping> map = nullptr);
+  // A sealed pack's mapping when options_.map_packs (null otherwise, or
+  // when the env cannot map it); the caller stores it in p.map under
+  // state_mu_.
+  std::shared_ptr<const file_mapping> map_sealed(pack& p);
   result<stored_record> read_record(const hash128& h, pack& p, const node_location& loc);
   // Sets b.raw from b.payload, b.flags and b.raw_length (decompressing into
   // b.decompressed); what is wrong, or empty.
@@ -421,7 +445,11 @@ class node_store final : public node_sink {
   static result<std::string> pending_encoding(const pending_record& r);
   result<node_ptr> decode_and_keep(const hash128& h, const record_buffers& b, bool keep = true);
   static record_buffers& thread_buffers();
+  // This thread's buffers for one read; ending the lease lets go of what
+  // the read held (its pack, its mapping: see mapped_in_flight_).
   struct buffers_lease {
+    explicit buffers_lease(node_store& s) : store(s) {}
+    node_store& store;
     record_buffers& b = thread_buffers();
     ~buffers_lease();
   };
@@ -499,6 +527,13 @@ class node_store final : public node_sink {
   mutable std::mutex failure_mu_;
   status failure_;
 
+  std::atomic<std::uint64_t> record_reads_{0}, mapped_reads_{0}, leaf_lookups_{0};
+  // Reads using a pack's mapping now (from the mapping taken to the end of
+  // their lease). retire() drops every mapping and waits for these to end:
+  // a store opened after it may truncate a pack this one mapped, and a byte
+  // of a mapping past its file's end cannot be read (SIGBUS).
+  std::atomic<std::uint64_t> mapped_in_flight_{0};
+  bool retired_ = false;  // state_mu_: no mapping is made once set
   std::atomic<std::uint64_t> nodes_written_{0}, writes_deduplicated_{0}, pack_bytes_written_{0}, pack_bytes_read_{0},
       flushes_{0}, pack_syncs_{0}, gc_runs_{0};
 };

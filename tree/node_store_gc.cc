@@ -204,6 +204,8 @@ std::map<std::uint32_t, std::shared_ptr<node_store::pack>> node_store::gc_adopt(
     for (auto& o : copies.outputs) {
       o.p->sealed_size = o.size;
       packs_[o.p->number] = o.p;
+      // Writes go on in the last output: the others are sealed.
+      if (&o != &copies.outputs.back()) o.p->map = map_sealed(*o.p);
     }
     index_.swap(copies.index);
     pending_.clear();

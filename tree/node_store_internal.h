@@ -47,6 +47,9 @@ struct node_store::pack {
   // what reclamation weighs without asking the file system.
   std::uint64_t sealed_size = 0;
   std::unique_ptr<file> f;
+  // Sealed packs, when the store maps them (node_store_options::map_packs):
+  // its first sealed_size bytes. Set and read under state_mu_.
+  std::shared_ptr<const file_mapping> map;
   // Writer only: the index file, appended at flush; null once it failed (the
   // entries past its valid prefix are then rebuilt by the next open).
   std::unique_ptr<file> index;

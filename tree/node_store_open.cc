@@ -335,6 +335,10 @@ status node_store::adopt_recovered(const std::vector<recovered_pack>& live, std:
   report_.packs = live.size();
   if (keep) {
     active_ = packs_.at(position_pack(*keep));
+    // Every pack below the one writes continue in is sealed. No reader yet:
+    // state_mu_ is not needed.
+    for (auto& [number, p] : packs_)
+      if (number != active_->number) p->map = map_sealed(*p);
     written_size_ = synced_size_ = position_offset(*keep);
     durable_position_ = *keep;
     has_durable_ = true;

@@ -39,26 +39,37 @@ std::size_t record_charge_of(std::size_t bytes) { return ((bytes + 1 + 15) & ~st
 
 }  // namespace
 
-status node_store::read_record_into(const hash128& h, pack& p, const node_location& loc, record_buffers& b) {
+status node_store::read_record_into(const hash128& h, pack& p, const node_location& loc, record_buffers& b,
+                                    std::shared_ptr<const file_mapping> map) {
   auto bad = [&](std::string why) {
     return status::corruption(fmt::format("node {}: pack {}, offset {}: {}", h, p.path, loc.offset, why));
   };
   if (loc.length <= record_header_size || loc.length > record_header_size + max_node_bytes)
     return bad(fmt::format("index gives a record length of {}", loc.length));
-  b.record.resize(loc.length);
-  auto got = p.f->read_at(loc.offset, b.record.size(), b.record.data());
-  if (!got)
-    return status::make(
-        got.error().code(), got.error().category(),
-        fmt::format("node {}: reading pack {} at offset {}: {}", h, p.path, loc.offset, got.error().message()));
-  pack_bytes_read_ += *got;
-  if (*got != b.record.size()) return bad(fmt::format("record is truncated ({} of {} bytes)", *got, b.record.size()));
+  std::string_view record;
+  ++record_reads_;
+  if (map && loc.offset <= map->size() && loc.length <= map->size() - loc.offset) {
+    // Read where it lies: checked below as a copy would be.
+    record = std::string_view(map->data() + loc.offset, loc.length);
+    b.mapped = std::move(map);  // the fetch that took it counted it in flight
+    ++mapped_reads_;
+  } else {
+    b.record.resize(loc.length);
+    auto got = p.f->read_at(loc.offset, b.record.size(), b.record.data());
+    if (!got)
+      return status::make(
+          got.error().code(), got.error().category(),
+          fmt::format("node {}: reading pack {} at offset {}: {}", h, p.path, loc.offset, got.error().message()));
+    pack_bytes_read_ += *got;
+    if (*got != b.record.size()) return bad(fmt::format("record is truncated ({} of {} bytes)", *got, b.record.size()));
+    record = b.record;
+  }
   record_header rh;
-  if (std::string why = parse_record_header(b.record.data(), p.salt, rh); !why.empty()) return bad(why);
+  if (std::string why = parse_record_header(record.data(), p.salt, rh); !why.empty()) return bad(why);
   if (rh.length() != loc.length)
     return bad(fmt::format("record is {} bytes but the index says {}", rh.length(), loc.length));
   if (rh.hash != h) return bad(fmt::format("record holds node {}", rh.hash));
-  b.payload = std::string_view(b.record).substr(record_header_size);
+  b.payload = record.substr(record_header_size);
   if (checksum32(checksummed_payload(rh.flags, b.payload, rh.raw), p.salt) != rh.payload_checksum)
     return bad("record payload checksum mismatch");
   b.flags = rh.flags;
@@ -144,6 +155,7 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
     return again ? fetched::from_record_cache_again : fetched::from_record_cache;
   }
   std::shared_ptr<pack> p;
+  std::shared_ptr<const file_mapping> map;
   node_location loc;
   {
     std::shared_lock sl(state_mu_);
@@ -160,8 +172,14 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
     if (it == index_.end()) return status::not_found(fmt::format("tree node {} is not stored in {}", h, dir_));
     loc = it->second;
     p = packs_.at(loc.pack);
+    map = p->map;
+    // Counted before the shared lock goes: retire() drops the mappings
+    // under the exclusive lock, then waits for the count to drop.
+    if (map) mapped_in_flight_.fetch_add(1, std::memory_order_acq_rel);
   }
-  MAGNETITE_TRY(read_record_into(h, *p, loc, b));
+  status read = read_record_into(h, *p, loc, b, map);
+  if (map && !b.mapped) mapped_in_flight_.fetch_sub(1, std::memory_order_acq_rel);  // read by pread after all
+  MAGNETITE_TRY(read);
   b.from = p;
   b.offset = loc.offset;
   return fetched::from_pack;
@@ -183,7 +201,7 @@ result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buff
 result<node_ptr> node_store::read_passing(const hash128& h) {
   node_ptr hit;
   if (cache_->with_hit(h, [&](const cached_node& c) { hit = c.n; })) return hit;
-  buffers_lease lease;
+  buffers_lease lease(*this);
   record_buffers& b = lease.b;
   auto f = fetch(h, b);
   if (!f) return f.error();
@@ -199,10 +217,16 @@ node_store::record_buffers& node_store::thread_buffers() {
 
 // The pack is let go at the end of the read: a thread that reads no more
 // must not keep a pack that gc or reclamation removed (its space).
-node_store::buffers_lease::~buffers_lease() { b.from.reset(); }
+node_store::buffers_lease::~buffers_lease() {
+  b.from.reset();
+  if (b.mapped) {
+    b.mapped.reset();
+    store.mapped_in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
 
 result<node_store::record_copy> node_store::copy_out(const hash128& h) {
-  buffers_lease lease;
+  buffers_lease lease(*this);
   record_buffers& b = lease.b;
   auto f = fetch(h, b);
   if (!f) return f.error();
@@ -210,7 +234,7 @@ result<node_store::record_copy> node_store::copy_out(const hash128& h) {
 }
 
 result<node_ptr> node_store::read_uncached(const hash128& h) {
-  buffers_lease lease;
+  buffers_lease lease(*this);
   record_buffers& b = lease.b;
   auto f = fetch(h, b);
   if (!f) return f.error();
@@ -258,14 +282,17 @@ bool node_store::keep_record(const hash128& h, const record_buffers& b) {
 // (read(), which cursors and scans use, returns a node and so decodes and
 // keeps every node it reads.)
 result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std::string& value) {
+  leaf_lookups_.fetch_add(1, std::memory_order_relaxed);
   result<bool> out = false;
   if (cache_->with_hit(leaf, [&](const cached_node& c) { out = search_leaf(c.ix, leaf, key, value); })) return out;
-  buffers_lease lease;
+  buffers_lease lease(*this);
   record_buffers& b = lease.b;
   auto f = fetch(leaf, b);
   if (!f) return f.error();
   if (b.flags & flag_searchable_leaf) {
-    if (*f == fetched::from_pack) keep_record(leaf, b);
+    // Read through a mapping, the record is in the page cache already: a
+    // copy in the record cache would hold the same bytes twice.
+    if (*f == fetched::from_pack && !b.mapped) keep_record(leaf, b);
     return searchable_leaf::search(b.payload, b.raw_length, leaf, key, value);
   }
   if ((*f == fetched::from_pack && keep_record(leaf, b)) || *f == fetched::from_record_cache ||

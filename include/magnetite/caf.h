@@ -69,7 +69,8 @@ typename Inspector::result_type inspect(Inspector& f, shard_stats& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, shard_usage& x) {
   return f(caf::meta::type_name("shard_usage"), x.keys, x.wal_bytes, x.node_bytes, x.cache_hits, x.cache_misses,
-           x.record_cache_hits, x.node_syncs, x.root, x.live_node_bytes, x.reclaimed_bytes, x.reclaim_cycles);
+           x.record_cache_hits, x.node_reads, x.leaf_lookups, x.node_syncs, x.root, x.live_node_bytes,
+           x.reclaimed_bytes, x.reclaim_cycles);
 }
 
 using shard_actor =

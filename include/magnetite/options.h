@@ -60,6 +60,14 @@ struct MAGNETITE_API shard_options {
   // cache": searchable leaves read no faster from the page cache with
   // today's pread path, and half as fast past RAM).
   leaf_form leaves = leaf_form::lz4;
+  // Node files no longer written to are read through a read-only memory
+  // mapping instead of pread: no system call or copy a read, and searchable
+  // leaves are searched in the page cache where they lie. Every read is
+  // checked as before. The files must not be truncated by anything else
+  // while the database is open (it holds them locked against other
+  // databases; a process that truncated one would crash this one, as an
+  // LMDB map would).
+  bool mapped_reads = false;
   // The size of a memtable: a checkpoint is due when the writes since the
   // last one hold this many bytes in it (every write, rewrites of a key
   // included), or when the oldest of them is checkpoint_interval old. A

@@ -56,6 +56,12 @@ struct shard_usage {
   // Of those misses, the ones the record cache answered (leaves kept as
   // stored, compressed: tree/node_store.h, "Caching"); the rest read a pack.
   std::uint64_t record_cache_hits = 0;
+  // Since open: records read from the node files (by pread, or through a
+  // mapping with shard_options::mapped_reads), and lookups of a key in a
+  // leaf (gets that reached the tree). node_reads / leaf_lookups is what a
+  // get costs in reads of the files (each a page-cache hit or a disk read).
+  std::uint64_t node_reads = 0;
+  std::uint64_t leaf_lookups = 0;
   std::uint64_t node_syncs = 0;  // pack fdatasyncs since open
   std::string root;              // the last checkpoint's root, 32 hex digits
   // Space reclamation: the live bytes of the node store (the records the
