@@ -35,7 +35,7 @@ namespace magnetite::tree {
 template <class Value>
 class clock_cache {
  public:
-  explicit clock_cache(std::size_t capacity) {
+  explicit clock_cache(std::size_t capacity) : capacity_(capacity) {
     std::size_t n = std::clamp<std::size_t>(capacity / (1u << 20), 1, 16);
     for (std::size_t i = 0; i < n; ++i) {
       shards_.push_back(std::make_unique<shard>(charged_));
@@ -46,6 +46,7 @@ class clock_cache {
   // A new bound (the shard count stays): shards over their new budget evict
   // at once.
   void set_capacity(std::size_t capacity) {
+    capacity_.store(capacity, std::memory_order_relaxed);
     std::size_t n = shards_.size();
     for (std::size_t i = 0; i < n; ++i) {
       shard& s = *shards_[i];
@@ -57,6 +58,13 @@ class clock_cache {
 
   // What the bound covers (values and slot tables), without locking.
   std::uint64_t charged() const noexcept { return charged_.load(std::memory_order_relaxed); }
+  // Whether a value charged `charge` would fit beside what is held with a
+  // sixteenth of the bound to spare, so that keeping it evicts nothing
+  // (shards fill unevenly: the spare covers that). No lock.
+  bool has_room(std::size_t charge) const noexcept {
+    std::size_t cap = capacity_.load(std::memory_order_relaxed);
+    return charged() + charge + cap / 16 <= cap;
+  }
 
   // Runs fn(const Value&) on h's value under its shard's shared lock and
   // counts a hit; on a miss counts it and returns false.
@@ -250,8 +258,7 @@ class clock_cache {
           slots[i].hash = slots[j].hash;
           slots[i].v = std::move(slots[j].v);
           slots[i].charge = slots[j].charge;
-          slots[i].referenced.store(slots[j].referenced.load(std::memory_order_relaxed),
-                                    std::memory_order_relaxed);
+          slots[i].referenced.store(slots[j].referenced.load(std::memory_order_relaxed), std::memory_order_relaxed);
           i = j;
         }
       }
@@ -270,6 +277,7 @@ class clock_cache {
   }
 
   std::atomic<std::uint64_t> charged_{0};
+  std::atomic<std::size_t> capacity_;
   std::vector<std::unique_ptr<shard>> shards_;
 };
 

@@ -291,8 +291,17 @@ result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std
   if (!f) return f.error();
   if (b.flags & flag_searchable_leaf) {
     // Read through a mapping, the record is in the page cache already: a
-    // copy in the record cache would hold the same bytes twice.
+    // copy in the record cache would hold the same bytes twice. It is
+    // decoded into the node cache only while that has room to spare: data
+    // that fits the budget ends up decoded (a hit there skips the hash of
+    // the whole record that every read from the pack pays), and data that
+    // does not is searched in the page cache without churning the cache.
     if (*f == fetched::from_pack && !b.mapped) keep_record(leaf, b);
+    if (*f == fetched::from_pack && b.mapped && cache_->has_room(b.raw.size() + b.raw.size() / 2)) {
+      auto n = decode_and_keep(leaf, b);
+      if (!n) return n.error();
+      return search_leaf((*n)->search_index(), leaf, key, value);
+    }
     return searchable_leaf::search(b.payload, b.raw_length, leaf, key, value);
   }
   if ((*f == fetched::from_pack && keep_record(leaf, b)) || *f == fetched::from_record_cache ||
