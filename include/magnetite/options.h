@@ -56,9 +56,11 @@ struct MAGNETITE_API shard_options {
   // this says): compressed by LZ4 (the default) or zstd (smaller, slower to
   // decode), or searchable: uncompressed with the offset of each entry, so
   // that a get that misses the cache decodes only the entry it returns, at
-  // about three times the disk space (docs/benchmarks.md, "Reads beyond the
-  // cache": searchable leaves read no faster from the page cache with
-  // today's pread path, and half as fast past RAM).
+  // about three times the disk space. Searchable leaves with mapped_reads
+  // read data in the page cache about twice as fast as LZ4; data larger
+  // than memory reads fastest from zstd, which fits the most of it there
+  // (docs/benchmarks.md, "Reads beyond the cache, measured in a memory
+  // cgroup").
   leaf_form leaves = leaf_form::lz4;
   // Node files no longer written to are read through a read-only memory
   // mapping instead of pread: no system call or copy a read, and searchable
