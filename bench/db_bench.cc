@@ -395,7 +395,10 @@ double raw_fdatasync(const std::string& path, double seconds) {
   return rate;
 }
 
-// A small file's text, empty when it cannot be read; and writing one.
+// A small file's text (empty when it cannot be read: a missing stamp, a
+// cgroup file this kernel lacks); and writing one. Not read_whole_file: it
+// reads as many bytes as the file's size says, and the kernel's files under
+// /sys and /proc say 0 or 4096 whatever they hold.
 std::string read_text(const std::string& path) {
   std::ifstream in(path);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());

@@ -198,14 +198,19 @@ status node_store::gc_copy_reachable(std::span<const hash128> roots, gc_output& 
 std::map<std::uint32_t, std::shared_ptr<node_store::pack>> node_store::gc_adopt(gc_output& copies,
                                                                                 std::uint64_t position) {
   std::map<std::uint32_t, std::shared_ptr<pack>> old_packs;
+  // Writes go on in the last output: the others are sealed, mapped before
+  // the readers' lock is taken (a system call each).
+  std::vector<std::shared_ptr<const file_mapping>> maps;
+  for (auto& o : copies.outputs) {
+    o.p->sealed_size = o.size;
+    maps.push_back(&o != &copies.outputs.back() ? map_sealed(*o.p) : nullptr);
+  }
   {
     std::unique_lock sl(state_mu_);
     old_packs.swap(packs_);
-    for (auto& o : copies.outputs) {
-      o.p->sealed_size = o.size;
-      packs_[o.p->number] = o.p;
-      // Writes go on in the last output: the others are sealed.
-      if (&o != &copies.outputs.back()) o.p->map = map_sealed(*o.p);
+    for (std::size_t i = 0; i < copies.outputs.size(); ++i) {
+      packs_[copies.outputs[i].p->number] = copies.outputs[i].p;
+      copies.outputs[i].p->map = std::move(maps[i]);
     }
     index_.swap(copies.index);
     pending_.clear();

@@ -47,12 +47,13 @@ status node_store::read_record_into(const hash128& h, pack& p, const node_locati
   if (loc.length <= record_header_size || loc.length > record_header_size + max_node_bytes)
     return bad(fmt::format("index gives a record length of {}", loc.length));
   std::string_view record;
-  ++record_reads_;
+  // Counters only: relaxed, every reading thread passes here.
+  record_reads_.fetch_add(1, std::memory_order_relaxed);
   if (map && loc.offset <= map->size() && loc.length <= map->size() - loc.offset) {
     // Read where it lies: checked below as a copy would be.
     record = std::string_view(map->data() + loc.offset, loc.length);
     b.mapped = std::move(map);  // the fetch that took it counted it in flight
-    ++mapped_reads_;
+    mapped_reads_.fetch_add(1, std::memory_order_relaxed);
   } else {
     b.record.resize(loc.length);
     auto got = p.f->read_at(loc.offset, b.record.size(), b.record.data());
