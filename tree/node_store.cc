@@ -130,7 +130,7 @@ result<hash128> node_store::write(const node& n) {
   std::lock_guard wl(write_mu_);
   MAGNETITE_TRY(check_usable());
   if (cycle_) reclaim_note_write(n, h);
-  if (index_.count(h) || pending_at_.count(h)) {
+  if (index_.contains(h) || pending_at_.count(h)) {
     ++writes_deduplicated_;
     if (journaling_) reused_.push_back(h);
     return h;
@@ -204,7 +204,7 @@ status node_store::copy_in(const record_copy& r) {
     n = std::move(*d);
   }
   if (cycle_) reclaim_note_write(*n, r.hash);
-  if (index_.count(r.hash) || pending_at_.count(r.hash)) {
+  if (index_.contains(r.hash) || pending_at_.count(r.hash)) {
     ++writes_deduplicated_;
     return status::ok();
   }
@@ -347,14 +347,14 @@ result<std::uint64_t> node_store::pack_bytes() const {
 
 bool node_store::contains(const hash128& h) const {
   std::shared_lock sl(state_mu_);
-  return index_.count(h) || pending_at_.count(h);
+  return index_.contains(h) || pending_at_.count(h);
 }
 
 std::optional<node_location> node_store::locate(const hash128& h) const {
   std::shared_lock sl(state_mu_);
-  auto it = index_.find(h);
-  if (it == index_.end()) return std::nullopt;
-  return it->second;
+  const node_location* loc = index_.find(h);
+  if (!loc) return std::nullopt;
+  return *loc;
 }
 
 std::optional<std::uint64_t> node_store::durable_position() const {

@@ -109,6 +109,7 @@
 
 #include "core/env.h"
 #include "magnetite/stats.h"
+#include "tree/location_index.h"
 #include "tree/node_source.h"
 
 namespace magnetite::tree {
@@ -240,16 +241,6 @@ struct node_check {
   std::uint64_t bytes = 0;            // their records, headers included
   std::vector<std::string> problems;  // each names the node and, when stored, its pack and offset
 };
-
-// 16 bytes, the offset first: with the two 32-bit fields around it, padding
-// made it 24, and the location index holds one for every record in the packs
-// (a 10M-key load: about a million, a third of the load's heap).
-struct node_location {
-  std::uint64_t offset = 0;  // of the record header
-  std::uint32_t pack = 0;
-  std::uint32_t length = 0;  // header and payload
-};
-static_assert(sizeof(node_location) == 16);
 
 class node_store final : public node_sink {
  public:
@@ -497,7 +488,7 @@ class node_store final : public node_sink {
   // Changed only with write_mu_ also held, so the writer may read without it.
   mutable std::shared_mutex state_mu_;
   std::map<std::uint32_t, std::shared_ptr<pack>> packs_;
-  std::unordered_map<hash128, node_location, hash128_hasher> index_;
+  location_index index_;
   std::vector<pending_record> pending_;
   std::unordered_map<hash128, std::size_t, hash128_hasher> pending_at_;
 

@@ -31,7 +31,7 @@ class node_store::gc_output {
     std::vector<index_entry> entries;
   };
   std::vector<output> outputs;
-  std::unordered_map<hash128, node_location, hash128_hasher> index;
+  location_index index;
 
  private:
   status write_out();
@@ -55,7 +55,7 @@ status node_store::gc_output::add(const hash128& h, const stored_record& rec) {
   auto len = static_cast<std::uint32_t>(record_header_size + rec.payload.size());
   encode_record(buf_, o.p->salt, h, rec.flags, rec.payload, static_cast<std::uint32_t>(rec.raw.size()));
   o.entries.push_back({h, o.size, len});
-  index.emplace(h, node_location{.offset = o.size, .pack = o.p->number, .length = len});
+  index.insert(h, node_location{.offset = o.size, .pack = o.p->number, .length = len});
   o.size += len;
   if (buf_.size() >= io_chunk) MAGNETITE_TRY(write_out());
   return status::ok();
@@ -114,10 +114,10 @@ result<node_store::stored_record> node_store::load_for_gc(const hash128& h) {
     if (!raw) return raw.error();
     return stored_record{std::move(*raw), r.flags, r.payload};
   }
-  auto it = index_.find(h);
-  if (it == index_.end())
+  const node_location* loc = index_.find(h);
+  if (!loc)
     return status::not_found(fmt::format("gc: tree node {} reachable from a kept root is not stored in {}", h, dir_));
-  return read_record(h, *packs_.at(it->second.pack), it->second);
+  return read_record(h, *packs_.at(loc->pack), *loc);
 }
 
 result<gc_result> node_store::gc(std::span<const hash128> roots_to_keep) {

@@ -329,7 +329,7 @@ status node_store::adopt_recovered(const std::vector<recovered_pack>& live, std:
   for (const auto& lp : live) {
     lp.p->sealed_size = lp.limit;
     for (const auto& e : lp.entries)
-      index_.emplace(e.hash, node_location{.offset = e.offset, .pack = lp.p->number, .length = e.length});
+      index_.insert(e.hash, node_location{.offset = e.offset, .pack = lp.p->number, .length = e.length});
     packs_[lp.p->number] = lp.p;
   }
   report_.packs = live.size();

@@ -169,9 +169,9 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
       MAGNETITE_TRY(expand_in_memory("record not yet written out"));
       return fetched::from_pending;
     }
-    auto it = index_.find(h);
-    if (it == index_.end()) return status::not_found(fmt::format("tree node {} is not stored in {}", h, dir_));
-    loc = it->second;
+    const node_location* at = index_.find(h);
+    if (!at) return status::not_found(fmt::format("tree node {} is not stored in {}", h, dir_));
+    loc = *at;
     p = packs_.at(loc.pack);
     map = p->map;
     // Counted before the shared lock goes: retire() drops the mappings
@@ -342,8 +342,8 @@ node_check node_store::check(std::span<const hash128> roots, std::size_t max_pro
             continue;
           }
           raw = std::move(*e);
-        } else if (auto ii = index_.find(it.h); ii != index_.end()) {
-          loc = ii->second;
+        } else if (const node_location* at = index_.find(it.h)) {
+          loc = *at;
           p = packs_.at(loc.pack);
         }
       }

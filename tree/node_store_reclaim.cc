@@ -92,7 +92,7 @@ status node_store::begin_reclaim(std::span<const hash128> roots, double max_ampl
 
 void node_store::reclaim_note_write(const node& n, const hash128& h) {
   auto& c = *cycle_;
-  if (auto it = index_.find(h); it != index_.end() && it->second.pack < c.boundary)
+  if (const node_location* loc = index_.find(h); loc && loc->pack < c.boundary)
     c.stack.push_back({h, n.level()});  // deduplicated against a candidate: alive again
   if (n.is_leaf()) return;
   for (const auto& e : n.entries())
@@ -106,12 +106,12 @@ result<bool> node_store::reclaim_mark(std::size_t& budget) {
     auto it = c.stack.back();
     c.stack.pop_back();
     budget -= std::min<std::size_t>(budget, 64);
-    auto loc = index_.find(it.h);
-    if (loc == index_.end() && !pending_at_.count(it.h))
+    const node_location* loc = index_.find(it.h);
+    if (!loc && !pending_at_.count(it.h))
       return status::corruption(
           fmt::format("reclamation: tree node {} reachable from a kept root is not stored in {}", it.h, dir_));
-    if (loc != index_.end() && loc->second.pack < c.boundary && (!c.chosen || c.victims.count(loc->second.pack)))
-      c.live[loc->second.pack].push_back({it.h, loc->second.offset, loc->second.length});
+    if (loc && loc->pack < c.boundary && (!c.chosen || c.victims.count(loc->pack)))
+      c.live[loc->pack].push_back({it.h, loc->offset, loc->length});
     if (it.level == 0 || !c.internal_seen.insert(it.h).second) continue;
     auto n = read_passing(it.h);  // as reachable_bytes
     if (!n) return n.error();
@@ -205,12 +205,12 @@ result<bool> node_store::reclaim_copy(std::size_t& budget) {
         break;
       }
       const index_entry& e = list[at];
-      auto loc = index_.find(e.hash);
-      if (loc == index_.end() || loc->second.pack != num) continue;  // copied already
-      auto rec = read_record(e.hash, *p, loc->second);
+      const node_location* loc = index_.find(e.hash);
+      if (!loc || loc->pack != num) continue;  // copied already
+      auto rec = read_record(e.hash, *p, *loc);
       if (!rec) return rec.error();
-      budget -= std::min<std::size_t>(budget, loc->second.length);
-      c.copied += loc->second.length;
+      budget -= std::min<std::size_t>(budget, loc->length);
+      c.copied += loc->length;
       pending_record r;
       r.hash = e.hash;
       r.flags = rec->flags;
@@ -253,8 +253,9 @@ status node_store::reclaim_finish() {
   // write_mu_ (held), so it is read here without state_mu_; readers are held
   // off only while the entries are erased.
   std::vector<hash128> dead;
-  for (const auto& [h, loc] : index_)
+  index_.for_each([&](const hash128& h, const node_location& loc) {
     if (c.victims.count(loc.pack)) dead.push_back(h);
+  });
   std::vector<std::shared_ptr<pack>> gone;
   {
     std::unique_lock sl(state_mu_);
