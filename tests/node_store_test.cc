@@ -527,6 +527,58 @@ TEST_CASE("node_store: every flipped byte of a pack is caught, naming the hash a
   }
 }
 
+// Packs of version 3 hold searchable leaves without entry sums (flag bit
+// 2): made here by rewriting a version-4 pack as a version-3 build wrote it
+// (its index removed, so open rebuilds it from the records), they read, and
+// a get searches them after checking the hash of the whole leaf.
+TEST_CASE("node_store: searchable leaves of version-3 packs (no entry sums) read and are searched") {
+  fault_env fe;
+  node_store_options o;
+  o.searchable_leaves = true;
+  o.cache_bytes = 1;  // every read goes to the pack
+  o.record_cache_share = 0;
+  std::mt19937_64 rng(43);
+  model m = random_model(rng, 600, 100'000);
+  committed_tree c = commit_tree(fe, o, m);
+  std::string path = fmt::format("{}/{}", store_dir, pack_file_name(1));
+  std::string in = *fe.contents(path);
+  REQUIRE(c.position == make_position(1, in.size()));  // one pack holds it all
+  auto u32_at = [&](std::size_t at) {
+    return decode_fixed32_le(reinterpret_cast<const std::uint8_t*>(in.data() + at));
+  };
+  std::uint64_t salt = decode_fixed64_le(reinterpret_cast<const std::uint8_t*>(in.data() + 24));
+  std::string out = in.substr(0, 40);
+  encode_fixed32_le(reinterpret_cast<std::uint8_t*>(out.data() + 8), 3);
+  encode_fixed32_le(reinterpret_cast<std::uint8_t*>(out.data() + 36), checksum32(std::string_view(out).substr(0, 36)));
+  std::size_t converted = 0;
+  for (std::size_t at = 40; at < in.size();) {
+    std::uint8_t flags = static_cast<std::uint8_t>(in[at + 4]);
+    std::uint32_t stored = u32_at(at + 8), raw = u32_at(at + 12);
+    hash128 h = hash128::from_bytes(reinterpret_cast<const std::uint8_t*>(in.data() + at + 20));
+    std::string_view payload = std::string_view(in).substr(at + record_header_size, stored);
+    if (flags == flag_searchable_summed) {
+      std::size_t width = raw <= 0xffff ? 2 : 4;
+      std::size_t count = (stored - raw) / (width + 4);
+      encode_record(out, salt, h, flag_searchable_leaf, payload.substr(0, raw + width * count), raw);
+      ++converted;
+    } else {
+      out.append(in, at, record_header_size + stored);
+    }
+    at += record_header_size + stored;
+  }
+  REQUIRE(converted > 10);
+  {
+    auto f = must(fe.open(path, open_mode::create_truncate));
+    must_ok(f->append(out));
+    must_ok(f->sync());
+  }
+  must_ok(fe.remove(fmt::format("{}/{}", store_dir, pack_index_file_name(1))));
+  auto s = must_open(fe, o, make_position(1, out.size()));
+  check_tree(*s, c.root, m);
+  CHECK(s->stats().leaf_lookups == m.size());
+  CHECK(s->check(std::vector<hash128>{c.root}).problems.empty());
+}
+
 // Each record names its codec: a store reads what any codec wrote, whatever
 // it writes itself, and packs written before LZ4 records existed (version 1).
 TEST_CASE("node_store: records of every codec read back, whatever the store writes; version-1 packs too") {
@@ -557,7 +609,7 @@ TEST_CASE("node_store: records of every codec read back, whatever the store writ
   const std::vector<std::set<int>> flags_after = {{0, flag_zstd},
                                                   {0, flag_zstd, flag_lz4},
                                                   {0, flag_zstd, flag_lz4},
-                                                  {0, flag_zstd, flag_lz4, flag_searchable_leaf}};
+                                                  {0, flag_zstd, flag_lz4, flag_searchable_summed}};
   const std::vector<node_codec> codecs = {node_codec::zstd, node_codec::lz4, node_codec::none, node_codec::lz4};
   for (std::size_t round = 0; round < codecs.size(); ++round) {
     node_codec codec = codecs[round];
@@ -1758,6 +1810,60 @@ TEST_CASE("node_store: on the POSIX env, sealed packs are read through mappings,
     CHECK(s->stats().mapped_reads > mapped_before);
     flip();
     CHECK(must(s->read(victim))->encode().size() > 0);
+    if (!searchable) continue;
+    // A get searches a mapped leaf where it lies without hashing all of it:
+    // a byte flipped in an entry's value is found by the sum of the entry
+    // the search ends on, never returned; a get that does not read that
+    // entry answers; a read of the whole node finds it by the hash.
+    hash128 leaf;
+    node_ptr before;
+    for (auto h : reachable(*s, c.root)) {
+      auto l = s->locate(h);
+      if (!l || l->pack != 1) continue;
+      auto n = must(s->read(h));
+      if (n->is_leaf() && n->entries().size() >= 4 && !n->entries().back().value.empty()) {
+        leaf = h, loc = *l, before = n;
+        break;
+      }
+    }
+    REQUIRE(before);
+    // The last entry: every search probes the middle first, and a get of
+    // the first key never reaches the last.
+    auto entries = before->entries();
+    const std::size_t j = entries.size() - 1;
+    std::size_t value_at = entries[j].value.data() - before->encode().data();
+    auto flip_value = [&] {
+      std::fstream f(pack1, std::ios::in | std::ios::out | std::ios::binary);
+      auto at = static_cast<std::streamoff>(loc.offset + record_header_size + value_at);
+      f.seekg(at);
+      char ch = 0;
+      f.read(&ch, 1);
+      ch = static_cast<char>(ch ^ 0x01);
+      f.seekp(at);
+      f.write(&ch, 1);
+    };
+    flip_value();
+    std::string value;
+    auto damaged = s->leaf_get(leaf, entries[j].key, value);
+    REQUIRE_FALSE(damaged.is_ok());
+    CHECK(damaged.error().code() == status_code::corruption);
+    CHECK(damaged.error().message().find("does not match its sum") != std::string::npos);
+    std::size_t answered = 0;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (i == j) continue;
+      auto got = s->leaf_get(leaf, entries[i].key, value);
+      if (!got.is_ok()) continue;  // its search passed through entry j
+      CHECK(*got);
+      CHECK(value == entries[i].value);
+      ++answered;
+    }
+    CHECK(answered > 0);
+    auto whole = s->read(leaf);
+    REQUIRE_FALSE(whole.is_ok());
+    CHECK(whole.error().message().find("does not match its hash") != std::string::npos);
+    flip_value();
+    REQUIRE(must(s->leaf_get(leaf, entries[j].key, value)));
+    CHECK(value == entries[j].value);
   }
 }
 
@@ -1847,8 +1953,8 @@ TEST_CASE("node_store: searchable leaves are searched where they lie; copies tak
   for (auto h : order) {
     bool leaf = must(s->read(h))->is_leaf();
     auto in_to = must(to->copy_out(h)), in_back = must(back->copy_out(h));
-    CHECK((in_to.flags & flag_searchable_leaf) == 0);
-    CHECK(static_cast<bool>(in_back.flags & flag_searchable_leaf) == leaf);
+    CHECK((in_to.flags & searchable_flags) == 0);
+    CHECK(static_cast<bool>(in_back.flags & flag_searchable_summed) == leaf);
     if (leaf) CHECK(in_back.payload == must(s->copy_out(h)).payload);
   }
 }

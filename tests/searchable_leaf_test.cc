@@ -49,6 +49,15 @@ std::vector<std::string> absent_keys(const node& n) {
 
 hash128 some_hash() { return hash128::of(std::string_view("leaf")); }
 
+using searchable_leaf::sums;
+
+// The form of a version-3 pack (offsets, no sums): make()'s form without its
+// sums, which follow the offsets.
+std::string without_sums(const std::string& stored, std::uint32_t raw, std::size_t entries) {
+  std::size_t width = raw <= 0xffff ? 2 : 4;
+  return stored.substr(0, raw + width * entries);
+}
+
 }  // namespace
 
 TEST_CASE("searchable_leaf: every key is found with its value, and no other key is") {
@@ -59,23 +68,30 @@ TEST_CASE("searchable_leaf: every key is found with its value, and no other key 
     CAPTURE(entries);
     CAPTURE(max_value);
     node n = random_leaf(rng, entries, max_value);
-    std::string stored = searchable_leaf::make(n);
+    std::string summed = searchable_leaf::make(n);
     auto raw = static_cast<std::uint32_t>(n.encode().size());
-    REQUIRE(stored.substr(0, raw) == n.encode());  // the encoding first, whole: the hash is over it
+    REQUIRE(summed.substr(0, raw) == n.encode());  // the encoding first, whole: the hash is over it
     std::size_t width = raw <= 0xffff ? 2 : 4;
-    CHECK(stored.size() == raw + width * entries);
-    REQUIRE(searchable_leaf::check(stored, raw).empty());
-    std::string value;
-    for (const auto& e : n.entries()) {
-      auto found = searchable_leaf::search(stored, raw, some_hash(), e.key, value);
-      REQUIRE(found.is_ok());
-      CHECK(*found);
-      CHECK(value == e.value);
-    }
-    for (const auto& k : absent_keys(n)) {
-      auto found = searchable_leaf::search(stored, raw, some_hash(), k, value);
-      REQUIRE(found.is_ok());
-      CHECK_FALSE(*found);
+    CHECK(summed.size() == raw + (width + 4) * entries);
+    for (sums s : {sums::per_entry, sums::none}) {
+      CAPTURE(static_cast<int>(s));
+      std::string stored = s == sums::none ? without_sums(summed, raw, entries) : summed;
+      REQUIRE(searchable_leaf::check(stored, raw, s).empty());
+      // Each form has its own length: read as the other, it is refused.
+      if (entries > 0)
+        CHECK_FALSE(searchable_leaf::check(stored, raw, s == sums::none ? sums::per_entry : sums::none).empty());
+      std::string value;
+      for (const auto& e : n.entries()) {
+        auto found = searchable_leaf::search(stored, raw, s, some_hash(), e.key, value);
+        REQUIRE(found.is_ok());
+        CHECK(*found);
+        CHECK(value == e.value);
+      }
+      for (const auto& k : absent_keys(n)) {
+        auto found = searchable_leaf::search(stored, raw, s, some_hash(), k, value);
+        REQUIRE(found.is_ok());
+        CHECK_FALSE(*found);
+      }
     }
   }
 }
@@ -83,28 +99,34 @@ TEST_CASE("searchable_leaf: every key is found with its value, and no other key 
 TEST_CASE("searchable_leaf: check refuses what is not a leaf's form, naming what is wrong") {
   std::mt19937_64 rng(12);
   node n = random_leaf(rng, 30, 50);
-  std::string good = searchable_leaf::make(n);
   auto raw = static_cast<std::uint32_t>(n.encode().size());
-  auto offset = [&](std::size_t i) {
-    return decode_fixed16_le(reinterpret_cast<const std::uint8_t*>(good.data() + raw + 2 * i));
-  };
-  auto with_offset = [&](std::size_t i, std::uint16_t v) {
-    std::string s = good;
-    encode_fixed16_le(reinterpret_cast<std::uint8_t*>(s.data() + raw + 2 * i), v);
-    return s;
-  };
-  CHECK_FALSE(searchable_leaf::check(good.substr(0, good.size() - 2), raw).empty());  // an offset short
-  CHECK_FALSE(searchable_leaf::check(good + "xx", raw).empty());                      // one too many
-  CHECK_FALSE(searchable_leaf::check(good.substr(0, good.size() - 1), raw).empty());  // half an offset
-  CHECK_FALSE(searchable_leaf::check(good, raw + 1).empty());                         // a raw length that lies
-  CHECK_FALSE(searchable_leaf::check(good, static_cast<std::uint32_t>(good.size() + 1)).empty());
-  CHECK_FALSE(searchable_leaf::check(with_offset(0, static_cast<std::uint16_t>(offset(0) + 1)), raw).empty());
-  CHECK_FALSE(searchable_leaf::check(with_offset(5, offset(4)), raw).empty());  // not increasing
-  CHECK_FALSE(
-      searchable_leaf::check(with_offset(29, static_cast<std::uint16_t>(raw - 1)), raw).empty());  // past the end
-  std::string internal = good;
-  internal[0] = 1;
-  CHECK(searchable_leaf::check(internal, raw).find("not a leaf") != std::string::npos);
+  for (sums s : {sums::per_entry, sums::none}) {
+    CAPTURE(static_cast<int>(s));
+    std::string good = s == sums::none ? without_sums(searchable_leaf::make(n), raw, 30) : searchable_leaf::make(n);
+    auto check = [&](const std::string& stored, std::uint32_t raw_length) {
+      return searchable_leaf::check(stored, raw_length, s);
+    };
+    auto offset = [&](std::size_t i) {
+      return decode_fixed16_le(reinterpret_cast<const std::uint8_t*>(good.data() + raw + 2 * i));
+    };
+    auto with_offset = [&](std::size_t i, std::uint16_t v) {
+      std::string s = good;
+      encode_fixed16_le(reinterpret_cast<std::uint8_t*>(s.data() + raw + 2 * i), v);
+      return s;
+    };
+    REQUIRE(check(good, raw).empty());
+    CHECK_FALSE(check(good.substr(0, good.size() - 2), raw).empty());  // an offset short
+    CHECK_FALSE(check(good + "xx", raw).empty());                      // one too many
+    CHECK_FALSE(check(good.substr(0, good.size() - 1), raw).empty());  // half an offset
+    CHECK_FALSE(check(good, raw + 1).empty());                         // a raw length that lies
+    CHECK_FALSE(check(good, static_cast<std::uint32_t>(good.size() + 1)).empty());
+    CHECK_FALSE(check(with_offset(0, static_cast<std::uint16_t>(offset(0) + 1)), raw).empty());
+    CHECK_FALSE(check(with_offset(5, offset(4)), raw).empty());                             // not increasing
+    CHECK_FALSE(check(with_offset(29, static_cast<std::uint16_t>(raw - 1)), raw).empty());  // past the end
+    std::string internal = good;
+    internal[0] = 1;
+    CHECK(check(internal, raw).find("not a leaf") != std::string::npos);
+  }
 }
 
 // A form whose offsets were damaged in a way check() does not see (they still
@@ -115,20 +137,22 @@ TEST_CASE("searchable_leaf: damaged offsets that pass check never make a search 
   int accepted = 0, errors = 0;
   for (int round = 0; round < 300; ++round) {
     node n = random_leaf(rng, 2 + rng() % 60, 60);
-    std::string stored = searchable_leaf::make(n);
     auto raw = static_cast<std::uint32_t>(n.encode().size());
+    sums s = round % 2 ? sums::none : sums::per_entry;
+    std::string stored = searchable_leaf::make(n);
+    if (s == sums::none) stored = without_sums(stored, raw, n.entries().size());
     for (int flips = 1 + static_cast<int>(rng() % 3); flips > 0; --flips) {
       std::size_t at = raw + rng() % (stored.size() - raw);
       stored[at] = static_cast<char>(stored[at] ^ (1 << (rng() % 8)));
     }
-    if (!searchable_leaf::check(stored, raw).empty()) continue;
+    if (!searchable_leaf::check(stored, raw, s).empty()) continue;
     ++accepted;
     // Exactly sized: ASan sees any read past the end.
     std::vector<char> exact(stored.begin(), stored.end());
     std::string_view view(exact.data(), exact.size());
     std::string value;
     for (const auto& e : n.entries()) {
-      auto found = searchable_leaf::search(view, raw, some_hash(), e.key, value);
+      auto found = searchable_leaf::search(view, raw, s, some_hash(), e.key, value);
       if (!found.is_ok()) {
         CHECK(found.error().code() == status_code::corruption);
         ++errors;
@@ -137,4 +161,42 @@ TEST_CASE("searchable_leaf: damaged offsets that pass check never make a search 
   }
   CHECK(accepted > 50);  // the property was exercised
   MESSAGE(accepted << " damaged forms passed check; " << errors << " searches reported corruption");
+}
+
+// With sums, a search needs no hash of the whole leaf: damage to any entry
+// it reads is corruption, and no search returns a value the leaf did not
+// hold. The key searched for is always in the entry the search ends on, so
+// damage to that entry is always found.
+TEST_CASE("searchable_leaf: with sums, a damaged entry is found by any search that reads it") {
+  std::mt19937_64 rng(14);
+  int found_damage = 0;
+  for (int round = 0; round < 300; ++round) {
+    node n = random_leaf(rng, 2 + rng() % 60, 60);
+    auto raw = static_cast<std::uint32_t>(n.encode().size());
+    std::string stored = searchable_leaf::make(n);
+    auto entries = n.entries();
+    std::size_t j = rng() % entries.size();
+    // A bit of entry j's bytes, from its key length to its value's end.
+    std::size_t start = entries[j].key.data() - n.encode().data() - varint_length(entries[j].key.size());
+    std::size_t end = entries[j].value.data() + entries[j].value.size() - n.encode().data();
+    std::size_t at = start + rng() % (end - start);
+    stored[at] = static_cast<char>(stored[at] ^ (1 << (rng() % 8)));
+    REQUIRE(searchable_leaf::check(stored, raw, sums::per_entry).empty());  // the offsets are whole
+    std::string value;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      auto got = searchable_leaf::search(stored, raw, sums::per_entry, some_hash(), entries[i].key, value);
+      if (i == j) {
+        REQUIRE_FALSE(got.is_ok());
+        CHECK(got.error().code() == status_code::corruption);
+        CHECK(got.error().message().find("does not match its sum") != std::string::npos);
+        ++found_damage;
+      } else if (got.is_ok()) {
+        CHECK(*got);
+        CHECK(value == entries[i].value);
+      } else {
+        CHECK(got.error().code() == status_code::corruption);  // the search passed through entry j
+      }
+    }
+  }
+  CHECK(found_damage == 300);
 }

@@ -147,7 +147,7 @@ void node_store::store_form(const node& n, std::string_view bytes, pending_recor
   rec.flags = 0;
   if (options_.searchable_leaves && n.is_leaf()) {
     rec.payload = searchable_leaf::make(n);
-    rec.flags = flag_searchable_leaf;
+    rec.flags = flag_searchable_summed;
     return;
   }
   if (options_.codec == node_codec::zstd) {
@@ -196,7 +196,7 @@ status node_store::copy_in(const record_copy& r) {
   // takes this store's form, searchable or compressed, made from its
   // encoding, so that offsets are never taken on trust.
   bool leaf = !r.raw.empty() && r.raw[0] == 0;
-  bool reform = leaf && (options_.searchable_leaves || (r.flags & flag_searchable_leaf));
+  bool reform = leaf && (options_.searchable_leaves || (r.flags & searchable_flags));
   std::optional<node> n;
   if (cycle_ || reform) {
     auto d = node::decode(r.raw);

@@ -385,7 +385,17 @@ class node_store final : public node_sink {
     // When the record was read through the pack's mapping, the mapping:
     // `payload` and `raw` point into it while it is held.
     std::shared_ptr<const file_mapping> mapped;
+    // Whether `raw` was checked against the node's hash. Only a searchable
+    // leaf with entry sums read where it lies for a search is not (its
+    // search checks the entries it reads); decoding checks it first.
+    bool hash_checked = false;
   };
+  // How much of a record a read checks before it is used: everything (the
+  // header, the payload checksum, the hash of the content), or, for a
+  // searchable leaf with entry sums read where it lies, all but the hash,
+  // for a caller that only searches it (searchable_leaf::search checks each
+  // entry it reads against its sum).
+  enum class check_depth { whole, for_search };
   enum class fetched { from_pending, from_record_cache, from_record_cache_again, from_pack };
   struct stored_record {
     std::string raw;  // the node's encoding, verified against its hash
@@ -417,7 +427,7 @@ class node_store final : public node_sink {
   status spill(bool flushing);
   status sync_active();
   status read_record_into(const hash128& h, pack& p, const node_location& loc, record_buffers& b,
-                          std::shared_ptr<const file_mapping> map = nullptr);
+                          std::shared_ptr<const file_mapping> map = nullptr, check_depth depth = check_depth::whole);
   // A sealed pack's mapping when options_.map_packs (null otherwise, or
   // when the env cannot map it); the caller stores it in p.map under
   // state_mu_.
@@ -432,7 +442,7 @@ class node_store final : public node_sink {
   // Offers a leaf's record, just read and verified, to the record cache; true
   // if it was kept.
   bool keep_record(const hash128& h, const record_buffers& b);
-  result<fetched> fetch(const hash128& h, record_buffers& b);
+  result<fetched> fetch(const hash128& h, record_buffers& b, check_depth depth = check_depth::whole);
   static result<std::string> pending_encoding(const pending_record& r);
   result<node_ptr> decode_and_keep(const hash128& h, const record_buffers& b, bool keep = true);
   static record_buffers& thread_buffers();

@@ -33,6 +33,10 @@ std::size_t charge_of(const node& n) {
   return n.memory_bytes() + bookkeeping;
 }
 
+searchable_leaf::sums sums_of(std::uint8_t flags) noexcept {
+  return (flags & flag_searchable_summed) ? searchable_leaf::sums::per_entry : searchable_leaf::sums::none;
+}
+
 // What the record cache charges for a payload of `bytes`: the string's heap
 // block (rounded as malloc rounds) and the cached_record's fields.
 std::size_t record_charge_of(std::size_t bytes) { return ((bytes + 1 + 15) & ~std::size_t{15}) + 16; }
@@ -40,7 +44,7 @@ std::size_t record_charge_of(std::size_t bytes) { return ((bytes + 1 + 15) & ~st
 }  // namespace
 
 status node_store::read_record_into(const hash128& h, pack& p, const node_location& loc, record_buffers& b,
-                                    std::shared_ptr<const file_mapping> map) {
+                                    std::shared_ptr<const file_mapping> map, check_depth depth) {
   auto bad = [&](std::string why) {
     return status::corruption(fmt::format("node {}: pack {}, offset {}: {}", h, p.path, loc.offset, why));
   };
@@ -76,13 +80,17 @@ status node_store::read_record_into(const hash128& h, pack& p, const node_locati
   b.flags = rh.flags;
   b.raw_length = rh.raw;
   if (std::string why = expand(b); !why.empty()) return bad(why);
-  if (hash128::of(b.raw) != h) return bad("content does not match its hash");
+  // A copy was just made (pread): hashing it costs little beside the read.
+  // Where the record lies, hashing would bring all of it from memory for a
+  // search that reads a few entries, each checked against its sum.
+  b.hash_checked = !(depth == check_depth::for_search && b.mapped && (b.flags & flag_searchable_summed));
+  if (b.hash_checked && hash128::of(b.raw) != h) return bad("content does not match its hash");
   return status::ok();
 }
 
 std::string node_store::expand(record_buffers& b) {
-  if (b.flags & flag_searchable_leaf) {
-    if (std::string why = searchable_leaf::check(b.payload, b.raw_length); !why.empty()) return why;
+  if (b.flags & searchable_flags) {
+    if (std::string why = searchable_leaf::check(b.payload, b.raw_length, sums_of(b.flags)); !why.empty()) return why;
     b.raw = b.payload.substr(0, b.raw_length);
     return {};
   }
@@ -133,13 +141,14 @@ result<std::string> node_store::pending_encoding(const pending_record& r) {
 
 // The node cache was asked already (and counted a miss): the record cache,
 // pending records, then the packs. b.raw then holds the node's content.
-result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& b) {
+result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& b, check_depth depth) {
   // A record from the record cache or the write buffer was checked against its
   // hash when it was read, or made from the encoding by write(): expanding the
   // same bytes again gives the same content.
   auto expand_in_memory = [&](std::string_view where) -> status {
     b.payload = b.record;
     b.from.reset();
+    b.hash_checked = true;
     if (std::string why = expand(b); !why.empty())
       return status::corruption(fmt::format("node {}: {}: {}", h, where, why));
     return status::ok();
@@ -178,7 +187,7 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
     // under the exclusive lock, then waits for the count to drop.
     if (map) mapped_in_flight_.fetch_add(1, std::memory_order_acq_rel);
   }
-  status read = read_record_into(h, *p, loc, b, map);
+  status read = read_record_into(h, *p, loc, b, map, depth);
   if (map && !b.mapped) mapped_in_flight_.fetch_sub(1, std::memory_order_acq_rel);  // read by pread after all
   MAGNETITE_TRY(read);
   b.from = p;
@@ -188,6 +197,9 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
 
 // Decodes what fetch() left in b and, with `keep`, keeps it in the node cache.
 result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buffers& b, bool keep) {
+  if (!b.hash_checked && hash128::of(b.raw) != h)
+    return status::corruption(fmt::format("node {}: pack {}, offset {}: content does not match its hash", h,
+                                          b.from ? b.from->path : std::string("?"), b.offset));
   auto n = node::decode(b.raw);
   if (!n)
     return status::corruption(
@@ -250,11 +262,11 @@ result<node_ptr> node_store::read_uncached(const hash128& h) {
 // the cache"). True if it was kept.
 bool node_store::keep_record(const hash128& h, const record_buffers& b) {
   constexpr std::size_t record_density = 4;
-  if (!records_ || b.raw.empty() || b.raw[0] != 0) return false;
+  if (!records_ || !b.hash_checked || b.raw.empty() || b.raw[0] != 0) return false;
   std::size_t charge = record_charge_of(b.payload.size());
   // A searchable leaf is as dense as a decoded one (denser: no index of
   // key prefixes) and needs no decoding: always worth its place.
-  if (!(b.flags & flag_searchable_leaf) && (!(b.flags & compressed_flags) || charge * record_density > b.raw.size()))
+  if (!(b.flags & searchable_flags) && (!(b.flags & compressed_flags) || charge * record_density > b.raw.size()))
     return false;
   records_->put(h, cached_record{std::string(b.payload), b.raw_length, b.flags}, charge);
   // The node cache gets the budget less what the record cache holds (and a
@@ -288,9 +300,9 @@ result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std
   if (cache_->with_hit(leaf, [&](const cached_node& c) { out = search_leaf(c.ix, leaf, key, value); })) return out;
   buffers_lease lease(*this);
   record_buffers& b = lease.b;
-  auto f = fetch(leaf, b);
+  auto f = fetch(leaf, b, check_depth::for_search);
   if (!f) return f.error();
-  if (b.flags & flag_searchable_leaf) {
+  if (b.flags & searchable_flags) {
     // Read through a mapping, the record is in the page cache already: a
     // copy in the record cache would hold the same bytes twice. It is
     // decoded into the node cache only while that has room to spare: data
@@ -303,7 +315,7 @@ result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std
       if (!n) return n.error();
       return search_leaf((*n)->search_index(), leaf, key, value);
     }
-    return searchable_leaf::search(b.payload, b.raw_length, leaf, key, value);
+    return searchable_leaf::search(b.payload, b.raw_length, sums_of(b.flags), leaf, key, value);
   }
   if ((*f == fetched::from_pack && keep_record(leaf, b)) || *f == fetched::from_record_cache ||
       *f == fetched::from_pending)

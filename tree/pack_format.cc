@@ -16,7 +16,7 @@ std::uint8_t* u8(char* p) noexcept { return reinterpret_cast<std::uint8_t*>(p); 
 }  // namespace
 
 std::string_view checksummed_payload(std::uint8_t flags, std::string_view payload, std::uint32_t raw) noexcept {
-  return (flags & flag_searchable_leaf) && raw <= payload.size() ? payload.substr(raw) : payload;
+  return (flags & searchable_flags) && raw <= payload.size() ? payload.substr(raw) : payload;
 }
 
 void encode_record(std::string& out, std::uint64_t salt, const hash128& h, std::uint8_t flags, std::string_view payload,
@@ -49,9 +49,9 @@ std::string parse_record_header(const char* p, std::uint64_t salt, record_header
     return fmt::format("record claims a node of {} bytes", out.raw);
   // The writer compresses only when that makes the record smaller; a
   // searchable leaf is its encoding and the offsets after it.
-  if ((out.flags & compressed_flags)       ? out.stored >= out.raw || out.stored == 0
-      : (out.flags & flag_searchable_leaf) ? out.stored < out.raw
-                                           : out.stored != out.raw)
+  if ((out.flags & compressed_flags)   ? out.stored >= out.raw || out.stored == 0
+      : (out.flags & searchable_flags) ? out.stored < out.raw
+                                       : out.stored != out.raw)
     return fmt::format("record has stored length {} for a node of {} bytes", out.stored, out.raw);
   return {};
 }

@@ -31,10 +31,11 @@ inline constexpr char pack_magic[8] = {'M', 'G', 'N', 'T', 'P', 'A', 'C', 'K'};
 inline constexpr char index_magic[8] = {'M', 'G', 'N', 'T', 'P', 'I', 'D', 'X'};
 inline constexpr char manifest_magic[8] = {'M', 'G', 'N', 'T', 'P', 'M', 'A', 'N'};
 // Index files and manifests are of version 1 (a manifest that names
-// dropped packs, 2); packs of version 3, whose records may be LZ4 blocks
-// (version 2) and searchable leaves (version 3). Every older pack reads.
+// dropped packs, 2); packs of version 4, whose records may be LZ4 blocks
+// (version 2), searchable leaves (version 3) and searchable leaves with
+// entry sums (version 4). Every older pack reads.
 inline constexpr std::uint32_t format_version = 1;
-inline constexpr std::uint32_t pack_format_version = 3;
+inline constexpr std::uint32_t pack_format_version = 4;
 
 // Pack, index and manifest files all start with the 40-byte header of
 // core/file_header.h, where (a, b) is (pack number, salt) for packs and
@@ -43,11 +44,12 @@ inline constexpr std::uint32_t pack_format_version = 3;
 // Record header, then `stored` payload bytes:
 //   0 4 checksum, seeded with the pack's salt, of bytes 4..35
 //   4 1 flags (bit 0: payload is a zstd frame, bit 1: an LZ4 block, pack
-//     version 2; bit 2: a searchable leaf, pack version 3; at most one)
+//     version 2; bit 2: a searchable leaf, pack version 3; bit 3: one with
+//     entry sums, pack version 4; at most one)
 //   5 3 reserved (0)
 //   8 4 stored length | 12 4 raw length (of the node encoding)
 //  16 4 payload checksum, seeded with the pack's salt, of the stored bytes
-//     (of a searchable leaf: of its offsets, the bytes past the encoding)
+//     (of a searchable leaf: of the bytes past the encoding)
 //  20 16 node hash
 // The payload checksum is not redundant with the hash: a zstd frame has bits
 // the decoder ignores, so damage there would decode to the right node and go
@@ -58,7 +60,9 @@ inline constexpr std::size_t record_header_size = 36;
 inline constexpr std::uint8_t flag_zstd = 0x01;
 inline constexpr std::uint8_t flag_lz4 = 0x02;
 inline constexpr std::uint8_t flag_searchable_leaf = 0x04;
-inline constexpr std::uint8_t known_record_flags = flag_zstd | flag_lz4 | flag_searchable_leaf;
+inline constexpr std::uint8_t flag_searchable_summed = 0x08;
+inline constexpr std::uint8_t searchable_flags = flag_searchable_leaf | flag_searchable_summed;
+inline constexpr std::uint8_t known_record_flags = flag_zstd | flag_lz4 | searchable_flags;
 inline constexpr std::uint8_t compressed_flags = flag_zstd | flag_lz4;
 
 // The bytes a record's payload checksum covers.

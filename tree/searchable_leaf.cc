@@ -1,6 +1,10 @@
 #include "tree/searchable_leaf.h"
 
 #include "core/coding.h"
+#include "core/file_header.h"
+
+#include <optional>
+#include <vector>
 
 namespace magnetite::tree::searchable_leaf {
 
@@ -8,6 +12,11 @@ namespace {
 
 // Offsets are 2 bytes wide while every one of them fits.
 std::size_t offset_width(std::size_t raw_length) noexcept { return raw_length <= 0xffff ? 2 : 4; }
+constexpr std::size_t sum_width = 4;
+// The bytes stored past the encoding for each entry.
+std::size_t per_entry(std::size_t raw_length, sums s) noexcept {
+  return offset_width(raw_length) + (s == sums::per_entry ? sum_width : 0);
+}
 
 const std::uint8_t* u8(const char* p) noexcept { return reinterpret_cast<const std::uint8_t*>(p); }
 
@@ -33,11 +42,14 @@ std::string make(const node& n) {
   std::size_t width = offset_width(enc.size());
   auto entries = n.entries();
   std::string out;
-  out.reserve(enc.size() + width * entries.size());
+  out.reserve(enc.size() + per_entry(enc.size(), sums::per_entry) * entries.size());
   out.append(enc);
+  std::vector<std::uint32_t> starts;
+  starts.reserve(entries.size() + 1);
   for (const entry_view& e : entries) {
     // An entry starts with its key's length, just before the key.
     auto at = static_cast<std::uint32_t>(e.key.data() - enc.data() - varint_length(e.key.size()));
+    starts.push_back(at);
     std::uint8_t b[4];
     if (width == 2) {
       encode_fixed16_le(b, static_cast<std::uint16_t>(at));
@@ -46,17 +58,25 @@ std::string make(const node& n) {
     }
     out.append(reinterpret_cast<const char*>(b), width);
   }
+  starts.push_back(static_cast<std::uint32_t>(enc.size()));
+  for (std::size_t i = 0; i + 1 < starts.size(); ++i) {
+    std::uint8_t b[sum_width];
+    encode_fixed32_le(b, checksum32(enc.substr(starts[i], starts[i + 1] - starts[i])));
+    out.append(reinterpret_cast<const char*>(b), sum_width);
+  }
   return out;
 }
 
-std::string check(std::string_view stored, std::uint32_t raw_length) {
+std::string check(std::string_view stored, std::uint32_t raw_length, sums s) {
   if (raw_length > stored.size()) return fmt::format("a leaf of {} bytes stored in {}", raw_length, stored.size());
   std::uint64_t count = 0;
   std::size_t first = 0;
   if (!leaf_head(stored.substr(0, raw_length), count, first)) return "a searchable record that is not a leaf";
   std::size_t width = offset_width(raw_length);
-  if ((stored.size() - raw_length) % width != 0 || (stored.size() - raw_length) / width != count)
-    return fmt::format("a leaf of {} entries with {} bytes of offsets", count, stored.size() - raw_length);
+  std::size_t each = per_entry(raw_length, s);
+  if ((stored.size() - raw_length) % each != 0 || (stored.size() - raw_length) / each != count)
+    return fmt::format("a leaf of {} entries with {} bytes of offsets{}", count, stored.size() - raw_length,
+                       s == sums::per_entry ? " and sums" : "");
   // Each entry takes at least 3 bytes (two lengths and a key byte): offsets
   // that increase by less would not be entries, and the first follows the count.
   std::size_t prev = 0;
@@ -69,13 +89,24 @@ std::string check(std::string_view stored, std::uint32_t raw_length) {
   return {};
 }
 
-result<bool> search(std::string_view stored, std::uint32_t raw_length, const hash128& h, std::string_view key,
+result<bool> search(std::string_view stored, std::uint32_t raw_length, sums s, const hash128& h, std::string_view key,
                     std::string& value) {
   std::string_view enc = stored.substr(0, raw_length);
   std::size_t width = offset_width(raw_length);
-  std::size_t count = (stored.size() - raw_length) / width;
+  std::size_t count = (stored.size() - raw_length) / per_entry(raw_length, s);
+  const char* sum_at = stored.data() + raw_length + width * count;
   auto bad = [&](std::size_t i) {
     return status::corruption(fmt::format("tree node {}: the entry its offset {} names is malformed", h, i));
+  };
+  // Entry i's bytes, checked against its sum when the form has sums (check()
+  // made sure offsets increase and lie inside the encoding).
+  auto entry_at = [&](std::size_t i) -> std::optional<std::string_view> {
+    std::size_t at = offset_at(stored, raw_length, width, i);
+    if (s == sums::none) return enc.substr(at);
+    std::size_t end = i + 1 < count ? offset_at(stored, raw_length, width, i + 1) : raw_length;
+    std::string_view bytes = enc.substr(at, end - at);
+    if (checksum32(bytes) != decode_fixed32_le(u8(sum_at + sum_width * i))) return std::nullopt;
+    return bytes;
   };
   // The first entry whose key is >= key.
   std::size_t lo = 0, len = count;
@@ -83,7 +114,11 @@ result<bool> search(std::string_view stored, std::uint32_t raw_length, const has
   while (len > 0) {
     std::size_t half = len / 2;
     std::size_t mid = lo + half;
-    byte_reader in(enc.substr(offset_at(stored, raw_length, width, mid)));
+    auto bytes = entry_at(mid);
+    if (!bytes)
+      return status::corruption(
+          fmt::format("tree node {}: entry {} does not match its sum (the stored leaf is damaged)", h, mid));
+    byte_reader in(*bytes);
     std::string_view k;
     if (!in.get_length_prefixed(k)) return bad(mid);
     if (k < key) {
