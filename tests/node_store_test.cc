@@ -1141,6 +1141,90 @@ TEST_CASE("clock_cache: the bound covers values and the table; a smaller capacit
   CHECK(c.charged() == 0);
 }
 
+TEST_CASE("clock_cache: resident values outlive a flood while they take at most half the budget") {
+  struct value {
+    int v = 0;
+    explicit operator bool() const noexcept { return v != 0; }
+  };
+  auto key = [](std::uint64_t i) { return hash128{i * 0x9e3779b97f4a7c15ULL, i}; };
+  auto held = [&](clock_cache<value>& c, std::uint64_t from, std::uint64_t to) {
+    std::uint64_t n = 0;
+    for (std::uint64_t i = from; i < to; ++i) n += c.with_hit(key(i), [](const value&) {});
+    return n;
+  };
+  clock_cache<value> c(1u << 20);  // one shard
+  // 100 residents, 100 KB, never hit: plain CLOCK would evict them first.
+  for (std::uint64_t i = 1; i <= 100; ++i) c.put(key(i), value{1}, 1000, /*resident=*/true);
+  for (std::uint64_t i = 1000; i < 20000; ++i) c.put(key(i), value{1}, 1000);
+  CHECK(held(c, 1, 101) == 100);
+  std::uint64_t bytes = 0, entries = 0, table = 0, resident = 0;
+  c.usage(bytes, entries, table, &resident);
+  CHECK(resident == 100 * 1000);
+  CHECK(bytes <= (1u << 20));
+  // The same without the flag: the flood takes them.
+  c.clear();
+  for (std::uint64_t i = 1; i <= 100; ++i) c.put(key(i), value{1}, 1000);
+  for (std::uint64_t i = 1000; i < 20000; ++i) c.put(key(i), value{1}, 1000);
+  CHECK(held(c, 1, 101) == 0);
+  // Residents beyond half the budget are evicted as any value, down to half.
+  c.clear();
+  for (std::uint64_t i = 1; i <= 800; ++i) c.put(key(i), value{1}, 1000, true);
+  for (std::uint64_t i = 1000; i < 20000; ++i) c.put(key(i), value{1}, 1000);
+  c.usage(bytes, entries, table, &resident);
+  CHECK(resident <= (1u << 19));
+  CHECK(resident + 1000 > (1u << 19) - table);
+  // A value that needs room a shard of residents alone can give: the sweep
+  // ends, residents go, the value is kept.
+  c.clear();
+  for (std::uint64_t i = 1; i <= 500; ++i) c.put(key(i), value{1}, 1000, true);
+  c.put(key(99999), value{1}, 700'000);
+  CHECK(held(c, 99999, 100000) == 1);
+  c.usage(bytes, entries, table, &resident);
+  CHECK(bytes <= (1u << 20));
+  CHECK(c.charged() == bytes);
+}
+
+// A get past the cache reads its leaf and nothing above it: internal nodes
+// read once stay in the node cache however many leaves go through it.
+TEST_CASE("node_store: internal nodes stay cached through a flood of leaves") {
+  fault_env fe;
+  node_store_options o = small_options();
+  o.record_cache_share = 0;
+  std::mt19937_64 rng(45);
+  model m = random_model(rng, 8000, 1'000'000);
+  for (auto& [k, v] : m) v = std::string(1000, k.back());  // leaves far larger than the nodes above them
+  committed_tree c = commit_tree(fe, o, m);
+  std::vector<hash128> internal, leaves;
+  std::uint64_t internal_bytes = 0;
+  {
+    auto s = must_open(fe, o, c.position);
+    for (const auto& h : reachable(*s, c.root)) (must(s->read(h))->is_leaf() ? leaves : internal).push_back(h);
+    s.reset();
+    node_store_options roomy = o;
+    roomy.cache_bytes = 64 << 20;  // what they are charged, all of them held
+    s = must_open(fe, roomy, c.position);
+    for (const auto& h : internal) must(s->read(h));
+    auto st = s->stats();
+    internal_bytes = st.cache_bytes - st.cache_table_bytes;
+  }
+  REQUIRE(internal.size() > 3);
+  REQUIRE(internal_bytes > 0);
+  o.cache_bytes = std::max<std::size_t>(4 * internal_bytes, 32 << 10);
+  auto s = must_open(fe, o, c.position);
+  for (const auto& h : internal) must(s->read(h));
+  // Leaves at least four times the cache, each read once.
+  std::uint64_t leaf_bytes = 0;
+  for (const auto& h : leaves) leaf_bytes += must(s->read(h))->encode().size();
+  REQUIRE(leaf_bytes > 4 * o.cache_bytes);
+  auto before = s->stats();
+  CHECK(before.cache_resident_bytes == internal_bytes);
+  for (const auto& h : internal) must(s->read(h));
+  auto after = s->stats();
+  CHECK(after.record_reads == before.record_reads);  // every internal node was a hit
+  CHECK(after.cache_hits == before.cache_hits + internal.size());
+  CHECK(after.cache_bytes <= o.cache_bytes);
+}
+
 TEST_CASE("node_store: concurrent readers with a small cache all read the right values") {
   // Random values, and values that compress well (their leaves go through the
   // record cache, which takes its bytes from the node cache's share).

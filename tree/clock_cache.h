@@ -14,6 +14,11 @@
 //   clock hand, sparing each referenced slot once.
 // - with_hit(h, fn) runs fn on the slot's value under the shared lock: the
 //   value outlives fn, and fn must not call back into the cache.
+// - A value put as resident (the node store's internal nodes) is passed over
+//   by the clock hand while the shard's resident values are charged at most
+//   half its budget: a flood of values read once (leaves, past the cache)
+//   cannot push out the few that every lookup needs. Past half, or when a
+//   whole sweep found nothing else to evict, residents go as any value.
 //
 // Value: default-constructible, movable, and false when converted to bool
 // exactly when it holds nothing (a free slot).
@@ -91,12 +96,12 @@ class clock_cache {
   }
 
   // Keeps v under h (a no-op if h is cached), evicting until it fits.
-  void put(const hash128& h, Value v, std::size_t charge) {
+  void put(const hash128& h, Value v, std::size_t charge, bool resident = false) {
     shard& s = shard_of(h);
     std::unique_lock lk(s.mu);
     if (s.find(h) != npos) return;
     if (!s.make_room(charge, 1)) return;  // does not fit even alone
-    s.insert(h, std::move(v), charge);
+    s.insert(h, std::move(v), charge, resident);
     s.shrink_if_sparse();
   }
 
@@ -108,14 +113,18 @@ class clock_cache {
   }
 
   // bytes: values and slot tables together (what the bound covers).
-  void usage(std::uint64_t& bytes, std::uint64_t& entries, std::uint64_t& table_bytes) const {
+  // resident: the part of bytes charged for resident values.
+  void usage(std::uint64_t& bytes, std::uint64_t& entries, std::uint64_t& table_bytes,
+             std::uint64_t* resident = nullptr) const {
     bytes = entries = table_bytes = 0;
+    if (resident) *resident = 0;
     for (auto& s : shards_) {
       std::shared_lock lk(s->mu);
       std::uint64_t table = s->table_bytes();
       bytes += s->bytes + table;
       table_bytes += table;
       entries += s->count;
+      if (resident) *resident += s->resident_bytes;
     }
   }
 
@@ -130,6 +139,7 @@ class clock_cache {
     hash128 hash;
     Value v;  // empty: the slot is free
     std::size_t charge = 0;
+    bool resident = false;
     std::atomic<bool> referenced{false};
     // A hit leaves the line clean when the bit is already set: concurrent
     // readers of a hot value do not bounce its slot between cores.
@@ -147,6 +157,7 @@ class clock_cache {
     std::size_t count = 0;
     std::size_t hand = 0;
     std::size_t bytes = 0;
+    std::size_t resident_bytes = 0;  // of bytes, charged for resident values
     std::size_t capacity = 0;
     std::atomic<std::uint64_t> hits{0}, misses{0};
 
@@ -192,11 +203,12 @@ class clock_cache {
       std::size_t old_size = slots ? mask + 1 : 0;
       charged.fetch_sub(table_bytes(), std::memory_order_relaxed);
       std::unique_ptr<slot[]> old = std::move(slots);
-      std::size_t old_bytes = bytes;
+      std::size_t old_bytes = bytes, old_resident = resident_bytes;
       reset(size);
       for (std::size_t i = 0; i < old_size; ++i)
-        if (old[i].v) insert(old[i].hash, std::move(old[i].v), old[i].charge);
+        if (old[i].v) insert(old[i].hash, std::move(old[i].v), old[i].charge, old[i].resident);
       bytes = old_bytes;
+      resident_bytes = old_resident;
     }
 
     std::size_t find(const hash128& h) const noexcept {
@@ -213,20 +225,22 @@ class clock_cache {
       charged.fetch_sub(bytes + table_bytes(), std::memory_order_relaxed);
       slots = size ? std::make_unique<slot[]>(size) : nullptr;
       mask = size ? size - 1 : 0;
-      count = hand = bytes = 0;
+      count = hand = bytes = resident_bytes = 0;
       charged.fetch_add(table_bytes(), std::memory_order_relaxed);
     }
 
-    void insert(const hash128& h, Value v, std::size_t charge) {
+    void insert(const hash128& h, Value v, std::size_t charge, bool resident) {
       if (!slots || (count + 1) * 2 > mask + 1) grow();
       std::size_t i = home(h);
       while (slots[i].v) i = (i + 1) & mask;
       slots[i].hash = h;
       slots[i].v = std::move(v);
       slots[i].charge = charge;
+      slots[i].resident = resident;
       slots[i].referenced.store(false, std::memory_order_relaxed);
       ++count;
       bytes += charge;
+      if (resident) resident_bytes += charge;
       charged.fetch_add(charge, std::memory_order_relaxed);
     }
 
@@ -234,15 +248,20 @@ class clock_cache {
     void grow() { rehash(slots ? (mask + 1) * 2 : min_table); }
 
     void evict_one() {
+      // Two sweeps clear every reference bit: past them, residents go too.
+      std::size_t spare_for = 2 * (mask + 1);
       for (;;) {
         hand &= mask;
         slot& v = slots[hand];
-        if (v.v && !v.referenced.exchange(false, std::memory_order_relaxed)) {
+        bool spared = v.resident && resident_bytes * 2 <= capacity && spare_for > 0;
+        if (v.v && !spared && !v.referenced.exchange(false, std::memory_order_relaxed)) {
           bytes -= v.charge;
+          if (v.resident) resident_bytes -= v.charge;
           charged.fetch_sub(v.charge, std::memory_order_relaxed);
           erase(hand);  // a later slot may move into `hand`: look at it next
           return;
         }
+        if (spare_for > 0) --spare_for;
         ++hand;
       }
     }
@@ -258,12 +277,14 @@ class clock_cache {
           slots[i].hash = slots[j].hash;
           slots[i].v = std::move(slots[j].v);
           slots[i].charge = slots[j].charge;
+          slots[i].resident = slots[j].resident;
           slots[i].referenced.store(slots[j].referenced.load(std::memory_order_relaxed), std::memory_order_relaxed);
           i = j;
         }
       }
       slots[i].v = Value();
       slots[i].charge = 0;
+      slots[i].resident = false;
       --count;
     }
   };

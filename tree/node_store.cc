@@ -372,7 +372,7 @@ node_store_stats node_store::stats() const {
   node_store_stats s;
   s.cache_hits = cache_->hits();
   s.cache_misses = cache_->misses();
-  cache_->usage(s.cache_bytes, s.cache_entries, s.cache_table_bytes);
+  cache_->usage(s.cache_bytes, s.cache_entries, s.cache_table_bytes, &s.cache_resident_bytes);
   if (records_) {
     s.record_cache_hits = records_->hits();
     s.record_cache_misses = records_->misses();

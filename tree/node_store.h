@@ -56,9 +56,14 @@
 //   either form goes to the record cache only. leaf_get searches a
 //   searchable leaf where it lies, never decoding it; a compressed one it
 //   decompresses and searches, and decodes it into the node cache at the
-//   second record-cache hit since the clock hand last passed it. A record is cached only after its content was
-//   checked against its hash, so a record-cache hit is not hashed again.
-//   gc() empties both (reads of what it dropped are then not_found).
+//   second record-cache hit since the clock hand last passed it. A record is
+//   cached only after its content was checked against its hash, so a
+//   record-cache hit is not hashed again. Internal nodes are resident in the
+//   node cache while they take at most half of it: a get past the cache
+//   reads its leaf and nothing above it. gc() empties both caches (reads
+//   of what it dropped are then not_found).
+// - leaf_get reads a searchable leaf with entry sums from a mapping without
+//   hashing it: the search checks each entry it reads against its sum.
 // - gc(roots) copies every node reachable from `roots` into new packs numbered
 //   after the active one, makes them and their index files durable, switches to
 //   them atomically with a MANIFEST (written to MANIFEST.tmp, fsynced, renamed,
@@ -214,6 +219,10 @@ struct node_store_stats {
   std::uint64_t cache_misses = 0;
   std::uint64_t cache_bytes = 0;        // charged now: nodes and the cache's slot tables
   std::uint64_t cache_table_bytes = 0;  // of which slot tables
+  // Of cache_bytes, internal nodes: kept resident (clock_cache.h) while
+  // they take at most half the cache, so that a get past the cache reads
+  // its leaf and nothing above it.
+  std::uint64_t cache_resident_bytes = 0;
   std::uint64_t cache_entries = 0;
   // The record cache: asked on a node cache miss.
   std::uint64_t record_cache_hits = 0;

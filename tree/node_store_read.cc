@@ -207,7 +207,9 @@ result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buff
                     b.from ? fmt::format("pack {}, offset {}", b.from->path, b.offset) : "a record in memory",
                     n.error().message()));
   node_ptr out = std::make_shared<const node>(std::move(*n));
-  if (keep) cache_->put(h, cached_node{out, out->search_index()}, charge_of(*out));
+  // Internal nodes stay resident: a flood of leaves read once must not
+  // make the next get read the nodes above its leaf from the packs too.
+  if (keep) cache_->put(h, cached_node{out, out->search_index()}, charge_of(*out), /*resident=*/!out->is_leaf());
   return out;
 }
 
