@@ -267,9 +267,15 @@ bool node_store::keep_record(const hash128& h, const record_buffers& b) {
   if (!records_ || !b.hash_checked || b.raw.empty() || b.raw[0] != 0) return false;
   std::size_t charge = record_charge_of(b.payload.size());
   // A searchable leaf is as dense as a decoded one (denser: no index of
-  // key prefixes) and needs no decoding: always worth its place.
-  if (!(b.flags & searchable_flags) && (!(b.flags & compressed_flags) || charge * record_density > b.raw.size()))
+  // key prefixes) and needs no decoding: always worth its place, unless it
+  // was read through a mapping: the page cache holds it already, and a copy
+  // would hold the same bytes twice and take its budget from decoded nodes
+  // (scans of 1M keys held in the budget ran at 0.63x with the copies).
+  if (b.flags & searchable_flags) {
+    if (b.mapped) return false;
+  } else if (!(b.flags & compressed_flags) || charge * record_density > b.raw.size()) {
     return false;
+  }
   records_->put(h, cached_record{std::string(b.payload), b.raw_length, b.flags}, charge);
   // The node cache gets the budget less what the record cache holds (and a
   // step of headroom), so a record cache that stays empty (incompressible
@@ -305,13 +311,12 @@ result<bool> node_store::leaf_get(const hash128& leaf, std::string_view key, std
   auto f = fetch(leaf, b, check_depth::for_search);
   if (!f) return f.error();
   if (b.flags & searchable_flags) {
-    // Read through a mapping, the record is in the page cache already: a
-    // copy in the record cache would hold the same bytes twice. It is
+    // Read through a mapping (keep_record keeps no copy of it), it is
     // decoded into the node cache only while that has room to spare: data
     // that fits the budget ends up decoded (a hit there skips the hash of
     // the whole record that every read from the pack pays), and data that
     // does not is searched in the page cache without churning the cache.
-    if (*f == fetched::from_pack && !b.mapped) keep_record(leaf, b);
+    if (*f == fetched::from_pack) keep_record(leaf, b);
     if (*f == fetched::from_pack && b.mapped && cache_->has_room(b.raw.size() + b.raw.size() / 2)) {
       auto n = decode_and_keep(leaf, b);
       if (!n) return n.error();
