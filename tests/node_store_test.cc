@@ -55,6 +55,14 @@ std::unique_ptr<node_store> must_open(env& e, const node_store_options& o, std::
 
 using testing::entries_of;
 
+// Replaces a file's bytes, durably (a test that rewrites a pack as another
+// build wrote it).
+void rewrite_file(fault_env& fe, const std::string& path, const std::string& bytes) {
+  auto f = must(fe.open(path, open_mode::create_truncate));
+  must_ok(f->append(bytes));
+  must_ok(f->sync());
+}
+
 // The tree of m built in a fresh store and flushed: its root and the position
 // an owner would commit. The store is closed again (reopen it to read cold).
 struct committed_tree {
@@ -567,11 +575,7 @@ TEST_CASE("node_store: searchable leaves of version-3 packs (no entry sums) read
     at += record_header_size + stored;
   }
   REQUIRE(converted > 10);
-  {
-    auto f = must(fe.open(path, open_mode::create_truncate));
-    must_ok(f->append(out));
-    must_ok(f->sync());
-  }
+  rewrite_file(fe, path, out);
   must_ok(fe.remove(fmt::format("{}/{}", store_dir, pack_index_file_name(1))));
   auto s = must_open(fe, o, make_position(1, out.size()));
   check_tree(*s, c.root, m);
@@ -590,11 +594,7 @@ TEST_CASE("node_store: records of every codec read back, whatever the store writ
   auto set_u32 = [](std::string& b, std::size_t at, std::uint32_t v) {
     encode_fixed32_le(reinterpret_cast<std::uint8_t*>(b.data() + at), v);
   };
-  auto rewrite = [&](const std::string& path, const std::string& bytes) {
-    auto f = must(fe.open(path, open_mode::create_truncate));
-    must_ok(f->append(bytes));
-    must_ok(f->sync());
-  };
+  auto rewrite = [&](const std::string& path, const std::string& bytes) { rewrite_file(fe, path, bytes); };
   // The flags of every record on disk, in every pack.
   auto flags_on_disk = [&] {
     std::set<int> flags;

@@ -197,15 +197,14 @@ result<node_store::fetched> node_store::fetch(const hash128& h, record_buffers& 
 
 // Decodes what fetch() left in b and, with `keep`, keeps it in the node cache.
 result<node_ptr> node_store::decode_and_keep(const hash128& h, const record_buffers& b, bool keep) {
-  if (!b.hash_checked && hash128::of(b.raw) != h)
-    return status::corruption(fmt::format("node {}: pack {}, offset {}: content does not match its hash", h,
-                                          b.from ? b.from->path : std::string("?"), b.offset));
-  auto n = node::decode(b.raw);
-  if (!n)
+  auto bad = [&](std::string_view why) {
     return status::corruption(
-        fmt::format("node {}: {}: matches its hash but does not decode: {}", h,
-                    b.from ? fmt::format("pack {}, offset {}", b.from->path, b.offset) : "a record in memory",
-                    n.error().message()));
+        fmt::format("node {}: {}: {}", h,
+                    b.from ? fmt::format("pack {}, offset {}", b.from->path, b.offset) : "a record in memory", why));
+  };
+  if (!b.hash_checked && hash128::of(b.raw) != h) return bad("content does not match its hash");
+  auto n = node::decode(b.raw);
+  if (!n) return bad(fmt::format("matches its hash but does not decode: {}", n.error().message()));
   node_ptr out = std::make_shared<const node>(std::move(*n));
   // Internal nodes stay resident: a flood of leaves read once must not
   // make the next get read the nodes above its leaf from the packs too.

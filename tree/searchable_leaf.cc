@@ -4,7 +4,6 @@
 #include "core/file_header.h"
 
 #include <optional>
-#include <vector>
 
 namespace magnetite::tree::searchable_leaf {
 
@@ -44,24 +43,24 @@ std::string make(const node& n) {
   std::string out;
   out.reserve(enc.size() + per_entry(enc.size(), sums::per_entry) * entries.size());
   out.append(enc);
-  std::vector<std::uint32_t> starts;
-  starts.reserve(entries.size() + 1);
+  // An entry starts with its key's length, just before the key, and ends
+  // with its value (where the next one starts).
+  auto start = [&](const entry_view& e) {
+    return static_cast<std::size_t>(e.key.data() - enc.data()) - varint_length(e.key.size());
+  };
   for (const entry_view& e : entries) {
-    // An entry starts with its key's length, just before the key.
-    auto at = static_cast<std::uint32_t>(e.key.data() - enc.data() - varint_length(e.key.size()));
-    starts.push_back(at);
     std::uint8_t b[4];
     if (width == 2) {
-      encode_fixed16_le(b, static_cast<std::uint16_t>(at));
+      encode_fixed16_le(b, static_cast<std::uint16_t>(start(e)));
     } else {
-      encode_fixed32_le(b, at);
+      encode_fixed32_le(b, static_cast<std::uint32_t>(start(e)));
     }
     out.append(reinterpret_cast<const char*>(b), width);
   }
-  starts.push_back(static_cast<std::uint32_t>(enc.size()));
-  for (std::size_t i = 0; i + 1 < starts.size(); ++i) {
+  for (const entry_view& e : entries) {
+    std::size_t end = static_cast<std::size_t>(e.value.data() - enc.data()) + e.value.size();
     std::uint8_t b[sum_width];
-    encode_fixed32_le(b, checksum32(enc.substr(starts[i], starts[i + 1] - starts[i])));
+    encode_fixed32_le(b, checksum32(enc.substr(start(e), end - start(e))));
     out.append(reinterpret_cast<const char*>(b), sum_width);
   }
   return out;
